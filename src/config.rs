@@ -1,0 +1,473 @@
+//! Node configuration: the TOML file, the command-line flags that override it, and the
+//! validation that runs before anything starts.
+//!
+//! Every rule names the field it checks, so a bad config fails with a message such as
+//! `timing.heartbeat_ms (5000) must be below timing.election_timeout_min_ms (150)`.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::role::NodeId;
+
+/// The election algorithm a cluster runs. One per cluster: every node must agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Raft-style majority vote on openraft, plus lease-bound claims (self-demotion).
+    #[default]
+    Quorum,
+    /// Garcia-Molina's bully algorithm, textbook form, no quorum.
+    Bully,
+    /// Ring election that skips dead successors, textbook form, no quorum.
+    Ring,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Quorum => "quorum",
+            Mode::Bully => "bully",
+            Mode::Ring => "ring",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "quorum" => Ok(Mode::Quorum),
+            "bully" => Ok(Mode::Bully),
+            "ring" => Ok(Mode::Ring),
+            other => Err(format!(
+                "unknown mode {other:?}: expected quorum, bully or ring"
+            )),
+        }
+    }
+}
+
+/// One member of the cluster, self included.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Peer {
+    pub id: NodeId,
+    /// `host:port` where the member serves its API and peer RPC.
+    pub addr: String,
+}
+
+/// Timings in milliseconds. The relations between them are what makes self-demotion safe:
+/// `heartbeat_ms < lease_ms < election_timeout_max_ms` and
+/// `heartbeat_ms < election_timeout_min_ms < election_timeout_max_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timing {
+    /// How often a leader sends heartbeats and, in quorum mode, probes its quorum.
+    pub heartbeat_ms: u64,
+    /// Lower bound of the randomised election timeout.
+    pub election_timeout_min_ms: u64,
+    /// Upper bound of the election timeout; in quorum mode also the followers' leader lease:
+    /// a follower that heard the leader refuses to vote for this long.
+    pub election_timeout_max_ms: u64,
+    /// How long a quorum-acknowledged probe lets the leader claim the role. 0 means "0.8 of
+    /// `election_timeout_max_ms`". Must stay below `election_timeout_max_ms` so that the claim
+    /// ends before any other node can be elected.
+    pub lease_ms: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            heartbeat_ms: 50,
+            election_timeout_min_ms: 150,
+            election_timeout_max_ms: 300,
+            lease_ms: 0,
+        }
+    }
+}
+
+impl Timing {
+    /// The lease in force: the configured one, or 0.8 of the maximum election timeout.
+    pub fn effective_lease_ms(&self) -> u64 {
+        if self.lease_ms == 0 {
+            self.election_timeout_max_ms * 4 / 5
+        } else {
+            self.lease_ms
+        }
+    }
+}
+
+/// A node's whole configuration after the file and the flags are merged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// This node's id; must be one of `peers`.
+    pub id: NodeId,
+    /// Address to bind; defaults to this node's own `peers` address. Its IP is also the source
+    /// address of outgoing peer traffic, so that kernel-level faults (iptables) can tell nodes apart.
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
+    /// Where the node keeps its vote, log and event log.
+    pub data_dir: PathBuf,
+    #[serde(default)]
+    pub mode: Mode,
+    /// Every peer request names its cluster; requests for another cluster are refused.
+    #[serde(default = "default_cluster_id")]
+    pub cluster_id: String,
+    /// Shared secret that authenticates peer requests (issue 5). Never logged or served.
+    #[serde(default, skip_serializing)]
+    pub cluster_secret: Option<String>,
+    /// Bearer token for the admin API; when unset the admin API is open.
+    #[serde(default, skip_serializing)]
+    pub admin_token: Option<String>,
+    /// Seed of the node's own random source (fault layer drop decisions). Unset: taken from the
+    /// clock and printed at start, so that a run can be replayed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub timing: Timing,
+    pub peers: Vec<Peer>,
+}
+
+fn default_cluster_id() -> String {
+    "electd".to_string()
+}
+
+/// Why a config was refused. Every variant names the file or the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML or has fields of the wrong type or unknown fields.
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// A field breaks a rule.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl Config {
+    /// Parses a TOML document (no validation: call [`Config::validate`] after overrides).
+    pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.message().to_string() + &span_hint(text, e.span()),
+        })
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut cfg = Self::from_toml(&text, path)?;
+        // A relative data_dir is relative to the config file, so a cluster works from any cwd.
+        if cfg.data_dir.is_relative() {
+            if let Some(dir) = path.parent() {
+                cfg.data_dir = dir.join(&cfg.data_dir);
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// The address this node binds.
+    pub fn listen_addr(&self) -> SocketAddr {
+        match self.listen {
+            Some(a) => a,
+            None => self
+                .own_peer()
+                .and_then(|p| p.addr.parse().ok())
+                .expect("validated config has a parseable own address"),
+        }
+    }
+
+    pub fn own_peer(&self) -> Option<&Peer> {
+        self.peers.iter().find(|p| p.id == self.id)
+    }
+
+    pub fn peer_addr(&self, id: NodeId) -> Option<&str> {
+        self.peers
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| p.addr.as_str())
+    }
+
+    /// Member ids, ascending, self included.
+    pub fn member_ids(&self) -> Vec<NodeId> {
+        let mut ids: Vec<NodeId> = self.peers.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Checks every field and every relation between fields; the first broken rule is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.id == 0 {
+            return Err(invalid("id", "must be a positive integer"));
+        }
+        if self.cluster_id.is_empty()
+            || self.cluster_id.len() > 64
+            || !self
+                .cluster_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(invalid(
+                "cluster_id",
+                format!(
+                    "{:?} must be 1 to 64 characters of letters, digits, '-', '_' or '.'",
+                    self.cluster_id
+                ),
+            ));
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(invalid("data_dir", "must not be empty"));
+        }
+        if self.peers.is_empty() {
+            return Err(invalid(
+                "peers",
+                "must list every member of the cluster, this node included",
+            ));
+        }
+        let mut ids = BTreeSet::new();
+        let mut addrs = BTreeSet::new();
+        for (i, p) in self.peers.iter().enumerate() {
+            if p.id == 0 {
+                return Err(invalid(
+                    format!("peers[{i}].id"),
+                    "must be a positive integer",
+                ));
+            }
+            if !ids.insert(p.id) {
+                return Err(invalid(
+                    format!("peers[{i}].id"),
+                    format!("{} appears more than once", p.id),
+                ));
+            }
+            if p.addr.parse::<SocketAddr>().is_err() {
+                return Err(invalid(
+                    format!("peers[{i}].addr"),
+                    format!("{:?} is not an ip:port address", p.addr),
+                ));
+            }
+            if !addrs.insert(p.addr.as_str()) {
+                return Err(invalid(
+                    format!("peers[{i}].addr"),
+                    format!("{} appears more than once", p.addr),
+                ));
+            }
+        }
+        if !ids.contains(&self.id) {
+            return Err(invalid(
+                "id",
+                format!("{} is not among the peers' ids {:?}", self.id, ids),
+            ));
+        }
+        if let Some(secret) = &self.cluster_secret {
+            if secret.len() < 16 {
+                return Err(invalid("cluster_secret", "must be at least 16 characters"));
+            }
+        }
+        if let Some(token) = &self.admin_token {
+            if token.len() < 16 {
+                return Err(invalid("admin_token", "must be at least 16 characters"));
+            }
+        }
+        self.validate_timing()
+    }
+
+    fn validate_timing(&self) -> Result<(), ConfigError> {
+        let t = &self.timing;
+        let below = |a: &str, av: u64, b: &str, bv: u64| {
+            if av < bv {
+                Ok(())
+            } else {
+                Err(invalid(
+                    format!("timing.{a}"),
+                    format!("({av}) must be below timing.{b} ({bv})"),
+                ))
+            }
+        };
+        if t.heartbeat_ms == 0 {
+            return Err(invalid("timing.heartbeat_ms", "(0) must be positive"));
+        }
+        if t.election_timeout_max_ms > 600_000 {
+            return Err(invalid(
+                "timing.election_timeout_max_ms",
+                format!("({}) must be at most 600000", t.election_timeout_max_ms),
+            ));
+        }
+        below(
+            "heartbeat_ms",
+            t.heartbeat_ms,
+            "election_timeout_min_ms",
+            t.election_timeout_min_ms,
+        )?;
+        below(
+            "election_timeout_min_ms",
+            t.election_timeout_min_ms,
+            "election_timeout_max_ms",
+            t.election_timeout_max_ms,
+        )?;
+        let lease = t.effective_lease_ms();
+        if t.lease_ms != 0 {
+            below("heartbeat_ms", t.heartbeat_ms, "lease_ms", lease)?;
+            below(
+                "lease_ms",
+                lease,
+                "election_timeout_max_ms",
+                t.election_timeout_max_ms,
+            )?;
+        } else if lease <= t.heartbeat_ms {
+            return Err(invalid(
+                "timing.heartbeat_ms",
+                format!(
+                    "({}) must be below the default lease, 0.8 of timing.election_timeout_max_ms ({lease})",
+                    t.heartbeat_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Turns a TOML error span into " (line L)" so the message points into the file.
+fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(r) => {
+            let line = text[..r.start.min(text.len())].matches('\n').count() + 1;
+            format!(" (line {line})")
+        }
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+id = 2
+data_dir = "/tmp/x"
+[[peers]]
+id = 1
+addr = "127.0.0.1:7001"
+[[peers]]
+id = 2
+addr = "127.0.0.1:7002"
+[[peers]]
+id = 3
+addr = "127.0.0.1:7003"
+"#;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        let c = Config::from_toml(text, Path::new("test.toml"))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    fn err(text: &str) -> String {
+        parse(text).expect_err("config must be refused").to_string()
+    }
+
+    #[test]
+    fn defaults_fill_in() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(c.mode, Mode::Quorum);
+        assert_eq!(c.cluster_id, "electd");
+        assert_eq!(c.timing, Timing::default());
+        assert_eq!(c.timing.effective_lease_ms(), 240);
+        assert_eq!(c.listen_addr(), "127.0.0.1:7002".parse().unwrap());
+        assert_eq!(c.member_ids(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn heartbeat_must_be_below_election_timeout() {
+        let text = format!("{GOOD}\n[timing]\nheartbeat_ms = 5000\n");
+        assert_eq!(
+            err(&text),
+            "timing.heartbeat_ms: (5000) must be below timing.election_timeout_min_ms (150)"
+        );
+    }
+
+    #[test]
+    fn lease_must_be_below_election_timeout_max() {
+        let text = format!("{GOOD}\n[timing]\nlease_ms = 300\n");
+        assert_eq!(
+            err(&text),
+            "timing.lease_ms: (300) must be below timing.election_timeout_max_ms (300)"
+        );
+        let text = format!("{GOOD}\n[timing]\nlease_ms = 40\n");
+        assert!(err(&text).starts_with("timing.heartbeat_ms: (50) must be below timing.lease_ms"));
+    }
+
+    #[test]
+    fn min_must_be_below_max() {
+        let text = format!(
+            "{GOOD}\n[timing]\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 300\n"
+        );
+        assert!(err(&text).starts_with("timing.election_timeout_min_ms: (300) must be below"));
+    }
+
+    #[test]
+    fn self_must_be_a_peer() {
+        let text = GOOD.replace("id = 2\ndata_dir", "id = 9\ndata_dir");
+        assert!(err(&text).starts_with("id: 9 is not among the peers"));
+    }
+
+    #[test]
+    fn duplicate_ids_and_addrs_refused() {
+        let text = GOOD.replace("id = 3", "id = 1");
+        assert_eq!(err(&text), "peers[2].id: 1 appears more than once");
+        let text = GOOD.replace("7003", "7001");
+        assert_eq!(
+            err(&text),
+            "peers[2].addr: 127.0.0.1:7001 appears more than once"
+        );
+    }
+
+    #[test]
+    fn bad_addr_and_mode_and_unknown_field() {
+        let text = GOOD.replace("127.0.0.1:7003", "nowhere");
+        assert!(err(&text).starts_with("peers[2].addr: \"nowhere\" is not an ip:port"));
+        let text = format!("mode = \"paxos\"\n{GOOD}");
+        assert!(
+            err(&text).contains("unknown variant `paxos`"),
+            "{}",
+            err(&text)
+        );
+        let text = format!("colour = 1\n{GOOD}");
+        assert!(err(&text).contains("unknown field `colour`"));
+        let text = GOOD.replace("id = 2\n", "");
+        assert!(err(&text).contains("missing field `id`"));
+    }
+
+    #[test]
+    fn cluster_id_and_secret_rules() {
+        let text = format!("cluster_id = \"a b\"\n{GOOD}");
+        assert!(err(&text).starts_with("cluster_id:"));
+        let text = format!("cluster_secret = \"short\"\n{GOOD}");
+        assert!(err(&text).starts_with("cluster_secret: must be at least 16"));
+    }
+
+    #[test]
+    fn secrets_are_never_serialised() {
+        let text = format!("cluster_secret = \"0123456789abcdef0123\"\nadmin_token = \"0123456789abcdef0123\"\n{GOOD}");
+        let c = parse(&text).unwrap();
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains("0123456789abcdef"));
+    }
+}

@@ -1,0 +1,200 @@
+//! `electd ctl`: the command line of [`crate::cluster`], run by `scripts/cluster.sh`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use rand::RngCore;
+
+use crate::cluster::{agreed, status_row, Cluster, CtlError};
+use crate::config::Mode;
+use crate::role::NodeId;
+
+#[derive(clap::Args, Debug)]
+pub struct CtlArgs {
+    /// The cluster directory (node*.toml; runtime files go to its run/).
+    #[arg(long, default_value = "cluster", env = "ELECTD_CLUSTER_DIR")]
+    pub cluster_dir: PathBuf,
+    #[command(subcommand)]
+    pub cmd: CtlCmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum CtlCmd {
+    /// Start every node that is not running; wait at most 30 s for an agreed leader.
+    Up {
+        #[arg(long, default_value = "quorum")]
+        mode: Mode,
+        /// Seconds to wait for an agreed leader.
+        #[arg(long, default_value_t = 30)]
+        wait: u64,
+    },
+    /// SIGTERM to every node, then SIGKILL to what is left; removes pid files.
+    Down,
+    /// One row a node: id, role, term, leader.
+    Status,
+    /// Print the leader every running node agrees on; exit 1 when there is none.
+    Leader,
+    /// SIGKILL node N.
+    Kill { id: NodeId },
+    /// SIGTERM node N (SIGKILL after 5 s).
+    Stop { id: NodeId },
+    /// Start node N again on its data dir, in the cluster's mode.
+    Start { id: NodeId },
+    /// SIGSTOP node N.
+    Pause { id: NodeId },
+    /// SIGCONT node N.
+    Resume { id: NodeId },
+    /// Cut all peer traffic between groups, e.g. `partition 1,2 3,4,5`.
+    Partition {
+        #[arg(required = true, num_args = 2..)]
+        groups: Vec<String>,
+    },
+    /// Clear every running node's fault set.
+    Heal,
+}
+
+fn parse_group(s: &str) -> Result<Vec<NodeId>, CtlError> {
+    s.split(',')
+        .map(|x| {
+            x.trim()
+                .parse()
+                .map_err(|_| CtlError::Usage(format!("{s:?}: a group is ids separated by commas")))
+        })
+        .collect()
+}
+
+/// Writes a fresh random token to `path` unless it already holds one.
+fn ensure_token(path: &std::path::Path) -> Result<(), CtlError> {
+    if std::fs::metadata(path)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false)
+    {
+        return Ok(());
+    }
+    let mut bytes = [0u8; 24];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(path, hex + "\n").map_err(|source| CtlError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    Ok(())
+}
+
+async fn print_status(c: &Cluster) {
+    for (id, st) in c.states().await {
+        println!("{}", status_row(id, &st));
+    }
+}
+
+async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
+    let bin = std::env::current_exe().map_err(|source| CtlError::Io {
+        path: "current_exe".into(),
+        source,
+    })?;
+    let c = Cluster::open(&args.cluster_dir, &bin)?;
+    let node = |id: NodeId| c.member(id).map(|_| id);
+    match args.cmd {
+        CtlCmd::Up { mode, wait } => {
+            let running: Vec<_> = c
+                .ids()
+                .into_iter()
+                .filter(|id| c.pid(*id).is_some())
+                .collect();
+            if !running.is_empty() && c.mode() != mode {
+                return Err(CtlError::Usage(format!(
+                    "nodes {running:?} are running in mode {}; run `down` first",
+                    c.mode().as_str()
+                )));
+            }
+            std::fs::write(c.run.join("mode"), mode.as_str()).map_err(|source| CtlError::Io {
+                path: c.run.join("mode"),
+                source,
+            })?;
+            ensure_token(&c.run.join("admin-token"))?;
+            ensure_token(&c.run.join("cluster-secret"))?;
+            for id in c.ids() {
+                let pid = c.start(id, mode)?;
+                eprintln!("node {id}: pid {pid}, log {}", c.log_file(id).display());
+            }
+            let leader = c.wait_agreed(Duration::from_secs(wait)).await;
+            print_status(&c).await;
+            match leader {
+                Some(l) => {
+                    println!("leader: {l} (mode {})", mode.as_str());
+                    Ok(ExitCode::SUCCESS)
+                }
+                None => {
+                    eprintln!(
+                        "no agreed leader within {wait} s; see the logs under {}",
+                        c.run.display()
+                    );
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        CtlCmd::Down => {
+            c.down(Duration::from_secs(5));
+            Ok(ExitCode::SUCCESS)
+        }
+        CtlCmd::Status => {
+            print_status(&c).await;
+            Ok(ExitCode::SUCCESS)
+        }
+        CtlCmd::Leader => match agreed(&c.states().await) {
+            Some(l) => {
+                println!("{l}");
+                Ok(ExitCode::SUCCESS)
+            }
+            None => Ok(ExitCode::FAILURE),
+        },
+        CtlCmd::Kill { id } => signal_result(c.kill(node(id)?), id),
+        CtlCmd::Stop { id } => signal_result(c.stop(node(id)?, Duration::from_secs(5)), id),
+        CtlCmd::Start { id } => {
+            let pid = c.start(node(id)?, c.mode())?;
+            println!("node {id}: pid {pid}");
+            Ok(ExitCode::SUCCESS)
+        }
+        CtlCmd::Pause { id } => signal_result(c.signal(node(id)?, libc::SIGSTOP), id),
+        CtlCmd::Resume { id } => signal_result(c.signal(node(id)?, libc::SIGCONT), id),
+        CtlCmd::Partition { groups } => {
+            let groups = groups
+                .iter()
+                .map(|g| parse_group(g))
+                .collect::<Result<Vec<_>, _>>()?;
+            c.partition(&groups).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        CtlCmd::Heal => {
+            c.heal().await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn signal_result(sent: bool, id: NodeId) -> Result<ExitCode, CtlError> {
+    if sent {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("node {id} is not running");
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Entry point of `electd ctl`.
+pub fn main(args: CtlArgs) -> ExitCode {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("electd ctl: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

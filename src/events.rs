@@ -1,0 +1,221 @@
+//! The event log: one event per change of (role, term, leader), stamped on the shared monotonic
+//! clock, kept in memory for `/v1/events` and written through to `<data_dir>/events.jsonl`
+//! so that it survives the node being killed.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::role::{NodeId, Role, RoleState};
+
+/// One change of (role, term, leader) on one node; `t_mono_ns` is CLOCK_MONOTONIC (one clock for the host).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub t_mono_ns: u64,
+    pub node_id: NodeId,
+    pub role: Role,
+    pub term: u64,
+    pub leader: Option<NodeId>,
+}
+
+/// How many events stay in memory for `/v1/events`; the file keeps them all.
+const KEEP_IN_MEMORY: usize = 10_000;
+
+/// File name of the event log inside the data dir.
+pub const EVENTS_FILE: &str = "events.jsonl";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EventLogError {
+    #[error("cannot open event log {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The node's event log. `record` is the only writer; it is called from the one place per mode
+/// where the role is decided.
+pub struct EventLog {
+    node_id: NodeId,
+    path: PathBuf,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    file: File,
+    events: VecDeque<Event>,
+    next_seq: u64,
+    last: Option<RoleState>,
+}
+
+impl EventLog {
+    /// Opens (or creates) `<data_dir>/events.jsonl`. Earlier events are loaded so that `seq`
+    /// keeps growing across restarts and `/v1/events?since=0` shows the node's history.
+    /// A torn last line (a kill in the middle of a write) is skipped.
+    pub fn open(data_dir: &Path, node_id: NodeId) -> Result<EventLog, EventLogError> {
+        let path = data_dir.join(EVENTS_FILE);
+        let open_err = |source| EventLogError::Open {
+            path: path.clone(),
+            source,
+        };
+        let mut events = VecDeque::new();
+        let mut next_seq = 1;
+        if let Ok(f) = File::open(&path) {
+            for line in BufReader::new(f).lines() {
+                let line = line.map_err(open_err)?;
+                if let Ok(ev) = serde_json::from_str::<Event>(&line) {
+                    next_seq = next_seq.max(ev.seq + 1);
+                    events.push_back(ev);
+                    if events.len() > KEEP_IN_MEMORY {
+                        events.pop_front();
+                    }
+                }
+            }
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(open_err)?;
+        // A torn last line would glue onto the next event: start on a fresh line.
+        if file.metadata().map(|m| m.len() > 0).unwrap_or(false) {
+            let _ = file.write_all(b"\n");
+        }
+        Ok(EventLog {
+            node_id,
+            path,
+            inner: Mutex::new(Inner {
+                file,
+                events,
+                next_seq,
+                last: None,
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records `state` stamped `t_mono_ns` if it differs from the last recorded state, and
+    /// returns the new event. The line is written to the file before this returns.
+    pub fn record(&self, t_mono_ns: u64, state: RoleState) -> Option<Event> {
+        let mut inner = self.inner.lock().expect("event log lock");
+        if inner.last == Some(state) {
+            return None;
+        }
+        let ev = Event {
+            seq: inner.next_seq,
+            t_mono_ns,
+            node_id: self.node_id,
+            role: state.role,
+            term: state.term,
+            leader: state.leader,
+        };
+        inner.next_seq += 1;
+        inner.last = Some(state);
+        let mut line = serde_json::to_vec(&ev).expect("event serialises");
+        line.push(b'\n');
+        if let Err(e) = inner.file.write_all(&line) {
+            tracing::error!(path = %self.path.display(), error = %e, "cannot append to event log");
+        }
+        inner.events.push_back(ev.clone());
+        if inner.events.len() > KEEP_IN_MEMORY {
+            inner.events.pop_front();
+        }
+        tracing::info!(
+            role = ev.role.as_str(),
+            term = ev.term,
+            leader = ?ev.leader,
+            seq = ev.seq,
+            "role change"
+        );
+        Some(ev)
+    }
+
+    /// The last recorded state, if any.
+    pub fn last(&self) -> Option<RoleState> {
+        self.inner.lock().expect("event log lock").last
+    }
+
+    /// Events with `seq >= since` (at most `limit`), and the `seq` to ask for next.
+    pub fn since(&self, since: u64, limit: usize) -> (Vec<Event>, u64) {
+        let inner = self.inner.lock().expect("event log lock");
+        let events: Vec<Event> = inner
+            .events
+            .iter()
+            .filter(|e| e.seq >= since)
+            .take(limit)
+            .cloned()
+            .collect();
+        let next = events.last().map(|e| e.seq + 1).unwrap_or(since.max(
+            // Nothing new: the caller may ask again from where the log is now.
+            if since == 0 { 1 } else { since },
+        ));
+        (events, next)
+    }
+}
+
+/// Reads an `events.jsonl` file, skipping torn lines (used by the chaos runner and tests).
+pub fn read_events_file(path: &Path) -> std::io::Result<Vec<Event>> {
+    let f = File::open(path)?;
+    let mut out = Vec::new();
+    for line in BufReader::new(f).lines() {
+        if let Ok(ev) = serde_json::from_str::<Event>(&line?) {
+            out.push(ev);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(role: Role, term: u64, leader: Option<NodeId>) -> RoleState {
+        RoleState { role, term, leader }
+    }
+
+    #[test]
+    fn records_only_changes_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open(dir.path(), 3).unwrap();
+        assert!(log.record(10, st(Role::Follower, 1, Some(1))).is_some());
+        assert!(log.record(11, st(Role::Follower, 1, Some(1))).is_none());
+        let ev = log.record(12, st(Role::Leader, 2, Some(3))).unwrap();
+        assert_eq!(ev.seq, 2);
+        assert_eq!(ev.node_id, 3);
+        let (evs, next) = log.since(0, 100);
+        assert_eq!(evs.len(), 2);
+        assert_eq!(next, 3);
+        drop(log);
+
+        // A torn line from a kill mid-write is skipped, and seq continues.
+        let path = dir.path().join(EVENTS_FILE);
+        OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"seq\":3,\"t_mo")
+            .unwrap();
+        let log = EventLog::open(dir.path(), 3).unwrap();
+        let ev = log.record(20, st(Role::Follower, 2, None)).unwrap();
+        assert_eq!(ev.seq, 3);
+        let on_disk = read_events_file(&path).unwrap();
+        assert_eq!(
+            on_disk.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        let (evs, next) = log.since(3, 100);
+        assert_eq!(evs.len(), 1);
+        assert_eq!(next, 4);
+        let (evs, next) = log.since(4, 100);
+        assert!(evs.is_empty());
+        assert_eq!(next, 4);
+    }
+}

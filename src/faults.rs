@@ -1,0 +1,181 @@
+//! The application-layer fault set (admin API, `scripts/cluster.sh partition`), applied inside
+//! the peer transport so that every mode sees the same faults.
+//!
+//! Semantics, chosen so that an app-layer fault looks to the algorithms like a network fault:
+//! - `block_to`: every message this node sends to those peers is lost: requests before sending,
+//!   responses to their requests after the request was processed (a one-way cut loses replies).
+//! - `block_from`: every request from those peers is lost on arrival, unprocessed.
+//! - `drop_rate`: every message this node sends or receives is lost with that probability.
+//! - `delay_ms`: every message this node sends (requests and responses) waits that long first.
+//!
+//! A lost message is never reported as such to the sender: the sender waits until its request
+//! deadline and sees a timeout, as it would behind an iptables DROP rule.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::role::NodeId;
+
+/// A node's fault set, as `PUT /v1/admin/faults` takes and answers it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSet {
+    #[serde(default)]
+    pub block_to: BTreeSet<NodeId>,
+    #[serde(default)]
+    pub block_from: BTreeSet<NodeId>,
+    #[serde(default)]
+    pub drop_rate: f64,
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+/// Longest delay the fault layer accepts.
+pub const MAX_DELAY_MS: u64 = 60_000;
+
+impl FaultSet {
+    /// Checks the values against the membership; the error names the field.
+    pub fn validate(&self, members: &[NodeId]) -> Result<(), (String, String)> {
+        for (field, set) in [
+            ("block_to", &self.block_to),
+            ("block_from", &self.block_from),
+        ] {
+            if let Some(bad) = set.iter().find(|id| !members.contains(id)) {
+                return Err((
+                    field.to_string(),
+                    format!("node {bad} is not a member of the cluster {members:?}"),
+                ));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.drop_rate) || self.drop_rate.is_nan() {
+            return Err((
+                "drop_rate".into(),
+                format!("{} must be between 0.0 and 1.0", self.drop_rate),
+            ));
+        }
+        if self.delay_ms > MAX_DELAY_MS {
+            return Err((
+                "delay_ms".into(),
+                format!("{} must be at most {MAX_DELAY_MS}", self.delay_ms),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the fault layer decides for one message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Deliver after this delay.
+    Deliver(Duration),
+    /// Lose the message.
+    Drop,
+}
+
+/// The fault set in force plus the seeded random source for drop decisions.
+pub struct Faults {
+    set: Mutex<FaultSet>,
+    rng: Mutex<StdRng>,
+}
+
+impl Faults {
+    pub fn new(seed: u64) -> Faults {
+        Faults {
+            set: Mutex::new(FaultSet::default()),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+        }
+    }
+
+    pub fn get(&self) -> FaultSet {
+        self.set.lock().expect("faults lock").clone()
+    }
+
+    pub fn replace(&self, set: FaultSet) {
+        *self.set.lock().expect("faults lock") = set;
+    }
+
+    fn lose(&self, rate: f64) -> bool {
+        rate > 0.0 && self.rng.lock().expect("rng lock").gen_bool(rate)
+    }
+
+    /// A message this node is about to send to `to` (a request, or a response to `to`'s request).
+    pub fn on_send(&self, to: NodeId) -> Verdict {
+        let set = self.set.lock().expect("faults lock").clone();
+        if set.block_to.contains(&to) || self.lose(set.drop_rate) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver(Duration::from_millis(set.delay_ms))
+        }
+    }
+
+    /// A request that has just arrived from `from`.
+    pub fn on_receive(&self, from: NodeId) -> Verdict {
+        let set = self.set.lock().expect("faults lock").clone();
+        if set.block_from.contains(&from) || self.lose(set.drop_rate) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver(Duration::ZERO)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_directional() {
+        let f = Faults::new(1);
+        f.replace(FaultSet {
+            block_to: [3].into(),
+            block_from: [4].into(),
+            ..Default::default()
+        });
+        assert_eq!(f.on_send(3), Verdict::Drop);
+        assert_eq!(f.on_send(4), Verdict::Deliver(Duration::ZERO));
+        assert_eq!(f.on_receive(4), Verdict::Drop);
+        assert_eq!(f.on_receive(3), Verdict::Deliver(Duration::ZERO));
+    }
+
+    #[test]
+    fn drop_rate_is_seeded_and_roughly_right() {
+        let count = |seed| {
+            let f = Faults::new(seed);
+            f.replace(FaultSet {
+                drop_rate: 0.3,
+                ..Default::default()
+            });
+            (0..10_000)
+                .filter(|_| f.on_send(2) == Verdict::Drop)
+                .count()
+        };
+        assert_eq!(count(7), count(7), "same seed, same decisions");
+        let n = count(7);
+        assert!((2_700..3_300).contains(&n), "30% of 10000, got {n}");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let members = [1, 2, 3];
+        let bad = FaultSet {
+            block_to: [9].into(),
+            ..Default::default()
+        };
+        assert_eq!(bad.validate(&members).unwrap_err().0, "block_to");
+        let bad = FaultSet {
+            drop_rate: 1.5,
+            ..Default::default()
+        };
+        assert_eq!(bad.validate(&members).unwrap_err().0, "drop_rate");
+        let bad = FaultSet {
+            delay_ms: MAX_DELAY_MS + 1,
+            ..Default::default()
+        };
+        assert_eq!(bad.validate(&members).unwrap_err().0, "delay_ms");
+    }
+}

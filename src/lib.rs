@@ -1,0 +1,30 @@
+//! electd: the leader-election node that runs beside each instance of a clustered service, so
+//! that exactly one instance does the coordinator's work, and no network partition ever leaves
+//! two instances both believing they hold that role.
+//!
+//! # Layout
+//! - [`config`]: the TOML config, flag overrides, validation that names the field.
+//! - [`role`]: node ids, roles, the (role, term, leader) triple.
+//! - [`clock`]: `CLOCK_MONOTONIC`, the one clock of events and leases.
+//! - [`events`]: the event log (`/v1/events`, `<data_dir>/events.jsonl`).
+//! - [`faults`]: the application-layer fault set (block to/from, drop rate, delay).
+//! - [`transport`]: the one peer transport (HTTP), with the fault layer inside it.
+//! - [`stats`]: counters by message type; [`metrics`]: `/metrics`.
+//! - [`quorum`]: quorum mode on openraft, with lease-bound claims and self-demotion.
+//! - [`node`]: a running node: engine of the configured mode, view, shutdown.
+//! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`].
+//! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
+
+pub mod api;
+pub mod clock;
+pub mod cluster;
+pub mod config;
+pub mod ctl;
+pub mod events;
+pub mod faults;
+pub mod metrics;
+pub mod node;
+pub mod quorum;
+pub mod role;
+pub mod stats;
+pub mod transport;

@@ -1,0 +1,170 @@
+//! A running node: the config, the shared transport and fault layer, the event log, the
+//! counters, and the election engine of the configured mode. The API asks it for a [`View`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::mono_ns;
+use crate::config::{Config, Mode};
+use crate::events::{EventLog, EventLogError};
+use crate::faults::Faults;
+use crate::quorum::{QuorumError, QuorumNode};
+use crate::role::{NodeId, Role};
+use crate::stats::Stats;
+use crate::transport::Transport;
+
+/// What an engine says about the node at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineView {
+    pub role: Role,
+    pub term: u64,
+    pub leader: Option<NodeId>,
+    /// Quorum mode, while leading: nanoseconds of claim left.
+    pub lease_remaining_ns: Option<u64>,
+}
+
+impl EngineView {
+    pub fn without_leader(role: Role, term: u64) -> EngineView {
+        EngineView {
+            role,
+            term,
+            leader: None,
+            lease_remaining_ns: None,
+        }
+    }
+}
+
+/// The election engine of the configured mode.
+pub enum Engine {
+    Quorum(Arc<QuorumNode>),
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("cannot create data dir {path}: {source}")]
+    DataDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Events(#[from] EventLogError),
+    #[error(transparent)]
+    Quorum(#[from] QuorumError),
+    #[error("mode {0} is not available in this build")]
+    ModeUnavailable(&'static str),
+}
+
+pub struct Node {
+    pub cfg: Arc<Config>,
+    pub engine: Engine,
+    pub transport: Arc<Transport>,
+    pub events: Arc<EventLog>,
+    pub stats: Arc<Stats>,
+    pub seed: u64,
+    started: Instant,
+    stop: CancellationToken,
+}
+
+impl Node {
+    /// Starts the engine of `cfg.mode` (after `cfg.validate()`), with the fault layer seeded by
+    /// `seed`. The engine's background task stops when `stop` is cancelled; if it fails on its
+    /// own (openraft stopped on a storage error), `fatal` is cancelled with the reason logged.
+    pub async fn start(
+        cfg: Config,
+        seed: u64,
+        stop: CancellationToken,
+        fatal: CancellationToken,
+    ) -> Result<Arc<Node>, NodeError> {
+        std::fs::create_dir_all(&cfg.data_dir).map_err(|source| NodeError::DataDir {
+            path: cfg.data_dir.clone(),
+            source,
+        })?;
+        let cfg = Arc::new(cfg);
+        let stats = Arc::new(Stats::default());
+        let faults = Arc::new(Faults::new(seed));
+        let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
+        let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
+        let engine = match cfg.mode {
+            Mode::Quorum => {
+                let q = QuorumNode::start(&cfg, transport.clone(), events.clone(), stats.clone())
+                    .await?;
+                let run = q.clone().run(stop.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = run.await {
+                        tracing::error!(error = %e, "quorum engine stopped");
+                        fatal.cancel();
+                    }
+                });
+                Engine::Quorum(q)
+            }
+            Mode::Bully => return Err(NodeError::ModeUnavailable("bully")),
+            Mode::Ring => return Err(NodeError::ModeUnavailable("ring")),
+        };
+        Ok(Arc::new(Node {
+            cfg,
+            engine,
+            transport,
+            events,
+            stats,
+            seed,
+            started: Instant::now(),
+            stop,
+        }))
+    }
+
+    /// The node's effective role, judged now.
+    pub fn view(&self) -> EngineView {
+        let now = mono_ns();
+        match &self.engine {
+            Engine::Quorum(q) => q.view(now),
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.cfg.mode
+    }
+
+    pub fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    pub fn engine_status(&self) -> serde_json::Value {
+        match &self.engine {
+            Engine::Quorum(q) => q.status_extra(),
+        }
+    }
+
+    /// The engine's `/peer/...` routes (without the transport guard; the API adds it).
+    pub fn peer_routes(&self) -> Router {
+        match &self.engine {
+            Engine::Quorum(q) => q.clone().routes(),
+        }
+    }
+
+    /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm allows.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        match &self.engine {
+            Engine::Quorum(q) => q.shutdown().await,
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}

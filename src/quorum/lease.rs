@@ -1,0 +1,277 @@
+//! The lease-bound leadership claim of quorum mode (self-demotion), as plain logic on the
+//! monotonic clock, without I/O, so that every rule can be unit-tested.
+//!
+//! # Why the claim is safe
+//! The leader records `t0` *before* it sends a probe round (fresh AppendEntries to every voter,
+//! openraft's `ensure_linearizable`). A voter that acknowledges received the probe after `t0`,
+//! and openraft then refuses any vote request for `election_timeout_max` (its follower lease).
+//! Any majority that could elect another leader shares a voter with the acknowledging majority.
+//! If that shared voter is a follower, no election can finish before `t0 + election_timeout_max`;
+//! if it is the leader itself, the leader stops claiming *before* it hands its vote to a higher
+//! term: a vote request for a higher term [suspends](Lease::suspend) the claim before openraft
+//! sees it, and a granted vote [fences](Lease::resume) every lower term for good. The claim
+//! runs until `t0 + lease`, with `lease < election_timeout_max`, so it always ends before a
+//! successor can exist.
+
+use crate::role::NodeId;
+
+/// One granted claim: the node leads `term` until `until_ns` (CLOCK_MONOTONIC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub term: u64,
+    /// Send time of the probe that started this run of claims (the "became leader" stamp).
+    pub since_ns: u64,
+    /// The claim holds while `now < until_ns`.
+    pub until_ns: u64,
+}
+
+/// The claim state of one node.
+#[derive(Debug, Default)]
+pub struct Lease {
+    claim: Option<Claim>,
+    /// No claim in a term below this: the node granted its vote to a candidate of this term.
+    fence: u64,
+    /// Vote requests for a higher term being handled right now; no claim while any is.
+    suspended: u32,
+    suspended_since_ns: u64,
+}
+
+impl Lease {
+    /// A probe sent at `t0_ns` for `term` was acknowledged by a majority: claim until
+    /// `t0_ns + lease_ns`. Returns `false` (and claims nothing) when the term is fenced or a
+    /// vote request is being handled.
+    pub fn grant(&mut self, term: u64, t0_ns: u64, lease_ns: u64) -> bool {
+        if term < self.fence || self.suspended > 0 {
+            return false;
+        }
+        let until_ns = t0_ns + lease_ns;
+        self.claim = Some(match self.claim {
+            // Still inside the previous claim of the same term: the run goes on.
+            Some(c) if c.term == term && c.until_ns > t0_ns => Claim {
+                until_ns: c.until_ns.max(until_ns),
+                ..c
+            },
+            _ => Claim {
+                term,
+                since_ns: t0_ns,
+                until_ns,
+            },
+        });
+        true
+    }
+
+    /// The claim in force at `now_ns` for a node that openraft has as leader of `term`.
+    pub fn current(&self, term: u64, now_ns: u64) -> Option<Claim> {
+        match self.claim {
+            Some(c)
+                if self.suspended == 0
+                    && c.term == term
+                    && term >= self.fence
+                    && now_ns < c.until_ns =>
+            {
+                Some(c)
+            }
+            _ => None,
+        }
+    }
+
+    /// The last claim granted, valid or not (to stamp the "stopped leading" event).
+    pub fn last(&self) -> Option<Claim> {
+        self.claim
+    }
+
+    /// Ends the claim now (the node left the leader state, or shuts down).
+    pub fn revoke(&mut self, now_ns: u64) {
+        if let Some(c) = &mut self.claim {
+            c.until_ns = c.until_ns.min(now_ns);
+        }
+    }
+
+    /// A vote request for a higher term than the claim's arrived: stop claiming before
+    /// openraft decides on it.
+    pub fn suspend(&mut self, now_ns: u64) {
+        if self.suspended == 0 {
+            self.suspended_since_ns = now_ns;
+        }
+        self.suspended += 1;
+    }
+
+    /// openraft has answered the vote request; `granted_term` is its term when the vote was
+    /// granted. A granted vote fences every lower term: the claim ended at the suspension.
+    pub fn resume(&mut self, granted_term: Option<u64>) {
+        self.suspended = self.suspended.saturating_sub(1);
+        if let Some(t) = granted_term {
+            self.fence = self.fence.max(t);
+            if let Some(c) = &mut self.claim {
+                if c.term < self.fence {
+                    c.until_ns = c.until_ns.min(self.suspended_since_ns);
+                }
+            }
+        }
+    }
+}
+
+/// When a leader without a quorum goes quiet (openraft.md, the bridge trap, openraft #2080).
+///
+/// A leader whose probes have failed for a whole lease stops its heartbeats and its probes for
+/// `quiet_ns`, so that a voter it can still reach (a bridge) lets its follower lease run out
+/// and can vote for a candidate of the majority side. `quiet_ns` covers that voter's lease
+/// (`election_timeout_max`), one more election timeout for the majority's candidate to retry,
+/// and the claim lease itself: `quiet = 2 × election_timeout_max + lease`.
+#[derive(Debug, Default)]
+pub struct Quiet {
+    /// Start of the current leadership in openraft (state Leader), to time the first lease.
+    leader_since_ns: Option<(u64, u64)>,
+    last_ack_ns: Option<u64>,
+    quiet_until_ns: Option<u64>,
+}
+
+impl Quiet {
+    /// openraft has this node as leader of `term` at `now_ns`.
+    pub fn leading(&mut self, term: u64, now_ns: u64) {
+        match self.leader_since_ns {
+            Some((t, _)) if t == term => {}
+            _ => {
+                self.leader_since_ns = Some((term, now_ns));
+                self.last_ack_ns = None;
+                self.quiet_until_ns = None;
+            }
+        }
+    }
+
+    /// The node is not leader: forget everything.
+    pub fn not_leading(&mut self) {
+        *self = Quiet::default();
+    }
+
+    pub fn acked(&mut self, t0_ns: u64) {
+        self.last_ack_ns = Some(t0_ns);
+        self.quiet_until_ns = None;
+    }
+
+    /// May the node probe (and send heartbeats) now?
+    pub fn may_probe(&self, now_ns: u64) -> bool {
+        self.quiet_until_ns.is_none_or(|q| now_ns >= q)
+    }
+
+    /// After a failed probe: should the node go quiet now? Sets the quiet period if so.
+    pub fn failed(&mut self, now_ns: u64, lease_ns: u64, quiet_ns: u64) -> bool {
+        let since = self
+            .last_ack_ns
+            .or(self.leader_since_ns.map(|(_, s)| s))
+            .unwrap_or(now_ns);
+        if now_ns >= since + lease_ns {
+            self.quiet_until_ns = Some(now_ns + quiet_ns);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The leader a follower reports: the one openraft names, if it was heard within the lease
+/// a follower grants it (`election_timeout_max`).
+pub fn follower_leader(
+    named: Option<NodeId>,
+    contact: Option<(NodeId, u64)>,
+    now_ns: u64,
+    window_ns: u64,
+) -> Option<NodeId> {
+    match (named, contact) {
+        (Some(l), Some((c, at))) if l == c && now_ns < at + window_ns => Some(l),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: u64 = 240;
+
+    #[test]
+    fn claim_runs_from_probe_send_time_for_one_lease() {
+        let mut l = Lease::default();
+        assert!(l.grant(3, 1000, L));
+        assert_eq!(l.current(3, 1000).unwrap().since_ns, 1000);
+        assert!(l.current(3, 1239).is_some());
+        assert!(l.current(3, 1240).is_none(), "ends exactly at t0 + lease");
+        assert!(
+            l.current(4, 1100).is_none(),
+            "only in the term it was granted for"
+        );
+    }
+
+    #[test]
+    fn renewals_extend_one_run_and_gaps_start_a_new_one() {
+        let mut l = Lease::default();
+        l.grant(3, 1000, L);
+        l.grant(3, 1050, L);
+        let c = l.current(3, 1280).unwrap();
+        assert_eq!((c.since_ns, c.until_ns), (1000, 1290));
+        l.grant(3, 2000, L);
+        assert_eq!(l.current(3, 2000).unwrap().since_ns, 2000);
+    }
+
+    #[test]
+    fn vote_request_suspends_and_granted_vote_fences() {
+        let mut l = Lease::default();
+        l.grant(3, 1000, L);
+        l.suspend(1100);
+        assert!(
+            l.current(3, 1101).is_none(),
+            "no claim while a vote is decided"
+        );
+        assert!(
+            !l.grant(3, 1090, L),
+            "a probe finishing meanwhile claims nothing"
+        );
+        l.resume(None);
+        assert!(
+            l.current(3, 1101).is_some(),
+            "vote refused: the claim stands"
+        );
+        l.suspend(1150);
+        l.resume(Some(4));
+        assert!(l.current(3, 1151).is_none());
+        assert_eq!(
+            l.last().unwrap().until_ns,
+            1150,
+            "ended when the vote arrived"
+        );
+        assert!(!l.grant(3, 1160, L), "term 3 is fenced for good");
+        assert!(l.grant(4, 1170, L), "a later term may claim");
+    }
+
+    #[test]
+    fn revoke_ends_now() {
+        let mut l = Lease::default();
+        l.grant(3, 1000, L);
+        l.revoke(1010);
+        assert!(l.current(3, 1010).is_none());
+        assert_eq!(l.last().unwrap().until_ns, 1010);
+    }
+
+    #[test]
+    fn quiet_after_a_lease_without_acks() {
+        let mut q = Quiet::default();
+        q.leading(5, 0);
+        assert!(!q.failed(100, L, 1000));
+        assert!(q.failed(240, L, 1000));
+        assert!(!q.may_probe(1239));
+        assert!(q.may_probe(1240));
+        q.acked(1240);
+        assert!(q.may_probe(1241));
+        assert!(!q.failed(1300, L, 1000), "measured from the last ack");
+        q.leading(6, 2000);
+        assert!(!q.failed(2100, L, 1000), "a new term starts a new lease");
+    }
+
+    #[test]
+    fn follower_reports_a_leader_only_while_fresh() {
+        assert_eq!(follower_leader(Some(2), Some((2, 100)), 150, 300), Some(2));
+        assert_eq!(follower_leader(Some(2), Some((2, 100)), 400, 300), None);
+        assert_eq!(follower_leader(Some(2), Some((3, 100)), 150, 300), None);
+        assert_eq!(follower_leader(None, Some((2, 100)), 150, 300), None);
+    }
+}

@@ -1,0 +1,586 @@
+//! Durable Raft state for quorum mode: the vote, the log, the commit index and the (tiny) state
+//! machine, all in one JSON file `<data_dir>/raft-state.json`.
+//!
+//! An election-only node has a tiny log (the membership entry plus one blank entry per elected
+//! leader, purged behind snapshots), so the whole state is rewritten on every change:
+//! write `raft-state.json.tmp`, fsync it, rename it over the old file, fsync the directory.
+//! Only then is openraft told (the method returns, or the `LogFlushed` callback fires). A crash
+//! at any point leaves either the old or the new file, never a mix.
+//!
+//! A file that exists but cannot be read or parsed, or that belongs to another node or cluster,
+//! stops the node at start with an error naming the file: never a silent reset, which could
+//! make the node vote twice in one term.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{self, File};
+use std::io::{Cursor, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine};
+use openraft::{
+    BasicNode, Entry, EntryPayload, LogId, LogState, OptionalSend, RaftLogReader,
+    RaftSnapshotBuilder, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
+    Vote,
+};
+use serde::{Deserialize, Serialize};
+
+use super::TypeConfig;
+use crate::role::NodeId;
+
+/// File name of the Raft state inside the data dir.
+pub const STATE_FILE: &str = "raft-state.json";
+const FORMAT: u32 = 1;
+
+/// Why the state could not be opened at start.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create data dir {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read state file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("state file {path} is corrupt ({reason}); refusing to start rather than forget a vote. Restore it from a backup, or delete the whole data dir to rejoin as a new node")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("state file {path} belongs to node {found_id} of cluster {found_cluster:?}, not node {id} of cluster {cluster:?}")]
+    Foreign {
+        path: PathBuf,
+        found_id: NodeId,
+        found_cluster: String,
+        id: NodeId,
+        cluster: String,
+    },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct StoredSnapshot {
+    meta: SnapshotMeta<NodeId, BasicNode>,
+    data: Vec<u8>,
+}
+
+/// Everything that is persisted.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Persisted {
+    format: u32,
+    node_id: NodeId,
+    cluster_id: String,
+    vote: Option<Vote<NodeId>>,
+    committed: Option<LogId<NodeId>>,
+    last_purged: Option<LogId<NodeId>>,
+    log: BTreeMap<u64, Entry<TypeConfig>>,
+    last_applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, BasicNode>,
+    snapshot: Option<StoredSnapshot>,
+    snapshot_seq: u64,
+}
+
+impl Persisted {
+    fn empty(node_id: NodeId, cluster_id: &str) -> Self {
+        Persisted {
+            format: FORMAT,
+            node_id,
+            cluster_id: cluster_id.to_string(),
+            vote: None,
+            committed: None,
+            last_purged: None,
+            log: BTreeMap::new(),
+            last_applied: None,
+            membership: StoredMembership::default(),
+            snapshot: None,
+            snapshot_seq: 0,
+        }
+    }
+}
+
+/// The state file: atomic replace, and a loader that refuses what it cannot trust.
+#[derive(Clone, Debug)]
+pub struct StateFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    dir: PathBuf,
+}
+
+impl StateFile {
+    pub fn new(data_dir: &Path) -> StateFile {
+        StateFile {
+            path: data_dir.join(STATE_FILE),
+            tmp: data_dir.join(format!("{STATE_FILE}.tmp")),
+            dir: data_dir.to_path_buf(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces the file with `bytes`: temp file, fsync, rename, fsync of the directory.
+    pub fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.write_tmp(bytes)?;
+        self.commit_tmp()
+    }
+
+    /// First half of [`write`](Self::write): the new content is durable under the temp name.
+    fn write_tmp(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut f = File::create(&self.tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    }
+
+    /// Second half: the rename that makes it the state, made durable by syncing the directory.
+    fn commit_tmp(&self) -> std::io::Result<()> {
+        fs::rename(&self.tmp, &self.path)?;
+        File::open(&self.dir)?.sync_all()
+    }
+
+    /// The file's bytes, or `None` when there is no file yet (a new node).
+    fn read(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        // A temp file is a write that never got renamed: the old file is the state.
+        let _ = fs::remove_file(&self.tmp);
+        match fs::read(&self.path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StoreError::Read {
+                path: self.path.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+/// The shared store behind [`LogStore`] and [`StateMachine`].
+pub struct Store {
+    file: StateFile,
+    state: Mutex<Persisted>,
+    /// Serialises writers so that writes reach the disk in the order openraft issued them.
+    write_lock: tokio::sync::Mutex<()>,
+}
+
+impl Store {
+    /// Opens the state in `data_dir` (creating the dir), or fails with an error naming the file.
+    pub fn open(
+        data_dir: &Path,
+        node_id: NodeId,
+        cluster_id: &str,
+    ) -> Result<Arc<Store>, StoreError> {
+        fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+        let file = StateFile::new(data_dir);
+        let state = match file.read()? {
+            None => Persisted::empty(node_id, cluster_id),
+            Some(bytes) => {
+                let p: Persisted =
+                    serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                        path: file.path.clone(),
+                        reason: if bytes.is_empty() {
+                            "the file is empty".to_string()
+                        } else {
+                            e.to_string()
+                        },
+                    })?;
+                if p.format != FORMAT {
+                    return Err(StoreError::Corrupt {
+                        path: file.path.clone(),
+                        reason: format!("unknown format {}", p.format),
+                    });
+                }
+                if p.node_id != node_id || p.cluster_id != cluster_id {
+                    return Err(StoreError::Foreign {
+                        path: file.path.clone(),
+                        found_id: p.node_id,
+                        found_cluster: p.cluster_id,
+                        id: node_id,
+                        cluster: cluster_id.to_string(),
+                    });
+                }
+                p
+            }
+        };
+        Ok(Arc::new(Store {
+            file,
+            state: Mutex::new(state),
+            write_lock: tokio::sync::Mutex::new(()),
+        }))
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&Persisted) -> R) -> R {
+        f(&self.state.lock().expect("store lock"))
+    }
+
+    /// Applies `f` to the state and makes the result durable before returning.
+    async fn mutate<R>(&self, f: impl FnOnce(&mut Persisted) -> R) -> std::io::Result<R> {
+        let _w = self.write_lock.lock().await;
+        let (r, bytes) = {
+            let mut s = self.state.lock().expect("store lock");
+            let r = f(&mut s);
+            (r, serde_json::to_vec(&*s).expect("state serialises"))
+        };
+        let file = self.file.clone();
+        tokio::task::spawn_blocking(move || file.write(&bytes))
+            .await
+            .map_err(std::io::Error::other)??;
+        Ok(r)
+    }
+
+    /// The vote on disk (for tests and status).
+    pub fn vote(&self) -> Option<Vote<NodeId>> {
+        self.read(|s| s.vote)
+    }
+}
+
+/// The log half of the store, as openraft sees it.
+#[derive(Clone)]
+pub struct LogStore(pub Arc<Store>);
+
+/// The state-machine half of the store: the applied log id and the membership.
+#[derive(Clone)]
+pub struct StateMachine(pub Arc<Store>);
+
+fn io_err(e: std::io::Error) -> openraft::AnyError {
+    openraft::AnyError::new(&e)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        Ok(self
+            .0
+            .read(|s| s.log.range(range).map(|(_, e)| e.clone()).collect()))
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+        Ok(self.0.read(|s| {
+            let last = s.log.values().next_back().map(|e| e.log_id);
+            LogState {
+                last_purged_log_id: s.last_purged,
+                last_log_id: last.or(s.last_purged),
+            }
+        }))
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let vote = *vote;
+        self.0
+            .mutate(|s| s.vote = Some(vote))
+            .await
+            .map_err(|e| StorageIOError::write_vote(io_err(e)).into())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
+        Ok(self.0.vote())
+    }
+
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<NodeId>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        self.0
+            .mutate(|s| s.committed = committed)
+            .await
+            .map_err(|e| StorageIOError::write(io_err(e)).into())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
+        Ok(self.0.read(|s| s.committed))
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let entries: Vec<_> = entries.into_iter().collect();
+        let res = self
+            .0
+            .mutate(move |s| {
+                for e in entries {
+                    s.log.insert(e.log_id.index, e);
+                }
+            })
+            .await;
+        match res {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                let kind = e.kind();
+                let msg = e.to_string();
+                callback.log_io_completed(Err(std::io::Error::new(kind, msg)));
+                Err(StorageIOError::write_logs(io_err(e)).into())
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        self.0
+            .mutate(|s| {
+                let _ = s.log.split_off(&log_id.index);
+            })
+            .await
+            .map_err(|e| StorageIOError::write_logs(io_err(e)).into())
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        self.0
+            .mutate(|s| {
+                s.log = s.log.split_off(&(log_id.index + 1));
+                s.last_purged = Some(log_id);
+            })
+            .await
+            .map_err(|e| StorageIOError::write_logs(io_err(e)).into())
+    }
+}
+
+impl StateMachine {
+    fn snapshot_of(s: &Persisted) -> Option<Snapshot<TypeConfig>> {
+        s.snapshot.as_ref().map(|snap| Snapshot {
+            meta: snap.meta.clone(),
+            snapshot: Box::new(Cursor::new(snap.data.clone())),
+        })
+    }
+}
+
+/// What a snapshot holds: an election-only state machine is its applied id and membership.
+#[derive(Serialize, Deserialize)]
+struct SnapshotData {
+    last_applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, BasicNode>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        let res = self
+            .0
+            .mutate(|s| {
+                s.snapshot_seq += 1;
+                let data = serde_json::to_vec(&SnapshotData {
+                    last_applied: s.last_applied,
+                    membership: s.membership.clone(),
+                })
+                .expect("snapshot serialises");
+                let id = match s.last_applied {
+                    Some(l) => format!("{}-{}-{}", l.leader_id, l.index, s.snapshot_seq),
+                    None => format!("none-{}", s.snapshot_seq),
+                };
+                s.snapshot = Some(StoredSnapshot {
+                    meta: SnapshotMeta {
+                        last_log_id: s.last_applied,
+                        last_membership: s.membership.clone(),
+                        snapshot_id: id,
+                    },
+                    data,
+                });
+                Self::snapshot_of(s).expect("just stored")
+            })
+            .await;
+        res.map_err(|e| StorageIOError::write_snapshot(None, io_err(e)).into())
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = StateMachine;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
+    {
+        Ok(self.0.read(|s| (s.last_applied, s.membership.clone())))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<()>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let entries: Vec<_> = entries.into_iter().collect();
+        let n = entries.len();
+        self.0
+            .mutate(move |s| {
+                for e in entries {
+                    s.last_applied = Some(e.log_id);
+                    if let EntryPayload::Membership(m) = e.payload {
+                        s.membership = StoredMembership::new(Some(e.log_id), m);
+                    }
+                }
+            })
+            .await
+            .map_err(|e| StorageIOError::write_state_machine(io_err(e)))?;
+        Ok(vec![(); n])
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let data = snapshot.into_inner();
+        let decoded: SnapshotData = serde_json::from_slice(&data).map_err(|e| {
+            StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::new(&e))
+        })?;
+        let meta = meta.clone();
+        self.0
+            .mutate(move |s| {
+                s.last_applied = decoded.last_applied.or(meta.last_log_id);
+                s.membership = decoded.membership;
+                s.snapshot = Some(StoredSnapshot { meta, data });
+            })
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(None, io_err(e)).into())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        Ok(self.0.read(Self::snapshot_of))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn vote(term: u64, node: NodeId) -> Vote<NodeId> {
+        Vote::new(term, node)
+    }
+
+    #[tokio::test]
+    async fn vote_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        let mut log = LogStore(store.clone());
+        log.save_vote(&vote(3, 2)).await.unwrap();
+        drop((log, store));
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        assert_eq!(store.vote(), Some(vote(3, 2)));
+    }
+
+    #[tokio::test]
+    async fn crash_between_write_and_rename_keeps_previous_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        LogStore(store.clone())
+            .save_vote(&vote(3, 2))
+            .await
+            .unwrap();
+        // Simulate a crash after the new state reached the temp file but before the rename.
+        let mut newer = store.read(|s| s.clone());
+        newer.vote = Some(vote(4, 1));
+        let file = StateFile::new(dir.path());
+        file.write_tmp(&serde_json::to_vec(&newer).unwrap())
+            .unwrap();
+        drop(store);
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        assert_eq!(store.vote(), Some(vote(3, 2)), "the old state is the state");
+        assert!(
+            !dir.path().join(format!("{STATE_FILE}.tmp")).exists(),
+            "the stale temp file is removed"
+        );
+        // And a completed write is what the next open sees.
+        file.write(&serde_json::to_vec(&newer).unwrap()).unwrap();
+        drop(store);
+        assert_eq!(
+            Store::open(dir.path(), 1, "c").unwrap().vote(),
+            Some(vote(4, 1))
+        );
+    }
+
+    #[test]
+    fn corrupt_truncated_empty_and_foreign_files_refuse_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        let full = serde_json::to_vec(&Persisted::empty(1, "c")).unwrap();
+        for (bytes, what) in [
+            (b"{not json".to_vec(), "corrupt"),
+            (full[..full.len() / 2].to_vec(), "corrupt"),
+            (Vec::new(), "the file is empty"),
+        ] {
+            fs::write(&path, &bytes).unwrap();
+            let err = Store::open(dir.path(), 1, "c").err().expect("must refuse");
+            let msg = err.to_string();
+            assert!(msg.contains(&path.display().to_string()), "{msg}");
+            assert!(msg.contains(what), "{msg}");
+        }
+        fs::write(&path, &full).unwrap();
+        let err = Store::open(dir.path(), 2, "c").err().expect("foreign");
+        assert!(err.to_string().contains("belongs to node 1"));
+        assert!(Store::open(dir.path(), 1, "c").is_ok());
+    }
+
+    #[tokio::test]
+    async fn log_append_truncate_purge() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        let mut log = LogStore(store.clone());
+        let entries: Vec<Entry<TypeConfig>> = (1..=5)
+            .map(|i| Entry {
+                log_id: LogId::new(CommittedLeaderId::new(1, 1), i),
+                payload: EntryPayload::Blank,
+            })
+            .collect();
+        {
+            let mut s = store.state.lock().unwrap();
+            for e in entries {
+                s.log.insert(e.log_id.index, e);
+            }
+        }
+        log.truncate(LogId::new(CommittedLeaderId::new(1, 1), 4))
+            .await
+            .unwrap();
+        log.purge(LogId::new(CommittedLeaderId::new(1, 1), 1))
+            .await
+            .unwrap();
+        let st = log.get_log_state().await.unwrap();
+        assert_eq!(st.last_log_id.unwrap().index, 3);
+        assert_eq!(st.last_purged_log_id.unwrap().index, 1);
+        let got = log.try_get_log_entries(0..10).await.unwrap();
+        assert_eq!(
+            got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
+        drop((log, store));
+        let mut log = LogStore(Store::open(dir.path(), 1, "c").unwrap());
+        assert_eq!(
+            log.get_log_state()
+                .await
+                .unwrap()
+                .last_log_id
+                .unwrap()
+                .index,
+            3
+        );
+    }
+}

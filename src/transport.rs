@@ -1,0 +1,236 @@
+//! The one peer transport every mode uses: HTTP requests to `/peer/...` on the other members,
+//! with the fault layer ([`crate::faults`]) inside it on both the sending and the receiving side.
+//!
+//! Sending side: [`Transport::call`]. Receiving side: the [`guard`] middleware, mounted on every
+//! `/peer/` route, which checks that the request belongs to this cluster and comes from a member,
+//! applies the fault set, and records when the peer was last heard from.
+//!
+//! Every request carries `x-electd-cluster` (the cluster id) and `x-electd-from` (the sender's id).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::api::ApiError;
+use crate::clock::mono_ns;
+use crate::config::Config;
+use crate::faults::{Faults, Verdict};
+use crate::role::NodeId;
+use crate::stats::Stats;
+
+pub const HDR_CLUSTER: &str = "x-electd-cluster";
+pub const HDR_FROM: &str = "x-electd-from";
+/// Set on a response that the fault layer lost: the client treats it as silence.
+pub const HDR_LOST: &str = "x-electd-lost";
+
+/// Why a peer request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// No connection could be made (the peer is down or its port is closed).
+    #[error("peer {0} unreachable: {1}")]
+    Unreachable(NodeId, String),
+    /// No answer before the deadline (lost by a fault, a partition, a paused peer…).
+    #[error("peer {0} did not answer within {1:?}")]
+    Timeout(NodeId, Duration),
+    /// The peer answered with an error status (refused the request).
+    #[error("peer {0} refused the request: {1} {2}")]
+    Refused(NodeId, StatusCode, String),
+    /// The peer's answer could not be decoded.
+    #[error("peer {0} sent an undecodable answer: {1}")]
+    Decode(NodeId, String),
+    /// The target is not a member of the cluster.
+    #[error("node {0} is not a member")]
+    UnknownPeer(NodeId),
+}
+
+/// The peer transport of one node.
+pub struct Transport {
+    id: NodeId,
+    cluster_id: String,
+    peers: BTreeMap<NodeId, String>,
+    client: reqwest::Client,
+    pub faults: Arc<Faults>,
+    pub stats: Arc<Stats>,
+}
+
+impl Transport {
+    /// Builds the transport. Outgoing connections are made from the IP this node listens on
+    /// (unless it listens on all addresses), so that kernel-level faults can tell nodes apart.
+    pub fn new(cfg: &Config, faults: Arc<Faults>, stats: Arc<Stats>) -> Transport {
+        let listen: SocketAddr = cfg.listen_addr();
+        let mut builder = reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(8)
+            .connect_timeout(Duration::from_millis(cfg.timing.election_timeout_min_ms));
+        if !listen.ip().is_unspecified() {
+            builder = builder.local_address(listen.ip());
+        }
+        let client = builder.build().expect("reqwest client builds");
+        Transport {
+            id: cfg.id,
+            cluster_id: cfg.cluster_id.clone(),
+            peers: cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect(),
+            client,
+            faults,
+            stats,
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// Sends `req` as JSON to `to` at `path` and decodes the JSON answer, all within `timeout`.
+    /// `kind` is the message type for the counters. A message lost by the fault layer, on
+    /// either side, costs the caller the whole timeout, as a real loss would.
+    pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        to: NodeId,
+        path: &str,
+        kind: &'static str,
+        req: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, TransportError> {
+        let deadline = Instant::now() + timeout;
+        let addr = self.peers.get(&to).ok_or(TransportError::UnknownPeer(to))?;
+        self.stats.sent(kind);
+        let lost = || async {
+            tokio::time::sleep_until(deadline).await;
+            TransportError::Timeout(to, timeout)
+        };
+        match self.faults.on_send(to) {
+            Verdict::Drop => return Err(lost().await),
+            Verdict::Deliver(delay) if !delay.is_zero() => tokio::time::sleep(delay).await,
+            Verdict::Deliver(_) => {}
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(TransportError::Timeout(to, timeout));
+        }
+        let body = serde_json::to_vec(req).expect("peer message serialises");
+        let res = self
+            .client
+            .post(format!("http://{addr}{path}"))
+            .header(HDR_CLUSTER, &self.cluster_id)
+            .header(HDR_FROM, self.id.to_string())
+            .header("content-type", "application/json")
+            .timeout(remaining)
+            .body(body)
+            .send()
+            .await;
+        let res = match res {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => return Err(TransportError::Timeout(to, timeout)),
+            Err(e) if e.is_connect() => return Err(TransportError::Unreachable(to, e.to_string())),
+            Err(e) => return Err(TransportError::Unreachable(to, e.to_string())),
+        };
+        if res.headers().contains_key(HDR_LOST) {
+            return Err(lost().await);
+        }
+        let status = res.status();
+        let bytes = match res.bytes().await {
+            Ok(b) => b,
+            Err(e) if e.is_timeout() => return Err(TransportError::Timeout(to, timeout)),
+            Err(e) => return Err(TransportError::Unreachable(to, e.to_string())),
+        };
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes).chars().take(300).collect();
+            return Err(TransportError::Refused(to, status, text));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| TransportError::Decode(to, e.to_string()))
+    }
+
+    /// Checks a request's peer headers; returns the sender's id or the reason to refuse it.
+    fn check_headers(&self, headers: &HeaderMap) -> Result<NodeId, ApiError> {
+        let cluster = headers.get(HDR_CLUSTER).and_then(|v| v.to_str().ok());
+        match cluster {
+            None => {
+                return Err(ApiError::unauthorized(
+                    "missing_cluster",
+                    "peer request names no cluster",
+                ))
+            }
+            Some(c) if c != self.cluster_id => {
+                return Err(ApiError::unauthorized(
+                    "wrong_cluster",
+                    "peer request belongs to another cluster",
+                ))
+            }
+            Some(_) => {}
+        }
+        let from = headers
+            .get(HDR_FROM)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<NodeId>().ok())
+            .ok_or_else(|| {
+                ApiError::unauthorized("missing_sender", "peer request names no sender")
+            })?;
+        if !self.peers.contains_key(&from) || from == self.id {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "unknown_peer",
+                format!("node {from} is not a member of this cluster"),
+            ));
+        }
+        Ok(from)
+    }
+}
+
+/// The id of the peer that sent a request, put into the request's extensions by [`guard`].
+#[derive(Clone, Copy, Debug)]
+pub struct PeerId(pub NodeId);
+
+fn lost_response() -> Response {
+    let mut res = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "lost_by_fault",
+        "message lost by the fault layer",
+    )
+    .into_response();
+    res.headers_mut()
+        .insert(HDR_LOST, HeaderValue::from_static("1"));
+    res
+}
+
+/// Middleware on every `/peer/` route: refuses foreign or unknown senders (counted by reason),
+/// applies the fault set to the request and to its response, and records the contact.
+pub async fn guard(
+    State(t): State<Arc<Transport>>,
+    mut req: Request<Body>,
+    next: Next,
+) -> Response {
+    let from = match t.check_headers(req.headers()) {
+        Ok(from) => from,
+        Err(e) => {
+            t.stats.rejected(e.code);
+            return e.into_response();
+        }
+    };
+    if t.faults.on_receive(from) == Verdict::Drop {
+        return lost_response();
+    }
+    t.stats.contact(from, mono_ns());
+    req.extensions_mut().insert(PeerId(from));
+    let res = next.run(req).await;
+    match t.faults.on_send(from) {
+        Verdict::Drop => lost_response(),
+        Verdict::Deliver(delay) => {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            res
+        }
+    }
+}
