@@ -147,8 +147,9 @@ pub enum ConfigError {
     /// The config file is not valid TOML or has fields of the wrong type or unknown fields.
     #[error("config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
-    /// A field breaks a rule.
-    #[error("{field}: {message}")]
+    /// A field breaks a rule: "timing.heartbeat_ms (5000) must be below ..." for a value
+    /// rule, "id: 9 is not among the peers" otherwise.
+    #[error("{field}{}{message}", if message.starts_with('(') { " " } else { ": " })]
     Invalid { field: String, message: String },
 }
 
@@ -399,7 +400,7 @@ addr = "127.0.0.1:7003"
         let text = format!("{GOOD}\n[timing]\nheartbeat_ms = 5000\n");
         assert_eq!(
             err(&text),
-            "timing.heartbeat_ms: (5000) must be below timing.election_timeout_min_ms (150)"
+            "timing.heartbeat_ms (5000) must be below timing.election_timeout_min_ms (150)"
         );
     }
 
@@ -408,10 +409,10 @@ addr = "127.0.0.1:7003"
         let text = format!("{GOOD}\n[timing]\nlease_ms = 300\n");
         assert_eq!(
             err(&text),
-            "timing.lease_ms: (300) must be below timing.election_timeout_max_ms (300)"
+            "timing.lease_ms (300) must be below timing.election_timeout_max_ms (300)"
         );
         let text = format!("{GOOD}\n[timing]\nlease_ms = 40\n");
-        assert!(err(&text).starts_with("timing.heartbeat_ms: (50) must be below timing.lease_ms"));
+        assert!(err(&text).starts_with("timing.heartbeat_ms (50) must be below timing.lease_ms"));
     }
 
     #[test]
@@ -419,7 +420,7 @@ addr = "127.0.0.1:7003"
         let text = format!(
             "{GOOD}\n[timing]\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 300\n"
         );
-        assert!(err(&text).starts_with("timing.election_timeout_min_ms: (300) must be below"));
+        assert!(err(&text).starts_with("timing.election_timeout_min_ms (300) must be below"));
     }
 
     #[test]

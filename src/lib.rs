@@ -12,10 +12,12 @@
 //! - [`stats`]: counters by message type; [`metrics`]: `/metrics`.
 //! - [`quorum`]: quorum mode on openraft, with lease-bound claims and self-demotion.
 //! - [`node`]: a running node: engine of the configured mode, view, shutdown.
+//! - [`chaos`]: the partition chaos suite: checkers C1–C4 over merged event logs, the report.
 //! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`].
 //! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
 
 pub mod api;
+pub mod chaos;
 pub mod clock;
 pub mod cluster;
 pub mod config;

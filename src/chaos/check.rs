@@ -1,0 +1,1470 @@
+//! Checkers C1–C4 and the cost count, as pure functions over a [`RunLog`] (`design/chaos.md`).
+//!
+//! # How a node's state is read from the log
+//! - A node's state at time `t` is the one given by its latest event at or before `t` (changes
+//!   apply at their instant; intervals are half-open `[from, to)`). Before its first event a node
+//!   is *unknown*: it claims nothing and reports no leader.
+//! - `Kill` and `Stop` make a node *down* from that instant: it claims nothing and reports nothing.
+//!   Events stamped while a node is down are ignored (a killed process cannot speak; they are
+//!   counted in [`RunResult::notes`]). `Start` brings a down node back as *unknown* until its first
+//!   event; a `Start` for a node that is not down changes nothing. The harness should therefore take
+//!   a `Start`'s time stamp *before* it spawns the process, or the node's first event may be lost.
+//! - `Pause` (SIGSTOP) keeps whatever state the node had, its claim included, until its own next
+//!   event: a paused bully coordinator still believes it leads, and the log says so. `Resume`
+//!   (SIGCONT) ends the pause. [`cap_paused_claims`] offers the lease-bound reading for quorum mode.
+//! - When several changes share one instant, `Start` and `Resume` apply first, then events (in
+//!   `seq` order), then `Kill`, `Stop` and `Pause`.
+//! - A *claim interval* is a maximal interval during which a node is up with role leader (a change
+//!   of term while leading does not end it). Paused claimants are claimants.
+//!
+//! # Who can talk to whom
+//! A [`FaultWindow`] is in force on `[start_ns, end_ns)`. Its `groups` may overlap: two nodes can
+//! talk while the window is in force iff some group holds both. An empty `groups` restricts nothing
+//! (loss, delay); a member named in no group is cut off from everyone. When windows overlap, two
+//! nodes can talk iff every window in force lets them. A node's *reach* is itself plus every node it
+//! can talk to directly (no relaying). For a partition, a node's reach is its side; for a bridge
+//! `[[1,2,3],[3,4,5]]` the bridge node 3 reaches all; for the majorities ring give the edges
+//! `[[1,2],[2,3],[3,4],[4,5],[5,1]]`, so every node reaches a majority and none the same one. A
+//! one-way cut is best given as the group of all nodes (messages still flow one way) or as the
+//! pair cut apart, whichever the scenario means to judge; the label says which.
+//!
+//! A *majority* is a strict majority of the membership (`nodes`), alive or not: 3 of 5.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::events::Event;
+use crate::role::{NodeId, Role};
+
+/// How long the converged state must hold for C4 to accept it (or until the end of the window,
+/// when that comes first; a note then says how long it held).
+pub const STABLE_NS: u64 = 1_000_000_000;
+
+/// What the harness did to a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcKind {
+    /// SIGKILL: a crash.
+    Kill,
+    /// SIGTERM: a graceful stop.
+    Stop,
+    /// The process was spawned (again) on its data dir.
+    Start,
+    /// SIGSTOP: a freeze, like a long GC pause.
+    Pause,
+    /// SIGCONT: the end of a freeze.
+    Resume,
+}
+
+/// One process fault, stamped on the same monotonic clock as the events.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcEvent {
+    pub t_ns: u64,
+    pub node: NodeId,
+    pub kind: ProcKind,
+}
+
+/// One network fault in force on `[start_ns, end_ns)`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultWindow {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Shown in the report and on the timeline, e.g. `"partition 1,2 | 3,4,5"`.
+    pub label: String,
+    /// Who can talk to whom while the window is in force (see the module docs).
+    pub groups: Vec<Vec<NodeId>>,
+}
+
+/// Everything one run left behind, on one monotonic clock.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLog {
+    /// The membership, e.g. 1..=5; majorities are counted on it. When empty, the nodes named in
+    /// events and process faults are taken.
+    pub nodes: Vec<NodeId>,
+    /// The observation window: only `[start_ns, end_ns)` is judged; earlier events still give the
+    /// state at `start_ns`.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// All nodes' events in any order.
+    pub events: Vec<Event>,
+    /// Process faults in any order.
+    pub procs: Vec<ProcEvent>,
+    /// Network fault windows in any order.
+    pub faults: Vec<FaultWindow>,
+    /// When the last fault was cleared; C4 measures from here.
+    pub heal_ns: Option<u64>,
+    /// When the first fault was applied; failover and the cost count measure from here.
+    pub fault_ns: Option<u64>,
+    /// Quorum mode: C1 applies and any split brain fails the run.
+    pub quorum_mode: bool,
+}
+
+/// A node's state as the log tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeState {
+    /// No event yet (or none since a restart): claims nothing, reports no leader.
+    Unknown,
+    /// Killed or stopped.
+    Down,
+    /// Running, with the state of its latest event.
+    Up {
+        role: Role,
+        term: u64,
+        leader: Option<NodeId>,
+    },
+}
+
+impl NodeState {
+    /// Whether this state claims leadership.
+    pub fn claims(&self) -> bool {
+        matches!(
+            self,
+            NodeState::Up {
+                role: Role::Leader,
+                ..
+            }
+        )
+    }
+}
+
+/// One stretch of constant state of one node, `[from_ns, to_ns)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub state: NodeState,
+    /// SIGSTOPped during this stretch.
+    pub paused: bool,
+}
+
+/// One maximal claim of leadership by one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimInterval {
+    pub node: NodeId,
+    /// When the claim began; may precede the window's start.
+    pub from_ns: u64,
+    /// When it ended, or the window's end if it still ran then.
+    pub to_ns: u64,
+}
+
+/// C1: two nodes led the same term.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TermConflict {
+    pub term: u64,
+    pub nodes: Vec<NodeId>,
+}
+
+/// C1 result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElectionSafety {
+    pub safe: bool,
+    /// The offending terms, ascending.
+    pub conflicts: Vec<TermConflict>,
+}
+
+/// A stretch with two or more claimants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitSpan {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub leaders: Vec<NodeId>,
+}
+
+/// C2 result.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SplitBrain {
+    /// Total time with two or more claimants.
+    pub split_brain_ns: u64,
+    /// The largest number of simultaneous claimants (0 if nobody ever claimed).
+    pub max_leaders: u32,
+    /// The part of `split_brain_ns` during which at least one claimant was paused.
+    pub paused_ns: u64,
+    /// The stretches, merged where adjacent with the same claimants.
+    pub spans: Vec<SplitSpan>,
+}
+
+/// C3 result.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Availability {
+    /// Time within `[fault_ns or start_ns, end_ns)` with no claimant anywhere.
+    pub leaderless_ns: u64,
+    /// Time, while a fault window is in force and some node reaches a majority, during which no
+    /// claimant reaches a majority. `None` when no such time exists (no fault window, or no
+    /// majority side anywhere, as in a 2/2/1 split).
+    pub majority_leaderless_ns: Option<u64>,
+    /// From `fault_ns` to the first instant at which a running claimant `L` whose reach is a
+    /// majority (or, when no node reaches a majority, of the largest reach there is) is reported
+    /// as leader by every running node it reaches. `None` if never, or if there was no fault.
+    pub failover_ns: Option<u64>,
+    /// The leader of that instant.
+    pub failover_leader: Option<NodeId>,
+}
+
+/// C4 result.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Convergence {
+    /// From heal to the first instant at which exactly one node claims, it is running, every
+    /// running node reports it as leader, and this holds with the same leader for [`STABLE_NS`]
+    /// (or until the window ends). `None` if never.
+    pub converge_ns: Option<u64>,
+    pub leader: Option<NodeId>,
+    /// How long it held, at most [`STABLE_NS`]; shorter only when the window ended first.
+    pub stable_ns: u64,
+    /// Where C4 started measuring: `heal_ns`, or `start_ns` for a run without any fault.
+    pub from_ns: Option<u64>,
+}
+
+/// One run's verdict: the `report.json` row of `design/chaos.md`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub mode: String,
+    pub scenario: String,
+    pub layer: String,
+    pub seed: u64,
+    /// Rounded up to 0.1 ms, so that any overlap at all shows as non-zero.
+    pub split_brain_ms: f64,
+    pub max_leaders: u32,
+    pub leaderless_ms: f64,
+    /// `null` when no majority side existed under a fault window.
+    pub majority_leaderless_ms: Option<f64>,
+    pub failover_ms: Option<f64>,
+    pub converge_ms: Option<f64>,
+    pub leader_changes: u64,
+    /// Peer messages sent during the run, by message type; filled by the caller.
+    pub messages: BTreeMap<String, u64>,
+    /// C1; `null` outside quorum mode.
+    pub election_safety: Option<bool>,
+    pub passed: bool,
+    /// Why a run failed, and anything odd in its log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Why the run could not be done (no root for iptables, …); then `passed` is false and the
+    /// numbers mean nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl RunResult {
+    /// A row for a run that could not be done.
+    pub fn skipped(mode: &str, scenario: &str, layer: &str, seed: u64, reason: &str) -> RunResult {
+        RunResult {
+            mode: mode.to_string(),
+            scenario: scenario.to_string(),
+            layer: layer.to_string(),
+            seed,
+            split_brain_ms: 0.0,
+            max_leaders: 0,
+            leaderless_ms: 0.0,
+            majority_leaderless_ms: None,
+            failover_ms: None,
+            converge_ms: None,
+            leader_changes: 0,
+            messages: BTreeMap::new(),
+            election_safety: None,
+            passed: false,
+            notes: Vec::new(),
+            skipped: Some(reason.to_string()),
+        }
+    }
+
+    /// All peer messages of the run.
+    pub fn messages_total(&self) -> u64 {
+        self.messages.values().sum()
+    }
+}
+
+/// Judges one run. `passed` is, in quorum mode, no split brain at all, C1 holding and convergence
+/// within `converge_bound_ms`; in bully and ring mode only the convergence (their split brain is
+/// expected under partitions: it is reported, not failed). The mode is taken from
+/// `log.quorum_mode`; `mode` is a label.
+pub fn evaluate(
+    log: &RunLog,
+    mode: &str,
+    scenario: &str,
+    layer: &str,
+    seed: u64,
+    converge_bound_ms: u64,
+) -> RunResult {
+    let sweep = Sweep::new(log);
+    let safety = election_safety(log);
+    let split = sweep.split_brain();
+    let avail = sweep.availability(log);
+    let conv = sweep.convergence(log);
+    let changes = leader_changes(log);
+
+    let mut notes = Vec::new();
+    if let Some(s) = &safety {
+        for c in &s.conflicts {
+            notes.push(format!(
+                "C1: term {} was led by nodes {}",
+                c.term,
+                join_ids(&c.nodes)
+            ));
+        }
+    }
+    if split.split_brain_ns > 0 {
+        let first = &split.spans[0];
+        notes.push(format!(
+            "C2: {} ms with two or more leaders (at most {}); first at {} ms into the run: nodes {}",
+            fmt_ms(ms_up(split.split_brain_ns)),
+            split.max_leaders,
+            fmt_ms(ms_round(first.from_ns.saturating_sub(log.start_ns))),
+            join_ids(&first.leaders)
+        ));
+        if split.paused_ns > 0 {
+            notes.push(format!(
+                "C2: {} ms of it with a paused (SIGSTOPped) claimant",
+                fmt_ms(ms_up(split.paused_ns))
+            ));
+        }
+    }
+    let bound_ns = converge_bound_ms.saturating_mul(1_000_000);
+    let converged = matches!(conv.converge_ns, Some(c) if c <= bound_ns);
+    match (conv.from_ns, conv.converge_ns) {
+        (None, _) => notes.push("C4: no heal_ns, so convergence was not measured".to_string()),
+        (Some(_), None) => notes.push("C4: never converged after heal".to_string()),
+        (Some(_), Some(c)) => {
+            if c > bound_ns {
+                notes.push(format!(
+                    "C4: converged after {} ms, above the bound of {converge_bound_ms} ms",
+                    fmt_ms(ms_round(c))
+                ));
+            }
+            if conv.stable_ns < STABLE_NS {
+                notes.push(format!(
+                    "C4: the converged state held only {} ms before the window ended",
+                    fmt_ms(ms_round(conv.stable_ns))
+                ));
+            }
+        }
+    }
+    if sweep.ignored_while_down > 0 {
+        notes.push(format!(
+            "log: {} events stamped while their node was down were ignored",
+            sweep.ignored_while_down
+        ));
+    }
+    if sweep.foreign_events > 0 {
+        notes.push(format!(
+            "log: {} events from nodes outside the membership were ignored",
+            sweep.foreign_events
+        ));
+    }
+    if log.quorum_mode != (mode == "quorum") {
+        notes.push(format!(
+            "log: mode label {mode:?} but quorum_mode = {}",
+            log.quorum_mode
+        ));
+    }
+
+    let passed = if log.quorum_mode {
+        split.split_brain_ns == 0 && safety.as_ref().is_some_and(|s| s.safe) && converged
+    } else {
+        converged
+    };
+
+    RunResult {
+        mode: mode.to_string(),
+        scenario: scenario.to_string(),
+        layer: layer.to_string(),
+        seed,
+        split_brain_ms: ms_up(split.split_brain_ns),
+        max_leaders: split.max_leaders,
+        leaderless_ms: ms_round(avail.leaderless_ns),
+        majority_leaderless_ms: avail.majority_leaderless_ns.map(ms_round),
+        failover_ms: avail.failover_ns.map(ms_round),
+        converge_ms: conv.converge_ns.map(ms_round),
+        leader_changes: changes,
+        messages: BTreeMap::new(),
+        election_safety: safety.map(|s| s.safe),
+        passed,
+        notes,
+        skipped: None,
+    }
+}
+
+/// C1 (quorum mode only, else `None`): no term has leader events from two different nodes. Every
+/// leader event in the log counts, inside the window or not, whether its node was down or not.
+pub fn election_safety(log: &RunLog) -> Option<ElectionSafety> {
+    if !log.quorum_mode {
+        return None;
+    }
+    let mut by_term: BTreeMap<u64, BTreeSet<NodeId>> = BTreeMap::new();
+    for e in log.events.iter().filter(|e| e.role == Role::Leader) {
+        by_term.entry(e.term).or_default().insert(e.node_id);
+    }
+    let conflicts: Vec<TermConflict> = by_term
+        .into_iter()
+        .filter(|(_, nodes)| nodes.len() > 1)
+        .map(|(term, nodes)| TermConflict {
+            term,
+            nodes: nodes.into_iter().collect(),
+        })
+        .collect();
+    Some(ElectionSafety {
+        safe: conflicts.is_empty(),
+        conflicts,
+    })
+}
+
+/// C2 over the window.
+pub fn split_brain(log: &RunLog) -> SplitBrain {
+    Sweep::new(log).split_brain()
+}
+
+/// C3 over the window.
+pub fn availability(log: &RunLog) -> Availability {
+    Sweep::new(log).availability(log)
+}
+
+/// C4 over the window.
+pub fn convergence(log: &RunLog) -> Convergence {
+    Sweep::new(log).convergence(log)
+}
+
+/// The cost in elections: how many claim intervals began at or after `fault_ns` (or `start_ns`
+/// for a run without faults) and before `end_ns`.
+pub fn leader_changes(log: &RunLog) -> u64 {
+    let from = log.fault_ns.unwrap_or(log.start_ns).max(log.start_ns);
+    claim_intervals(log)
+        .iter()
+        .filter(|c| c.from_ns >= from && c.from_ns < log.end_ns)
+        .count() as u64
+}
+
+/// Every claim interval that overlaps the window (or begins at its start), by node then time.
+pub fn claim_intervals(log: &RunLog) -> Vec<ClaimInterval> {
+    let end = log.end_ns.max(log.start_ns);
+    let mut out = Vec::new();
+    for node in members(log) {
+        let track = Track::new(log, node);
+        let mut open: Option<u64> = None;
+        for &(t, snap) in &track.changes {
+            match (open, snap.state.claims()) {
+                (None, true) => open = Some(t),
+                (Some(from), false) => {
+                    open = None;
+                    push_claim(&mut out, node, from, t, log.start_ns, end);
+                }
+                _ => {}
+            }
+        }
+        if let Some(from) = open {
+            push_claim(&mut out, node, from, end, log.start_ns, end);
+        }
+    }
+    out
+}
+
+fn push_claim(
+    out: &mut Vec<ClaimInterval>,
+    node: NodeId,
+    from: u64,
+    to: u64,
+    start: u64,
+    end: u64,
+) {
+    if from < end && (to > start || from == start) {
+        out.push(ClaimInterval {
+            node,
+            from_ns: from,
+            to_ns: to.min(end),
+        });
+    }
+}
+
+/// Each member's state over the window as constant stretches (for the timeline).
+pub fn node_segments(log: &RunLog) -> Vec<(NodeId, Vec<Segment>)> {
+    let start = log.start_ns;
+    let end = log.end_ns.max(start);
+    members(log)
+        .into_iter()
+        .map(|node| {
+            let track = Track::new(log, node);
+            let mut cuts: Vec<u64> = track
+                .changes
+                .iter()
+                .map(|c| c.0)
+                .filter(|&t| t > start && t < end)
+                .collect();
+            cuts.insert(0, start);
+            cuts.push(end);
+            cuts.dedup();
+            let mut segs: Vec<Segment> = Vec::new();
+            for w in cuts.windows(2) {
+                let snap = track.at(w[0]);
+                match segs.last_mut() {
+                    Some(last) if last.state == snap.state && last.paused == snap.paused => {
+                        last.to_ns = w[1];
+                    }
+                    _ => segs.push(Segment {
+                        from_ns: w[0],
+                        to_ns: w[1],
+                        state: snap.state,
+                        paused: snap.paused,
+                    }),
+                }
+            }
+            (node, segs)
+        })
+        .collect()
+}
+
+/// The lease-bound reading of pauses, for quorum mode: a node paused while leading stops claiming
+/// `lease_ns` after the pause if it is still paused then (its lease, renewed no later than the
+/// pause, has run out in real time; the API would no longer answer "leader"). Returns a copy of the
+/// log with a synthetic follower event (same term, no leader, `seq = u64::MAX`) at that instant.
+/// The default reading, used when this is not called, keeps the claim until the node's own next
+/// event.
+pub fn cap_paused_claims(log: &RunLog, lease_ns: u64) -> RunLog {
+    let mut out = log.clone();
+    for node in members(log) {
+        let track = Track::new(log, node);
+        for p in log
+            .procs
+            .iter()
+            .filter(|p| p.node == node && p.kind == ProcKind::Pause)
+        {
+            let snap = track.at(p.t_ns);
+            let NodeState::Up {
+                role: Role::Leader,
+                term,
+                ..
+            } = snap.state
+            else {
+                continue;
+            };
+            if !snap.paused {
+                continue;
+            }
+            let cap = p.t_ns.saturating_add(lease_ns);
+            let changed_before_cap = track.changes.iter().any(|&(t, _)| t > p.t_ns && t <= cap);
+            if !changed_before_cap {
+                out.events.push(Event {
+                    seq: u64::MAX,
+                    t_mono_ns: cap,
+                    node_id: node,
+                    role: Role::Follower,
+                    term,
+                    leader: None,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Nanoseconds to milliseconds, rounded to 0.1 ms.
+pub fn ms_round(ns: u64) -> f64 {
+    (ns as f64 / 100_000.0).round() / 10.0
+}
+
+/// Nanoseconds to milliseconds, rounded up to 0.1 ms (so any non-zero time stays non-zero).
+pub fn ms_up(ns: u64) -> f64 {
+    ns.div_ceil(100_000) as f64 / 10.0
+}
+
+fn fmt_ms(ms: f64) -> String {
+    format!("{ms:.1}")
+}
+
+fn join_ids(ids: &[NodeId]) -> String {
+    ids.iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The membership, sorted.
+fn members(log: &RunLog) -> Vec<NodeId> {
+    let mut v: Vec<NodeId> = if log.nodes.is_empty() {
+        log.events
+            .iter()
+            .map(|e| e.node_id)
+            .chain(log.procs.iter().map(|p| p.node))
+            .collect()
+    } else {
+        log.nodes.clone()
+    };
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Snap {
+    state: NodeState,
+    paused: bool,
+}
+
+const INITIAL: Snap = Snap {
+    state: NodeState::Unknown,
+    paused: false,
+};
+
+/// One node's state changes over all time, in order (several may share an instant).
+struct Track {
+    changes: Vec<(u64, Snap)>,
+    ignored_while_down: usize,
+}
+
+enum Change<'a> {
+    Proc(ProcKind),
+    Ev(&'a Event),
+}
+
+impl Track {
+    fn new(log: &RunLog, node: NodeId) -> Track {
+        let mut items: Vec<(u64, u8, u64, Change)> = Vec::new();
+        for e in log.events.iter().filter(|e| e.node_id == node) {
+            items.push((e.t_mono_ns, 1, e.seq, Change::Ev(e)));
+        }
+        for (i, p) in log.procs.iter().enumerate().filter(|(_, p)| p.node == node) {
+            let rank = match p.kind {
+                ProcKind::Start | ProcKind::Resume => 0,
+                ProcKind::Kill | ProcKind::Stop | ProcKind::Pause => 2,
+            };
+            items.push((p.t_ns, rank, i as u64, Change::Proc(p.kind)));
+        }
+        items.sort_by_key(|&(t, rank, tie, _)| (t, rank, tie));
+
+        let mut cur = INITIAL;
+        let mut changes = Vec::new();
+        let mut ignored_while_down = 0;
+        for (t, _, _, change) in items {
+            let mut next = cur;
+            match change {
+                Change::Ev(e) => {
+                    if cur.state == NodeState::Down {
+                        ignored_while_down += 1;
+                    } else {
+                        next.state = NodeState::Up {
+                            role: e.role,
+                            term: e.term,
+                            leader: e.leader,
+                        };
+                    }
+                }
+                Change::Proc(ProcKind::Kill | ProcKind::Stop) => {
+                    next = Snap {
+                        state: NodeState::Down,
+                        paused: false,
+                    };
+                }
+                Change::Proc(ProcKind::Start) => {
+                    if cur.state == NodeState::Down {
+                        next.state = NodeState::Unknown;
+                    }
+                }
+                Change::Proc(ProcKind::Pause) => {
+                    if cur.state != NodeState::Down {
+                        next.paused = true;
+                    }
+                }
+                Change::Proc(ProcKind::Resume) => next.paused = false,
+            }
+            if next != cur {
+                changes.push((t, next));
+                cur = next;
+            }
+        }
+        Track {
+            changes,
+            ignored_while_down,
+        }
+    }
+
+    /// The state at `t`: the last change at or before `t`.
+    fn at(&self, t: u64) -> Snap {
+        let n = self.changes.partition_point(|&(ct, _)| ct <= t);
+        if n == 0 {
+            INITIAL
+        } else {
+            self.changes[n - 1].1
+        }
+    }
+}
+
+/// A stretch `[from, to)` of the window during which nothing changes anywhere.
+struct Slice {
+    from: u64,
+    to: u64,
+    /// One per member, in `Sweep::nodes` order.
+    snaps: Vec<Snap>,
+    /// Who can talk to whom, or `None` when no fault window is in force.
+    adj: Option<Vec<Vec<bool>>>,
+}
+
+impl Slice {
+    fn claimants(&self) -> Vec<usize> {
+        (0..self.snaps.len())
+            .filter(|&i| self.snaps[i].state.claims())
+            .collect()
+    }
+
+    fn running(&self, i: usize) -> bool {
+        self.snaps[i].state != NodeState::Down && !self.snaps[i].paused
+    }
+
+    fn reach(&self, i: usize) -> Vec<usize> {
+        (0..self.snaps.len())
+            .filter(|&j| j == i || self.adj.as_ref().is_none_or(|a| a[i][j]))
+            .collect()
+    }
+
+    /// Whether node `j` takes node `l` (index, with id `l_id`) to be the leader.
+    fn reports(&self, j: usize, l: usize, l_id: NodeId) -> bool {
+        if j == l {
+            return self.snaps[j].state.claims();
+        }
+        matches!(self.snaps[j].state, NodeState::Up { role, leader: Some(x), .. } if x == l_id && role != Role::Leader)
+    }
+}
+
+/// The window cut into slices, computed once per run.
+struct Sweep {
+    nodes: Vec<NodeId>,
+    slices: Vec<Slice>,
+    ignored_while_down: usize,
+    foreign_events: usize,
+}
+
+impl Sweep {
+    fn new(log: &RunLog) -> Sweep {
+        let nodes = members(log);
+        let tracks: Vec<Track> = nodes.iter().map(|&n| Track::new(log, n)).collect();
+        let start = log.start_ns;
+        let end = log.end_ns.max(start);
+        let inside = |t: u64| t > start && t < end;
+
+        let mut points = vec![start, end];
+        points.extend(
+            tracks
+                .iter()
+                .flat_map(|tr| tr.changes.iter().map(|c| c.0))
+                .filter(|&t| inside(t)),
+        );
+        points.extend(
+            log.faults
+                .iter()
+                .flat_map(|w| [w.start_ns, w.end_ns])
+                .chain(log.fault_ns)
+                .chain(log.heal_ns)
+                .filter(|&t| inside(t)),
+        );
+        points.sort_unstable();
+        points.dedup();
+
+        let slices = points
+            .windows(2)
+            .map(|w| Slice {
+                from: w[0],
+                to: w[1],
+                snaps: tracks.iter().map(|tr| tr.at(w[0])).collect(),
+                adj: connectivity(log, &nodes, w[0]),
+            })
+            .collect();
+        let foreign_events = log
+            .events
+            .iter()
+            .filter(|e| nodes.binary_search(&e.node_id).is_err())
+            .count();
+        Sweep {
+            slices,
+            ignored_while_down: tracks.iter().map(|t| t.ignored_while_down).sum(),
+            foreign_events,
+            nodes,
+        }
+    }
+
+    fn majority(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    fn split_brain(&self) -> SplitBrain {
+        let mut out = SplitBrain::default();
+        for s in &self.slices {
+            let claimants = s.claimants();
+            out.max_leaders = out.max_leaders.max(claimants.len() as u32);
+            if claimants.len() < 2 {
+                continue;
+            }
+            let len = s.to - s.from;
+            out.split_brain_ns += len;
+            if claimants.iter().any(|&i| s.snaps[i].paused) {
+                out.paused_ns += len;
+            }
+            let leaders: Vec<NodeId> = claimants.iter().map(|&i| self.nodes[i]).collect();
+            match out.spans.last_mut() {
+                Some(last) if last.to_ns == s.from && last.leaders == leaders => last.to_ns = s.to,
+                _ => out.spans.push(SplitSpan {
+                    from_ns: s.from,
+                    to_ns: s.to,
+                    leaders,
+                }),
+            }
+        }
+        out
+    }
+
+    fn availability(&self, log: &RunLog) -> Availability {
+        let maj = self.majority();
+        let from = log.fault_ns.unwrap_or(log.start_ns);
+        let mut out = Availability::default();
+        for s in &self.slices {
+            let claimants = s.claimants();
+            let reach_sizes: Vec<usize> = (0..self.nodes.len()).map(|i| s.reach(i).len()).collect();
+
+            if claimants.is_empty() && s.to > from {
+                out.leaderless_ns += s.to - s.from.max(from);
+            }
+
+            if s.adj.is_some() && reach_sizes.iter().any(|&r| r >= maj) {
+                let served = claimants.iter().any(|&c| reach_sizes[c] >= maj);
+                let acc = out.majority_leaderless_ns.get_or_insert(0);
+                if !served {
+                    *acc += s.to - s.from;
+                }
+            }
+
+            if let Some(f) = log.fault_ns {
+                if out.failover_ns.is_none() && s.to > f {
+                    let need = if reach_sizes.iter().any(|&r| r >= maj) {
+                        maj
+                    } else {
+                        reach_sizes.iter().copied().max().unwrap_or(0)
+                    };
+                    let agreed = claimants.iter().copied().find(|&l| {
+                        s.running(l)
+                            && reach_sizes[l] >= need
+                            && s.reach(l)
+                                .into_iter()
+                                .filter(|&j| s.running(j))
+                                .all(|j| s.reports(j, l, self.nodes[l]))
+                    });
+                    if let Some(l) = agreed {
+                        out.failover_ns = Some(s.from.max(f) - f);
+                        out.failover_leader = Some(self.nodes[l]);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The single agreed leader of a slice, if there is one (C4's condition).
+    fn agreed_leader(&self, s: &Slice) -> Option<usize> {
+        let claimants = s.claimants();
+        if claimants.len() != 1 {
+            return None;
+        }
+        let l = claimants[0];
+        let all = s.running(l)
+            && (0..self.nodes.len())
+                .filter(|&j| s.running(j))
+                .all(|j| s.reports(j, l, self.nodes[l]));
+        all.then_some(l)
+    }
+
+    fn convergence(&self, log: &RunLog) -> Convergence {
+        let baseline = log.faults.is_empty() && log.procs.is_empty() && log.fault_ns.is_none();
+        let from = match log.heal_ns {
+            Some(h) => h,
+            None if baseline => log.start_ns,
+            None => return Convergence::default(),
+        };
+        let mut out = Convergence {
+            from_ns: Some(from),
+            ..Convergence::default()
+        };
+        let mut cand: Option<(u64, usize)> = None;
+        for s in self.slices.iter().filter(|s| s.to > from) {
+            match (self.agreed_leader(s), cand) {
+                (Some(l), Some((_, c))) if l == c => {}
+                (Some(l), _) => cand = Some((s.from.max(from), l)),
+                (None, _) => cand = None,
+            }
+            if let Some((t0, l)) = cand {
+                if s.to - t0 >= STABLE_NS {
+                    out.converge_ns = Some(t0 - from);
+                    out.leader = Some(self.nodes[l]);
+                    out.stable_ns = STABLE_NS;
+                    return out;
+                }
+            }
+        }
+        if let Some((t0, l)) = cand {
+            out.converge_ns = Some(t0 - from);
+            out.leader = Some(self.nodes[l]);
+            out.stable_ns = log.end_ns.max(log.start_ns) - t0;
+        }
+        out
+    }
+}
+
+/// Who can talk to whom at `t`, or `None` when no fault window is in force.
+fn connectivity(log: &RunLog, nodes: &[NodeId], t: u64) -> Option<Vec<Vec<bool>>> {
+    let mut in_force = log
+        .faults
+        .iter()
+        .filter(|w| w.start_ns <= t && t < w.end_ns)
+        .peekable();
+    in_force.peek()?;
+    let n = nodes.len();
+    let mut adj = vec![vec![true; n]; n];
+    for w in in_force.filter(|w| !w.groups.is_empty()) {
+        for i in 0..n {
+            for j in 0..n {
+                let together = i == j
+                    || w.groups
+                        .iter()
+                        .any(|g| g.contains(&nodes[i]) && g.contains(&nodes[j]));
+                if !together {
+                    adj[i][j] = false;
+                }
+            }
+        }
+    }
+    Some(adj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
+
+    fn ev(t_ns: u64, node: NodeId, role: Role, term: u64, leader: Option<NodeId>) -> Event {
+        Event {
+            seq: t_ns,
+            t_mono_ns: t_ns,
+            node_id: node,
+            role,
+            term,
+            leader,
+        }
+    }
+    fn lead(t_ns: u64, node: NodeId, term: u64) -> Event {
+        ev(t_ns, node, Role::Leader, term, Some(node))
+    }
+    fn follow(t_ns: u64, node: NodeId, term: u64, leader: Option<NodeId>) -> Event {
+        ev(t_ns, node, Role::Follower, term, leader)
+    }
+    fn proc_(t_ns: u64, node: NodeId, kind: ProcKind) -> ProcEvent {
+        ProcEvent { t_ns, node, kind }
+    }
+    fn log(end_ns: u64, events: Vec<Event>) -> RunLog {
+        RunLog {
+            nodes: (1..=5).collect(),
+            start_ns: 0,
+            end_ns,
+            events,
+            ..RunLog::default()
+        }
+    }
+    /// Everyone follows `leader` (term 1) from `t`, and `leader` leads.
+    fn all_follow(t: u64, leader: NodeId, term: u64) -> Vec<Event> {
+        (1..=5)
+            .map(|n| {
+                if n == leader {
+                    lead(t, n, term)
+                } else {
+                    follow(t, n, term, Some(leader))
+                }
+            })
+            .collect()
+    }
+    fn window(start_ns: u64, end_ns: u64, groups: Vec<Vec<NodeId>>) -> FaultWindow {
+        FaultWindow {
+            start_ns,
+            end_ns,
+            label: "partition".into(),
+            groups,
+        }
+    }
+
+    // ---- C2: overlaps that must be found ----
+
+    #[test]
+    fn overlap_of_one_ms_is_found() {
+        let l = log(
+            100 * MS,
+            vec![
+                lead(0, 1, 1),
+                follow(10 * MS, 1, 2, Some(2)),
+                lead(9 * MS, 2, 2),
+            ],
+        );
+        let sb = split_brain(&l);
+        assert_eq!(sb.split_brain_ns, MS);
+        assert_eq!(sb.max_leaders, 2);
+        assert_eq!(
+            sb.spans,
+            vec![SplitSpan {
+                from_ns: 9 * MS,
+                to_ns: 10 * MS,
+                leaders: vec![1, 2]
+            }]
+        );
+    }
+
+    #[test]
+    fn three_way_overlap_gives_three_leaders() {
+        let l = log(
+            100 * MS,
+            vec![
+                lead(0, 1, 1),
+                lead(20 * MS, 2, 2),
+                lead(30 * MS, 3, 3),
+                follow(40 * MS, 1, 3, Some(3)),
+                follow(50 * MS, 2, 3, Some(3)),
+            ],
+        );
+        let sb = split_brain(&l);
+        assert_eq!(sb.max_leaders, 3);
+        // 1&2 from 20 to 50 (1 until 40), 3 joins at 30: >=2 claimants on [20, 50).
+        assert_eq!(sb.split_brain_ns, 30 * MS);
+    }
+
+    #[test]
+    fn kill_mid_claim_ends_the_overlap() {
+        let mut l = log(100 * MS, vec![lead(0, 1, 1), lead(5 * MS, 2, 2)]);
+        l.procs = vec![proc_(7 * MS, 1, ProcKind::Kill)];
+        let sb = split_brain(&l);
+        assert_eq!(sb.split_brain_ns, 2 * MS);
+        assert_eq!(sb.max_leaders, 2);
+    }
+
+    #[test]
+    fn events_in_any_order_and_state_carried_into_the_window() {
+        let mut l = log(
+            100 * MS,
+            vec![
+                follow(60 * MS, 2, 3, Some(1)),
+                lead(50 * MS, 1, 3),
+                lead(0, 2, 2),
+            ],
+        );
+        l.start_ns = 10 * MS;
+        let sb = split_brain(&l);
+        assert_eq!(sb.split_brain_ns, 10 * MS);
+    }
+
+    #[test]
+    fn paused_claimant_keeps_claiming() {
+        let mut l = log(
+            100 * MS,
+            vec![
+                lead(0, 1, 1),
+                lead(40 * MS, 2, 2),
+                follow(70 * MS, 1, 2, Some(2)),
+            ],
+        );
+        l.procs = vec![
+            proc_(10 * MS, 1, ProcKind::Pause),
+            proc_(69 * MS, 1, ProcKind::Resume),
+        ];
+        let sb = split_brain(&l);
+        assert_eq!(sb.split_brain_ns, 30 * MS);
+        assert_eq!(sb.paused_ns, 29 * MS);
+    }
+
+    #[test]
+    fn lease_cap_ends_a_paused_claim() {
+        let mut l = log(
+            100 * MS,
+            vec![
+                lead(0, 1, 1),
+                lead(40 * MS, 2, 2),
+                follow(70 * MS, 1, 2, Some(2)),
+            ],
+        );
+        l.procs = vec![
+            proc_(10 * MS, 1, ProcKind::Pause),
+            proc_(69 * MS, 1, ProcKind::Resume),
+        ];
+        let capped = cap_paused_claims(&l, 24 * MS);
+        assert_eq!(split_brain(&capped).split_brain_ns, 0);
+        // Not paused long enough: nothing inserted.
+        let long = cap_paused_claims(&l, 60 * MS);
+        assert_eq!(long.events.len(), l.events.len());
+    }
+
+    // ---- C2: near-misses that must not be counted ----
+
+    #[test]
+    fn claim_ending_exactly_when_the_next_starts_is_not_split_brain() {
+        let l = log(
+            100 * MS,
+            vec![
+                lead(0, 1, 1),
+                follow(10 * MS, 1, 2, Some(2)),
+                lead(10 * MS, 2, 2),
+            ],
+        );
+        let sb = split_brain(&l);
+        assert_eq!(sb.split_brain_ns, 0);
+        assert_eq!(sb.max_leaders, 1);
+        assert!(sb.spans.is_empty());
+    }
+
+    #[test]
+    fn killed_leaders_stale_event_is_not_a_claim() {
+        let mut l = log(100 * MS, vec![lead(0, 1, 1), lead(8 * MS, 2, 2)]);
+        l.procs = vec![proc_(5 * MS, 1, ProcKind::Kill)];
+        l.fault_ns = Some(5 * MS);
+        assert_eq!(split_brain(&l).split_brain_ns, 0);
+        assert_eq!(availability(&l).leaderless_ns, 3 * MS);
+    }
+
+    #[test]
+    fn events_while_down_are_ignored_and_restart_is_unknown_until_first_event() {
+        let mut l = log(
+            100 * MS,
+            vec![lead(0, 1, 1), lead(6 * MS, 1, 1), lead(50 * MS, 2, 2)],
+        );
+        l.procs = vec![
+            proc_(5 * MS, 1, ProcKind::Kill),
+            proc_(20 * MS, 1, ProcKind::Start),
+        ];
+        let segs = node_segments(&l);
+        let n1 = &segs[0].1;
+        assert_eq!(n1.len(), 3);
+        assert_eq!(n1[1].state, NodeState::Down);
+        assert_eq!((n1[2].from_ns, n1[2].state), (20 * MS, NodeState::Unknown));
+        assert_eq!(split_brain(&l).split_brain_ns, 0);
+        let r = evaluate(&l, "bully", "S1", "app", 1, 1000);
+        assert!(r.notes.iter().any(|n| n.contains("1 events stamped while")));
+    }
+
+    #[test]
+    fn start_with_event_at_the_same_instant_takes_the_event() {
+        let mut l = log(
+            100 * MS,
+            vec![lead(0, 1, 1), follow(20 * MS, 1, 1, Some(2))],
+        );
+        l.procs = vec![
+            proc_(5 * MS, 1, ProcKind::Kill),
+            proc_(20 * MS, 1, ProcKind::Start),
+        ];
+        let segs = node_segments(&l);
+        assert_eq!(
+            segs[0].1.last().unwrap().state,
+            NodeState::Up {
+                role: Role::Follower,
+                term: 1,
+                leader: Some(2)
+            }
+        );
+    }
+
+    #[test]
+    fn re_election_while_leading_is_one_claim() {
+        let mut l = log(
+            100 * MS,
+            vec![
+                lead(0, 1, 1),
+                lead(20 * MS, 1, 2),
+                follow(30 * MS, 1, 2, Some(2)),
+                lead(30 * MS, 2, 3),
+            ],
+        );
+        l.start_ns = 10 * MS;
+        let claims = claim_intervals(&l);
+        assert_eq!(
+            claims,
+            vec![
+                ClaimInterval {
+                    node: 1,
+                    from_ns: 0,
+                    to_ns: 30 * MS
+                },
+                ClaimInterval {
+                    node: 2,
+                    from_ns: 30 * MS,
+                    to_ns: 100 * MS
+                },
+            ]
+        );
+        // The claim already running at the window's start is not a change.
+        assert_eq!(leader_changes(&l), 1);
+    }
+
+    // ---- C1 ----
+
+    #[test]
+    fn same_node_leading_a_term_twice_is_safe() {
+        let mut l = log(
+            100 * MS,
+            vec![lead(0, 1, 1), lead(10 * MS, 1, 1), lead(20 * MS, 2, 2)],
+        );
+        l.quorum_mode = true;
+        let s = election_safety(&l).unwrap();
+        assert!(s.safe);
+        assert!(s.conflicts.is_empty());
+    }
+
+    #[test]
+    fn two_nodes_leading_one_term_is_unsafe() {
+        let mut l = log(
+            100 * MS,
+            vec![
+                lead(0, 1, 1),
+                lead(10 * MS, 2, 3),
+                follow(20 * MS, 2, 3, None),
+                lead(30 * MS, 4, 3),
+                lead(40 * MS, 5, 4),
+            ],
+        );
+        l.quorum_mode = true;
+        let s = election_safety(&l).unwrap();
+        assert!(!s.safe);
+        assert_eq!(
+            s.conflicts,
+            vec![TermConflict {
+                term: 3,
+                nodes: vec![2, 4]
+            }]
+        );
+        l.quorum_mode = false;
+        assert_eq!(election_safety(&l), None);
+    }
+
+    // ---- C3 ----
+
+    #[test]
+    fn failover_after_leader_crash() {
+        let mut events = all_follow(0, 1, 1);
+        events.push(ev(300 * MS, 2, Role::Candidate, 2, None));
+        events.push(lead(320 * MS, 2, 2));
+        for n in 3..=5 {
+            events.push(follow(330 * MS + n * MS, n, 2, Some(2)));
+        }
+        let mut l = log(2 * S, events);
+        l.fault_ns = Some(100 * MS);
+        l.procs = vec![proc_(100 * MS, 1, ProcKind::Kill)];
+        let a = availability(&l);
+        assert_eq!(a.leaderless_ns, 220 * MS);
+        assert_eq!(a.failover_ns, Some(235 * MS));
+        assert_eq!(a.failover_leader, Some(2));
+        assert_eq!(a.majority_leaderless_ns, None);
+        assert_eq!(leader_changes(&l), 1);
+    }
+
+    #[test]
+    fn isolated_leader_does_not_count_as_failover() {
+        // Leader 1 cut off at 100 ms; it keeps claiming (bully); 2..5 elect 5 at 400 ms.
+        let mut events = all_follow(0, 1, 1);
+        events.push(lead(400 * MS, 5, 2));
+        for n in 2..=4 {
+            events.push(follow(410 * MS, n, 2, Some(5)));
+        }
+        let mut l = log(2 * S, events);
+        l.fault_ns = Some(100 * MS);
+        l.faults = vec![window(100 * MS, S, vec![vec![1], vec![2, 3, 4, 5]])];
+        let a = availability(&l);
+        assert_eq!(a.failover_ns, Some(310 * MS));
+        assert_eq!(a.failover_leader, Some(5));
+        // The majority side had no leader from 100 ms to 400 ms.
+        assert_eq!(a.majority_leaderless_ns, Some(300 * MS));
+        // Somebody always claimed.
+        assert_eq!(a.leaderless_ns, 0);
+        // 1 never steps down in this log; 5 claims from 400 ms to the end.
+        assert_eq!(split_brain(&l).split_brain_ns, 1600 * MS);
+    }
+
+    #[test]
+    fn follower_isolation_needs_no_failover() {
+        let mut l = log(2 * S, all_follow(0, 1, 1));
+        l.fault_ns = Some(100 * MS);
+        l.faults = vec![window(100 * MS, S, vec![vec![5], vec![1, 2, 3, 4]])];
+        let a = availability(&l);
+        assert_eq!(a.failover_ns, Some(0));
+        assert_eq!(a.majority_leaderless_ns, Some(0));
+    }
+
+    #[test]
+    fn no_majority_anywhere_gives_null_majority_leaderless() {
+        let mut l = log(2 * S, all_follow(0, 1, 1));
+        l.fault_ns = Some(100 * MS);
+        l.faults = vec![window(100 * MS, S, vec![vec![1, 2], vec![3, 4], vec![5]])];
+        let a = availability(&l);
+        assert_eq!(a.majority_leaderless_ns, None);
+        // Leader 1's side {1,2} is one of the largest sides and agrees: no failover needed.
+        assert_eq!(a.failover_ns, Some(0));
+    }
+
+    #[test]
+    fn paused_leader_is_not_a_failover() {
+        let mut events = all_follow(0, 1, 1);
+        events.push(lead(500 * MS, 3, 2));
+        for n in [2, 4, 5] {
+            events.push(follow(510 * MS, n, 2, Some(3)));
+        }
+        let mut l = log(3 * S, events);
+        l.fault_ns = Some(100 * MS);
+        l.procs = vec![proc_(100 * MS, 1, ProcKind::Pause)];
+        let a = availability(&l);
+        assert_eq!(a.failover_ns, Some(410 * MS));
+        assert_eq!(a.failover_leader, Some(3));
+    }
+
+    #[test]
+    fn bridge_leader_reaching_a_majority_counts() {
+        let mut l = log(2 * S, all_follow(0, 1, 1));
+        l.fault_ns = Some(100 * MS);
+        l.faults = vec![window(100 * MS, S, vec![vec![1, 2, 3], vec![3, 4, 5]])];
+        let a = availability(&l);
+        // 1 reaches {1,2,3}, a majority, and they agree.
+        assert_eq!(a.failover_ns, Some(0));
+        assert_eq!(a.majority_leaderless_ns, Some(0));
+    }
+
+    // ---- C4 ----
+
+    #[test]
+    fn convergence_needs_one_stable_second() {
+        let mut events = all_follow(0, 1, 1);
+        // After heal at 1 s: node 5 claims at 1.2 s, everyone follows at 1.3 s, but 5 steps
+        // down at 1.8 s; 1 leads again at 2.0 s and everyone agrees at 2.1 s for good.
+        events.push(lead(1200 * MS, 5, 2));
+        for n in 1..=4 {
+            events.push(follow(1300 * MS, n, 2, Some(5)));
+        }
+        events.push(follow(1800 * MS, 5, 2, None));
+        events.push(lead(2000 * MS, 1, 3));
+        for n in 2..=5 {
+            events.push(follow(2100 * MS, n, 3, Some(1)));
+        }
+        let mut l = log(5 * S, events);
+        l.fault_ns = Some(500 * MS);
+        l.heal_ns = Some(S);
+        l.faults = vec![window(500 * MS, S, vec![vec![5], vec![1, 2, 3, 4]])];
+        let c = convergence(&l);
+        assert_eq!(c.converge_ns, Some(1100 * MS));
+        assert_eq!(c.leader, Some(1));
+        assert_eq!(c.stable_ns, STABLE_NS);
+    }
+
+    #[test]
+    fn convergence_ignores_down_nodes_but_waits_for_restarted_ones() {
+        let mut events = all_follow(0, 1, 1);
+        events.push(follow(1500 * MS, 3, 1, Some(1)));
+        let mut l = log(5 * S, events);
+        l.fault_ns = Some(100 * MS);
+        l.procs = vec![
+            proc_(100 * MS, 3, ProcKind::Kill),
+            proc_(100 * MS, 4, ProcKind::Kill),
+            proc_(S, 3, ProcKind::Start),
+        ];
+        l.heal_ns = Some(S);
+        // 4 stays down (not counted); 3 is up but unknown until 1.5 s.
+        assert_eq!(convergence(&l).converge_ns, Some(500 * MS));
+    }
+
+    #[test]
+    fn two_claimants_never_converge() {
+        let mut events = all_follow(0, 1, 1);
+        events.push(lead(200 * MS, 5, 2));
+        let mut l = log(3 * S, events);
+        l.fault_ns = Some(100 * MS);
+        l.heal_ns = Some(S);
+        assert_eq!(convergence(&l).converge_ns, None);
+        let r = evaluate(&l, "bully", "S4", "app", 7, 2000);
+        assert!(!r.passed);
+        assert_eq!(r.split_brain_ms, 2800.0);
+        assert!(r.notes.iter().any(|n| n.contains("never converged")));
+    }
+
+    #[test]
+    fn convergence_at_the_window_end_reports_its_short_stability() {
+        let mut events = all_follow(0, 1, 1);
+        events.push(follow(200 * MS, 2, 1, None));
+        events.push(follow(1400 * MS, 2, 1, Some(1)));
+        let mut l = log(1500 * MS, events);
+        l.fault_ns = Some(100 * MS);
+        l.heal_ns = Some(S);
+        let c = convergence(&l);
+        assert_eq!(c.converge_ns, Some(400 * MS));
+        assert_eq!(c.stable_ns, 100 * MS);
+    }
+
+    // ---- evaluate ----
+
+    #[test]
+    fn evaluate_quorum_pass_and_fail() {
+        let mut events = all_follow(0, 1, 1);
+        events.push(follow(300 * MS, 1, 1, None));
+        events.push(lead(400 * MS, 2, 2));
+        for n in [1, 3, 4, 5] {
+            events.push(follow(450 * MS, n, 2, Some(2)));
+        }
+        let mut l = log(3 * S, events);
+        l.quorum_mode = true;
+        l.fault_ns = Some(100 * MS);
+        l.heal_ns = Some(S);
+        l.faults = vec![window(100 * MS, S, vec![vec![1], vec![2, 3, 4, 5]])];
+        let r = evaluate(&l, "quorum", "S3", "kernel", 3, 2000);
+        assert!(r.passed, "{r:?}");
+        assert_eq!(r.split_brain_ms, 0.0);
+        assert_eq!(r.max_leaders, 1);
+        assert_eq!(r.election_safety, Some(true));
+        assert_eq!(r.leaderless_ms, 100.0);
+        assert_eq!(r.majority_leaderless_ms, Some(300.0));
+        assert_eq!(r.failover_ms, Some(350.0));
+        assert_eq!(r.converge_ms, Some(0.0));
+        assert_eq!(r.leader_changes, 1);
+
+        // A 40 ns overlap still fails quorum mode and shows as 0.1 ms.
+        l.events.push(lead(400 * MS, 3, 2));
+        l.events.push(follow(400 * MS + 40, 3, 2, Some(2)));
+        let r = evaluate(&l, "quorum", "S3", "kernel", 3, 2000);
+        assert!(!r.passed);
+        assert_eq!(r.split_brain_ms, 0.1);
+        assert_eq!(r.election_safety, Some(false));
+        assert!(r.notes.iter().any(|n| n.starts_with("C1: term 2")));
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json.get("skipped").is_none());
+        assert_eq!(json["election_safety"], serde_json::json!(false));
+    }
+
+    #[test]
+    fn evaluate_legacy_passes_despite_split_brain() {
+        let mut events = all_follow(0, 1, 1);
+        events.push(lead(200 * MS, 5, 2));
+        events.push(follow(1100 * MS, 5, 2, Some(1)));
+        let mut l = log(3 * S, events);
+        l.fault_ns = Some(100 * MS);
+        l.heal_ns = Some(S);
+        l.faults = vec![window(100 * MS, S, vec![vec![5], vec![1, 2, 3, 4]])];
+        let r = evaluate(&l, "bully", "S4", "app", 1, 500);
+        assert!(r.passed);
+        assert_eq!(r.split_brain_ms, 900.0);
+        assert_eq!(r.max_leaders, 2);
+        assert_eq!(r.election_safety, None);
+        assert_eq!(r.converge_ms, Some(100.0));
+        let tight = evaluate(&l, "bully", "S4", "app", 1, 50);
+        assert!(!tight.passed);
+    }
+
+    #[test]
+    fn baseline_without_faults_converges_from_start() {
+        let l = log(2 * S, all_follow(10 * MS, 3, 1));
+        let r = evaluate(&l, "ring", "baseline", "app", 0, 100);
+        assert!(r.passed);
+        assert_eq!(r.converge_ms, Some(10.0));
+        assert_eq!(r.failover_ms, None);
+        assert_eq!(r.leader_changes, 1);
+    }
+
+    #[test]
+    fn rounding() {
+        assert_eq!(ms_round(1_249_999), 1.2);
+        assert_eq!(ms_round(1_250_000), 1.3);
+        assert_eq!(ms_up(1), 0.1);
+        assert_eq!(ms_up(0), 0.0);
+        assert_eq!(ms_up(3_200_000_000), 3200.0);
+    }
+}

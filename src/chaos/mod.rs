@@ -1,0 +1,16 @@
+//! The chaos suite's judges and its report (`design/chaos.md`).
+//!
+//! A run of the matrix (mode × scenario × layer × seed) leaves a [`check::RunLog`]: every node's
+//! event log on the one host-wide monotonic clock, the process faults the harness applied
+//! (kill, stop, start, pause, resume) and the network fault windows with who could talk to whom.
+//! Everything here is a pure function of that log, so each checker is unit-tested on synthetic logs
+//! and a run can be re-judged from its saved log.
+//!
+//! # Layout
+//! - [`check`]: the checkers: C1 election safety, C2 split brain, C3 availability (leaderless time,
+//!   leaderless time on the majority side, failover), C4 convergence after heal, the cost in leader
+//!   changes, and [`check::evaluate`], which folds them into one [`check::RunResult`].
+//! - [`report`]: writes `report.json`, `report.md` and one SVG timeline per run picked by the caller.
+
+pub mod check;
+pub mod report;

@@ -1,0 +1,151 @@
+//! Shared harness of the multi-process tests: a real cluster of `electd` processes in a temp
+//! dir on free loopback ports, torn down (by pid file) and removed when dropped, even when the
+//! test panics.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use electd::chaos::check::{ProcEvent, ProcKind, RunLog};
+use electd::clock::mono_ns;
+use electd::cluster::{Cluster, NodeState};
+use electd::config::{Mode, Timing};
+use electd::events::{read_events_file, Event, EVENTS_FILE};
+use electd::role::NodeId;
+
+pub struct TestCluster {
+    pub c: Cluster,
+    pub mode: Mode,
+    pub timing: Timing,
+    pub procs: Vec<ProcEvent>,
+    pub start_ns: u64,
+    _dir: tempfile::TempDir,
+}
+
+/// `n` free ports on 127.0.0.1 (bound and released; the kernel does not hand them out again
+/// soon).
+pub fn free_addrs(n: usize) -> Vec<String> {
+    let socks: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    socks
+        .iter()
+        .map(|s| s.local_addr().unwrap().to_string())
+        .collect()
+}
+
+impl TestCluster {
+    /// Writes the configs and starts all `n` nodes.
+    pub fn start(mode: Mode, n: usize) -> TestCluster {
+        Self::start_with(mode, n, Timing::default())
+    }
+
+    pub fn start_with(mode: Mode, n: usize, timing: Timing) -> TestCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let addrs = free_addrs(n);
+        Cluster::write_configs(dir.path(), &addrs, mode, timing, "electd-test").unwrap();
+        let mut c = Cluster::open(dir.path(), &PathBuf::from(env!("CARGO_BIN_EXE_electd")))
+            .expect("open cluster");
+        c.extra_args = vec!["--log".into(), "info,openraft=warn".into()];
+        let mut tc = TestCluster {
+            c,
+            mode,
+            timing,
+            procs: Vec::new(),
+            start_ns: mono_ns(),
+            _dir: dir,
+        };
+        for id in tc.c.ids() {
+            tc.start_node(id);
+        }
+        tc
+    }
+
+    fn proc_event(&mut self, node: NodeId, kind: ProcKind) {
+        self.procs.push(ProcEvent {
+            t_ns: mono_ns(),
+            node,
+            kind,
+        });
+    }
+
+    pub fn start_node(&mut self, id: NodeId) {
+        self.proc_event(id, ProcKind::Start);
+        self.c.start(id, self.mode).expect("start node");
+    }
+
+    pub fn kill(&mut self, id: NodeId) {
+        assert!(self.c.kill(id), "node {id} was not running");
+        self.proc_event(id, ProcKind::Kill);
+    }
+
+    pub fn stop(&mut self, id: NodeId) {
+        self.c.stop(id, Duration::from_secs(5));
+        self.proc_event(id, ProcKind::Stop);
+    }
+
+    pub fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        let mut all = Vec::new();
+        for id in self.c.ids() {
+            let path = self.c.data_dir(self.mode, id).join(EVENTS_FILE);
+            all.extend(read_events_file(&path).unwrap_or_default());
+        }
+        all
+    }
+
+    /// The run so far as the chaos checkers take it.
+    pub fn run_log(&self, fault_ns: Option<u64>, heal_ns: Option<u64>) -> RunLog {
+        RunLog {
+            nodes: self.c.ids(),
+            start_ns: self.start_ns,
+            end_ns: mono_ns(),
+            events: self.events(),
+            procs: self.procs.clone(),
+            faults: Vec::new(),
+            heal_ns,
+            fault_ns,
+            quorum_mode: self.mode == Mode::Quorum,
+        }
+    }
+
+    /// Prints every node's log tail (on failure, to see why).
+    pub fn dump_logs(&self) {
+        for id in self.c.ids() {
+            let text = std::fs::read_to_string(self.c.log_file(id)).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            eprintln!("---- node {id} log (last 30 lines) ----");
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_logs();
+        }
+        for id in self.c.ids() {
+            self.c.signal(id, libc::SIGCONT);
+            self.c.kill(id);
+        }
+    }
+}
+
+/// Role of every answering node, for assertion messages.
+pub fn describe(states: &BTreeMap<NodeId, NodeState>) -> String {
+    states
+        .iter()
+        .map(|(id, s)| electd::cluster::status_row(*id, s))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,159 @@
+//! Quorum mode on real processes: election, failover, self-demotion under partition, heal,
+//! and the safety checks over the nodes' event logs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{describe, TestCluster};
+use electd::chaos::check::{cap_paused_claims, election_safety, split_brain};
+use electd::clock::{mono_ns, ms};
+use electd::cluster::{claimants, NodeState};
+use electd::config::Mode;
+use electd::role::Role;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// C1 and C2 over the whole run: no term led by two nodes, never two claimants at once.
+fn assert_safe(tc: &TestCluster) {
+    let log = cap_paused_claims(&tc.run_log(None, None), ms(tc.timing.effective_lease_ms()));
+    let safety = election_safety(&log).expect("quorum mode");
+    assert!(
+        safety.safe,
+        "a term with two leaders: {:?}",
+        safety.conflicts
+    );
+    let sb = split_brain(&log);
+    assert_eq!(
+        sb.split_brain_ns, 0,
+        "two claimants at once: {:?}",
+        sb.spans
+    );
+}
+
+#[test]
+fn elects_one_leader_that_all_agree_on_and_kill_gives_a_higher_term() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 5);
+    let leader = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("an agreed leader within 15 s");
+    let term = rt.block_on(tc.c.leader_info(leader)).unwrap().term;
+
+    tc.kill(leader);
+    let next = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("a new leader within 15 s of the kill");
+    assert_ne!(next, leader);
+    let next_term = rt.block_on(tc.c.leader_info(next)).unwrap().term;
+    assert!(next_term > term, "term {next_term} after {term}");
+
+    // The killed node comes back on its data dir and follows.
+    tc.start_node(leader);
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| {
+        matches!(s.get(&leader), Some(NodeState::Up(i)) if i.role == Role::Follower && i.leader.is_some())
+    }));
+    assert!(
+        ok,
+        "restarted node rejoins as a follower:\n{}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+    assert_safe(&tc);
+}
+
+#[test]
+fn minority_leader_stops_claiming_within_lease_while_majority_elects_then_heals() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 5);
+    let old = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+    let buddy = tc.c.ids().into_iter().find(|i| *i != old).unwrap();
+    let majority: Vec<_> =
+        tc.c.ids()
+            .into_iter()
+            .filter(|i| *i != old && *i != buddy)
+            .collect();
+
+    let cut_ns = mono_ns();
+    rt.block_on(tc.c.partition(&[vec![old, buddy], majority.clone()]))
+        .unwrap();
+    let set_ns = mono_ns();
+
+    // The majority elects a leader of its own.
+    let ok =
+        rt.block_on(tc.c.wait_for(WAIT, |s| claimants(s).iter().any(|c| majority.contains(c))));
+    assert!(
+        ok,
+        "majority side elects:\n{}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+    let states = rt.block_on(tc.c.states());
+    assert_eq!(claimants(&states).len(), 1, "{}", describe(&states));
+
+    // From the old leader's event log: it stopped claiming no later than lease + heartbeat
+    // after the partition was in force.
+    let stop = tc
+        .events()
+        .into_iter()
+        .filter(|e| e.node_id == old && e.t_mono_ns >= cut_ns && e.role != Role::Leader)
+        .map(|e| e.t_mono_ns)
+        .min()
+        .expect("the old leader recorded that it stopped leading");
+    let bound = ms(tc.timing.effective_lease_ms() + tc.timing.heartbeat_ms);
+    assert!(
+        stop <= set_ns + bound,
+        "stopped {} ms after the partition, bound {} ms",
+        (stop - cut_ns) / 1_000_000,
+        bound / 1_000_000
+    );
+
+    // Heal: one leader that everyone reports.
+    let heal_ns = mono_ns();
+    rt.block_on(tc.c.heal()).unwrap();
+    let after = rt.block_on(tc.c.wait_agreed(WAIT));
+    assert!(
+        after.is_some(),
+        "one leader after heal:\n{}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+    eprintln!(
+        "old leader stopped claiming {} ms after the cut; converged {} ms after heal",
+        (stop - cut_ns) / 1_000_000,
+        (mono_ns() - heal_ns) / 1_000_000
+    );
+    assert_safe(&tc);
+}
+
+#[test]
+fn restarted_node_keeps_its_vote() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+    let follower = tc.c.ids().into_iter().find(|i| *i != leader).unwrap();
+    let state_file =
+        tc.c.data_dir(Mode::Quorum, follower)
+            .join(electd::quorum::storage::STATE_FILE);
+    let read_vote = || -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
+        v["vote"].clone()
+    };
+    let before = read_vote();
+    assert!(
+        before["leader_id"]["term"].as_u64().unwrap() >= 1,
+        "{before}"
+    );
+    tc.kill(follower);
+    assert_eq!(read_vote(), before, "the vote is on disk after SIGKILL");
+    tc.start_node(follower);
+    let ok =
+        rt.block_on(tc.c.wait_for(WAIT, |s| matches!(s.get(&follower), Some(NodeState::Up(_)))));
+    assert!(ok);
+    let info = rt.block_on(tc.c.leader_info(follower)).unwrap();
+    assert!(info.term >= before["leader_id"]["term"].as_u64().unwrap());
+    let after = read_vote();
+    assert!(
+        after["leader_id"]["term"].as_u64() >= before["leader_id"]["term"].as_u64(),
+        "vote went back: {before} -> {after}"
+    );
+    assert_safe(&tc);
+}
