@@ -52,6 +52,28 @@ pub enum CtlCmd {
     },
     /// Clear every running node's fault set.
     Heal,
+    /// Benchmarks on the running cluster.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCmd {
+    /// SIGKILL the leader, time until all agree on a new one, restart it; repeat.
+    Failover {
+        #[arg(long, default_value_t = 20)]
+        trials: usize,
+        /// SIGTERM instead of SIGKILL (graceful handoff).
+        #[arg(long)]
+        graceful: bool,
+    },
+    /// Cut the leader off; time its stop and the majority's new claim from the event logs.
+    Isolate {
+        #[arg(long, default_value_t = 10)]
+        trials: usize,
+    },
 }
 
 fn parse_group(s: &str) -> Result<Vec<NodeId>, CtlError> {
@@ -167,6 +189,29 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
                 .collect::<Result<Vec<_>, _>>()?;
             c.partition(&groups).await?;
             Ok(ExitCode::SUCCESS)
+        }
+        CtlCmd::Bench { what } => {
+            let res = match what {
+                BenchCmd::Failover { trials, graceful } => {
+                    crate::bench::failover(&c, trials, graceful).await.map(|v| {
+                        let what = if graceful { "SIGTERM" } else { "SIGKILL" };
+                        crate::bench::summarize(&format!("failover after {what} of the leader"), v);
+                    })
+                }
+                BenchCmd::Isolate { trials } => {
+                    crate::bench::isolate(&c, trials).await.map(|(s, e)| {
+                        crate::bench::summarize("isolated leader stopped claiming", s);
+                        crate::bench::summarize("majority's new leader claimed", e);
+                    })
+                }
+            };
+            match res {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("bench failed: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
         CtlCmd::Heal => {
             c.heal().await?;

@@ -15,8 +15,10 @@
 //! - [`chaos`]: the partition chaos suite: checkers C1–C4 over merged event logs, the report.
 //! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`].
 //! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
+//! - [`bench`]: failover and isolation benchmarks on a running cluster (`electd ctl bench`).
 
 pub mod api;
+pub mod bench;
 pub mod chaos;
 pub mod clock;
 pub mod cluster;
