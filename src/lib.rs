@@ -11,6 +11,8 @@
 //! - [`transport`]: the one peer transport (HTTP), with the fault layer inside it.
 //! - [`stats`]: counters by message type; [`metrics`]: `/metrics`.
 //! - [`quorum`]: quorum mode on openraft, with lease-bound claims and self-demotion.
+//! - [`legacy`]: bully and ring as I/O-free state machines, their simulator, and the one driver
+//!   that runs either on the shared transport.
 //! - [`node`]: a running node: engine of the configured mode, view, shutdown.
 //! - [`chaos`]: the partition chaos suite: checkers C1–C4 over merged event logs, the report.
 //! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`].
@@ -26,6 +28,7 @@ pub mod config;
 pub mod ctl;
 pub mod events;
 pub mod faults;
+pub mod legacy;
 pub mod metrics;
 pub mod node;
 pub mod quorum;

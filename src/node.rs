@@ -12,6 +12,8 @@ use crate::clock::mono_ns;
 use crate::config::{Config, Mode};
 use crate::events::{EventLog, EventLogError};
 use crate::faults::Faults;
+use crate::legacy::driver::{LegacyEngine, LegacyNode};
+use crate::legacy::{Bully, Ring};
 use crate::quorum::{QuorumError, QuorumNode};
 use crate::role::{NodeId, Role};
 use crate::stats::Stats;
@@ -41,6 +43,8 @@ impl EngineView {
 /// The election engine of the configured mode.
 pub enum Engine {
     Quorum(Arc<QuorumNode>),
+    /// Bully or ring, behind the one legacy driver.
+    Legacy(Arc<dyn LegacyEngine>),
 }
 
 /// Why a node could not start.
@@ -55,8 +59,6 @@ pub enum NodeError {
     Events(#[from] EventLogError),
     #[error(transparent)]
     Quorum(#[from] QuorumError),
-    #[error("mode {0} is not available in this build")]
-    ModeUnavailable(&'static str),
 }
 
 pub struct Node {
@@ -102,8 +104,20 @@ impl Node {
                 });
                 Engine::Quorum(q)
             }
-            Mode::Bully => return Err(NodeError::ModeUnavailable("bully")),
-            Mode::Ring => return Err(NodeError::ModeUnavailable("ring")),
+            Mode::Bully => Engine::Legacy(LegacyNode::<Bully>::start(
+                &cfg,
+                transport.clone(),
+                events.clone(),
+                stats.clone(),
+                stop.clone(),
+            )),
+            Mode::Ring => Engine::Legacy(LegacyNode::<Ring>::start(
+                &cfg,
+                transport.clone(),
+                events.clone(),
+                stats.clone(),
+                stop.clone(),
+            )),
         };
         Ok(Arc::new(Node {
             cfg,
@@ -122,6 +136,7 @@ impl Node {
         let now = mono_ns();
         match &self.engine {
             Engine::Quorum(q) => q.view(now),
+            Engine::Legacy(l) => l.view(),
         }
     }
 
@@ -136,6 +151,7 @@ impl Node {
     pub fn engine_status(&self) -> serde_json::Value {
         match &self.engine {
             Engine::Quorum(q) => q.status_extra(),
+            Engine::Legacy(l) => l.status_extra(),
         }
     }
 
@@ -143,6 +159,7 @@ impl Node {
     pub fn peer_routes(&self) -> Router {
         match &self.engine {
             Engine::Quorum(q) => q.clone().routes(),
+            Engine::Legacy(l) => l.clone().routes(),
         }
     }
 
@@ -151,6 +168,7 @@ impl Node {
         self.stop.cancel();
         match &self.engine {
             Engine::Quorum(q) => q.shutdown().await,
+            Engine::Legacy(l) => l.shutdown(),
         }
     }
 }

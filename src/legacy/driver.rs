@@ -1,0 +1,222 @@
+//! The one driver of the legacy algorithms: it feeds a state machine ([`Algorithm`]) its
+//! inputs (start, a tick every `timing.heartbeat_ms`, messages from `/peer/msg`, delivery
+//! outcomes) and carries out its outputs (messages over the shared peer transport, role changes
+//! into the event log). The same driver runs bully and ring.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use tokio_util::sync::CancellationToken;
+
+use super::{Algorithm, MsgKind, Status, Ticks};
+use crate::api::ApiError;
+use crate::clock::mono_ns;
+use crate::config::Config;
+use crate::events::EventLog;
+use crate::node::EngineView;
+use crate::role::{NodeId, Role, RoleState};
+use crate::stats::Stats;
+use crate::transport::{PeerId, Transport};
+
+/// Path of every legacy peer message.
+pub const PATH_MSG: &str = "/peer/msg";
+
+/// What the rest of the node needs from a legacy engine, whatever its algorithm.
+pub trait LegacyEngine: Send + Sync {
+    fn view(&self) -> EngineView;
+    fn routes(self: Arc<Self>) -> Router;
+    fn shutdown(&self);
+    fn status_extra(&self) -> serde_json::Value;
+}
+
+/// A legacy-mode node running algorithm `A`.
+pub struct LegacyNode<A: Algorithm> {
+    alg: Mutex<A>,
+    status: Mutex<Status>,
+    transport: Arc<Transport>,
+    events: Arc<EventLog>,
+    stats: Arc<Stats>,
+    /// Deadline of one message: past it the message counts as not delivered (the ring then
+    /// skips that successor). One minimum election timeout.
+    msg_timeout: Duration,
+    ticks: Ticks,
+}
+
+impl<A: Algorithm + Send + 'static> LegacyNode<A>
+where
+    A::Msg: MsgKind + Sync,
+{
+    /// Creates the state machine, starts it (it calls an election) and the tick loop.
+    pub fn start(
+        cfg: &Config,
+        transport: Arc<Transport>,
+        events: Arc<EventLog>,
+        stats: Arc<Stats>,
+        stop: CancellationToken,
+    ) -> Arc<Self> {
+        let t = cfg.timing;
+        let ticks = Ticks::from_timing(
+            t.heartbeat_ms,
+            t.election_timeout_min_ms,
+            t.election_timeout_max_ms,
+        );
+        let node = Arc::new(LegacyNode {
+            alg: Mutex::new(A::new(cfg.id, cfg.member_ids(), ticks)),
+            status: Mutex::new(Status {
+                role: Role::Follower,
+                epoch: 0,
+                leader: None,
+            }),
+            transport,
+            events,
+            stats,
+            msg_timeout: Duration::from_millis(t.election_timeout_min_ms),
+            ticks,
+        });
+        tracing::info!(?ticks, "legacy algorithm timeouts (ticks of one heartbeat)");
+        node.apply(|a| a.start());
+        let tick_node = node.clone();
+        let period = Duration::from_millis(t.heartbeat_ms);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => tick_node.apply(|a| a.tick()),
+                }
+            }
+        });
+        node
+    }
+
+    /// Feeds one input to the algorithm, then carries out its outputs. The one place legacy
+    /// modes record role changes: "became leader" is stamped before the view changes, anything
+    /// else after, so claim intervals in the log err wide.
+    fn apply(self: &Arc<Self>, input: impl FnOnce(&mut A)) {
+        let before = mono_ns();
+        let out = {
+            let mut alg = self.alg.lock().expect("algorithm lock");
+            input(&mut alg);
+            let out = alg.take_outbox();
+            if let Some(last) = out.status_changes.last() {
+                *self.status.lock().expect("status lock") = *last;
+            }
+            out
+        };
+        let after = mono_ns();
+        for st in &out.status_changes {
+            let prev = self.events.last().unwrap_or_else(RoleState::initial);
+            let state = RoleState {
+                role: st.role,
+                term: st.epoch,
+                leader: st.leader,
+            };
+            let stamp = if st.role == Role::Leader {
+                before
+            } else {
+                after
+            };
+            if self.events.record(stamp, state).is_some() {
+                if st.role == Role::Candidate && prev.role != Role::Candidate {
+                    self.stats.election_started();
+                }
+                if st.leader.is_some() && st.leader != prev.leader {
+                    self.stats.leader_changed();
+                }
+            }
+        }
+        for (to, msg) in out.msgs {
+            self.send(to, msg);
+        }
+    }
+
+    /// Sends one message in the background; its outcome goes back to the algorithm.
+    fn send(self: &Arc<Self>, to: NodeId, msg: A::Msg) {
+        let node = self.clone();
+        tokio::spawn(async move {
+            let res: Result<serde_json::Value, _> = node
+                .transport
+                .call(to, PATH_MSG, msg.kind(), &msg, node.msg_timeout)
+                .await;
+            match res {
+                Ok(_) => node.apply(|a| a.delivered(to, &msg)),
+                Err(e) => {
+                    tracing::debug!(to, kind = msg.kind(), error = %e, "not delivered");
+                    node.apply(|a| a.delivery_failed(to, msg));
+                }
+            }
+        });
+    }
+}
+
+async fn receive<A: Algorithm + Send + 'static>(
+    State(node): State<Arc<LegacyNode<A>>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError>
+where
+    A::Msg: MsgKind + Sync,
+{
+    let msg: A::Msg = serde_json::from_slice(&body).map_err(|e| {
+        node.stats.rejected("bad_body");
+        ApiError::bad_request("bad_body", format!("malformed peer message: {e}"))
+    })?;
+    node.stats.received(msg.kind());
+    node.apply(|a| a.step(from, msg));
+    Ok(Json(serde_json::json!({"ok": true})))
+}
+
+impl<A: Algorithm + Send + 'static> LegacyEngine for LegacyNode<A>
+where
+    A::Msg: MsgKind + Sync,
+{
+    fn view(&self) -> EngineView {
+        let st = *self.status.lock().expect("status lock");
+        EngineView {
+            role: st.role,
+            term: st.epoch,
+            leader: st.leader,
+            lease_remaining_ns: None,
+        }
+    }
+
+    fn routes(self: Arc<Self>) -> Router {
+        Router::new()
+            .route(PATH_MSG, post(receive::<A>))
+            .with_state(self)
+    }
+
+    /// The algorithms have no handoff: a stopping coordinator simply stops announcing, and the
+    /// others notice after `failure_timeout`. The log records that it no longer leads.
+    fn shutdown(&self) {
+        let st = *self.status.lock().expect("status lock");
+        let state = RoleState {
+            role: Role::Follower,
+            term: st.epoch,
+            leader: None,
+        };
+        *self.status.lock().expect("status lock") = Status {
+            role: Role::Follower,
+            epoch: st.epoch,
+            leader: None,
+        };
+        self.events.record(mono_ns(), state);
+    }
+
+    fn status_extra(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ticks": {
+                "answer_timeout": self.ticks.answer_timeout,
+                "coordinator_timeout": self.ticks.coordinator_timeout,
+                "failure_timeout": self.ticks.failure_timeout,
+                "announce_interval": self.ticks.announce_interval,
+            },
+            "message_timeout_ms": self.msg_timeout.as_millis() as u64,
+        })
+    }
+}

@@ -1,0 +1,940 @@
+//! Ring election (LeLann 1977 / Tanenbaum's list form) that skips dead successors, with
+//! Chang–Roberts-style dropping of concurrent elections.
+//!
+//! * The logical ring is ordered by id; the successor of the highest id is the lowest. Every
+//!   node knows the whole ring.
+//! * A node calls an election at `start`, when its coordinator has been silent for
+//!   `failure_timeout` ticks, and when its own election does not complete within
+//!   [`Ticks::ring_election_deadline`]: it sends `ELECTION {initiator: self, ids: [self]}` to its
+//!   successor. Each receiver appends its id and forwards it to its own successor. Whenever the
+//!   transport reports `delivery_failed` for a forwarded ELECTION, the node sends the same
+//!   message to the next node after the one that failed (skipping dead successors); when every
+//!   other node has failed it becomes coordinator alone.
+//! * When the message comes back to a node whose id is already in the list, the election is
+//!   complete: the highest id in the list is the coordinator, with epoch *max epoch seen + 1*
+//!   (the ELECTION carries the highest epoch of the nodes it passed). That node sends
+//!   `COORDINATOR {leader, epoch, initiator: self}` once around the ring: each node adopts it and
+//!   forwards it (skipping dead successors); it stops when it would reach the node that started
+//!   the circulation, i.e. n − 1 hops.
+//!
+//! # Concurrent elections (duplicate dropping)
+//!
+//! A node remembers the initiator of the election it last forwarded (or started) while that
+//! election is under way (it is a candidate). An ELECTION from a *lower* initiator that reaches
+//! it then is dropped, as in Chang–Roberts; a higher one is forwarded and replaces it. A node
+//! that is a candidate does not start an election of its own. So when several nodes initiate at
+//! once, every message but the one of the highest initiator is dropped on its way, and exactly
+//! one election completes. An ELECTION stamped with an epoch lower than the coordinator epoch the
+//! receiver already holds was started before that coordinator was elected and is dropped too
+//! (this stops a slow, lower election from overtaking a finished one and re-running it).
+//!
+//! # When the initiator dies mid-circulation
+//!
+//! The node before the dead initiator gets `delivery_failed` and skips it, so the message reaches
+//! the first live node after the initiator, which finds its own id already in the list: it
+//! completes the election itself (the list has passed every live node once) and starts the
+//! COORDINATOR circulation, which stops before that node again. So every ELECTION ends, by
+//! completion or by being dropped, after at most two passes of the ring. If a message is lost
+//! outright (its holder crashed after acknowledging it), every candidate that forwarded it
+//! gives up after the election deadline and starts a new election.
+//!
+//! # Announcements, failure detection and healing
+//!
+//! The coordinator sends `ANNOUNCE {leader, epoch}` directly to every other node every
+//! `announce_interval` ticks. A follower that hears nothing from its coordinator (ANNOUNCE or
+//! COORDINATOR) for `failure_timeout` ticks starts a ring election. A node that hears an
+//! announcement of a coordinator other than its own reacts only if that claim is newer (rank
+//! `(epoch, leader)` above the one it follows; for a candidate, an epoch newer than the last
+//! one it knew):
+//!
+//! * from a higher id: it simply follows it. This is the case of a just-elected coordinator
+//!   whose COORDINATOR is still circulating, so announcements cannot make a healthy cluster
+//!   churn;
+//! * from a lower id: it starts a ring election (a candidate only when its own election
+//!   carries an older epoch than the announcement, i.e. it is likely being dropped as stale),
+//!   which the higher node then wins with a newer epoch.
+//!
+//! Older or weaker claims are ignored (for example the last announcements of a coordinator
+//! that has just been replaced). A COORDINATOR naming a lower id than the receiver (which was
+//! therefore not in that election) is not adopted either: the receiver ends that circulation
+//! and calls an election. No quorum: every side of a partition elects its own coordinator.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    normalize_members, set_status, Algorithm, MsgKind, Outbox, Status, Ticks, INITIAL_STATUS,
+};
+use crate::role::{NodeId, Role};
+
+/// Ring messages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RingMsg {
+    /// Travels around the ring collecting the ids of the live nodes it passes; `epoch` is the
+    /// highest epoch known to those nodes.
+    Election {
+        initiator: NodeId,
+        ids: Vec<NodeId>,
+        epoch: u64,
+    },
+    /// The result of an election, circulated once around the ring by `initiator` (the node
+    /// that completed the election).
+    Coordinator {
+        leader: NodeId,
+        epoch: u64,
+        initiator: NodeId,
+    },
+    /// Periodic heartbeat of the coordinator, sent directly to every other node.
+    Announce { leader: NodeId, epoch: u64 },
+}
+
+impl MsgKind for RingMsg {
+    fn kind(&self) -> &'static str {
+        match self {
+            RingMsg::Election { .. } => "election",
+            RingMsg::Coordinator { .. } => "coordinator",
+            RingMsg::Announce { .. } => "announce",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Created, not started, nothing heard yet: no timer runs.
+    Idle,
+    /// Following `status.leader`; ticks since it was last heard from.
+    Following { silent: u32 },
+    /// Candidate: forwarded (or started) the election of `initiator`, stamped `epoch` when it
+    /// left this node; ticks left before giving up on it.
+    Participating {
+        initiator: NodeId,
+        epoch: u64,
+        left: u32,
+    },
+    /// Coordinator; ticks left until the next ANNOUNCE.
+    Leading { next_announce: u32 },
+}
+
+/// Ring-election state machine of one node.
+#[derive(Debug)]
+pub struct Ring {
+    id: NodeId,
+    /// All members, ascending: the ring order.
+    ring: Vec<NodeId>,
+    ticks: Ticks,
+    deadline: u32,
+    /// Highest epoch seen in any message or held by this node.
+    max_epoch: u64,
+    status: Status,
+    phase: Phase,
+    outbox: Outbox<RingMsg>,
+}
+
+impl Ring {
+    /// The node after `n` on the ring (wrapping from the highest id to the lowest).
+    fn successor_of(&self, n: NodeId) -> NodeId {
+        match self.ring.iter().find(|&&m| m > n) {
+            Some(&m) => m,
+            None => self.ring[0],
+        }
+    }
+
+    fn send(&mut self, to: NodeId, msg: RingMsg) {
+        self.outbox.msgs.push((to, msg));
+    }
+
+    fn participating(&self) -> bool {
+        matches!(self.phase, Phase::Participating { .. })
+    }
+
+    /// Whether a coordinator claim `(epoch, leader)` ranks above what this node currently holds.
+    fn claim_is_newer(&self, epoch: u64, leader: NodeId) -> bool {
+        match self.status.role {
+            Role::Candidate => epoch > self.status.epoch,
+            Role::Leader | Role::Follower => {
+                (epoch, Some(leader)) > (self.status.epoch, self.status.leader)
+            }
+        }
+    }
+
+    fn start_election(&mut self) {
+        if self.ring.len() == 1 {
+            self.become_leader(self.max_epoch.saturating_add(1));
+            return;
+        }
+        let epoch = self.max_epoch;
+        self.become_candidate(self.id, epoch);
+        let next = self.successor_of(self.id);
+        self.send(
+            next,
+            RingMsg::Election {
+                initiator: self.id,
+                ids: vec![self.id],
+                epoch,
+            },
+        );
+    }
+
+    /// The only place a node becomes (or stays, with a new epoch) coordinator.
+    fn become_leader(&mut self, epoch: u64) {
+        self.max_epoch = self.max_epoch.max(epoch);
+        self.phase = Phase::Leading {
+            next_announce: self.ticks.announce_interval.max(1),
+        };
+        let next = Status {
+            role: Role::Leader,
+            epoch,
+            leader: Some(self.id),
+        };
+        set_status(&mut self.status, &mut self.outbox, next);
+    }
+
+    /// The only place a node becomes (or refreshes being) a follower of `leader`.
+    fn become_follower(&mut self, leader: NodeId, epoch: u64) {
+        self.max_epoch = self.max_epoch.max(epoch);
+        self.phase = Phase::Following { silent: 0 };
+        let next = Status {
+            role: Role::Follower,
+            epoch,
+            leader: Some(leader),
+        };
+        set_status(&mut self.status, &mut self.outbox, next);
+    }
+
+    /// The only place a node becomes a candidate: it has started or forwarded the election of
+    /// `initiator`, stamped `epoch`. The reported epoch stays the last coordinator epoch known.
+    fn become_candidate(&mut self, initiator: NodeId, epoch: u64) {
+        self.phase = Phase::Participating {
+            initiator,
+            epoch,
+            left: self.deadline,
+        };
+        let next = Status {
+            role: Role::Candidate,
+            epoch: self.status.epoch,
+            leader: None,
+        };
+        set_status(&mut self.status, &mut self.outbox, next);
+    }
+
+    fn on_election(&mut self, initiator: NodeId, mut ids: Vec<NodeId>, epoch: u64) {
+        if epoch < self.status.epoch {
+            // Started before the coordinator this node knows was elected.
+            return;
+        }
+        self.max_epoch = self.max_epoch.max(epoch);
+        if ids.contains(&self.id) {
+            // Back at a node that has already appended itself: the message has passed every
+            // live node. Normally this is the initiator; if the initiator died or became
+            // unreachable, the first live node after it completes the election instead.
+            self.complete(&ids, epoch);
+            return;
+        }
+        if ids.len() >= self.ring.len() {
+            return; // malformed: more entries than the ring has other members
+        }
+        if matches!(self.phase, Phase::Participating { initiator: p, .. } if p > initiator) {
+            // Chang–Roberts: an election of a higher initiator is under way here.
+            return;
+        }
+        ids.push(self.id);
+        let epoch = epoch.max(self.max_epoch);
+        self.become_candidate(initiator, epoch);
+        let next = self.successor_of(self.id);
+        self.send(
+            next,
+            RingMsg::Election {
+                initiator,
+                ids,
+                epoch,
+            },
+        );
+    }
+
+    fn complete(&mut self, ids: &[NodeId], epoch: u64) {
+        let winner = ids.iter().copied().max().unwrap_or(self.id).max(self.id);
+        let epoch = epoch.max(self.max_epoch).saturating_add(1);
+        if winner == self.id {
+            self.become_leader(epoch);
+        } else {
+            self.become_follower(winner, epoch);
+        }
+        let next = self.successor_of(self.id);
+        if next != self.id {
+            self.send(
+                next,
+                RingMsg::Coordinator {
+                    leader: winner,
+                    epoch,
+                    initiator: self.id,
+                },
+            );
+        }
+    }
+
+    fn on_coordinator(&mut self, leader: NodeId, epoch: u64, initiator: NodeId) {
+        let same = self.status.role != Role::Candidate
+            && self.status.leader == Some(leader)
+            && self.status.epoch == epoch;
+        if !same {
+            if !self.claim_is_newer(epoch, leader) {
+                return; // stale result: its circulation ends here
+            }
+            if leader < self.id {
+                // An election this node was not part of chose a lower id: end that
+                // circulation and run an election this node would win.
+                self.max_epoch = self.max_epoch.max(epoch);
+                if !self.participating() {
+                    self.start_election();
+                }
+                return;
+            }
+        }
+        if leader == self.id {
+            self.become_leader(epoch);
+        } else {
+            self.become_follower(leader, epoch);
+        }
+        let next = self.successor_of(self.id);
+        if next != initiator && next != self.id {
+            self.send(
+                next,
+                RingMsg::Coordinator {
+                    leader,
+                    epoch,
+                    initiator,
+                },
+            );
+        }
+    }
+
+    fn on_announce(&mut self, leader: NodeId, epoch: u64) {
+        if self.status.role == Role::Follower && self.status.leader == Some(leader) {
+            // Our coordinator's heartbeat; an older epoch is a reordered message.
+            if epoch >= self.status.epoch {
+                self.become_follower(leader, epoch);
+            }
+            return;
+        }
+        if leader == self.id || !self.claim_is_newer(epoch, leader) {
+            return;
+        }
+        self.max_epoch = self.max_epoch.max(epoch);
+        if leader > self.id {
+            self.become_follower(leader, epoch);
+            return;
+        }
+        let own_election_is_current = matches!(
+            self.phase,
+            Phase::Participating { epoch: stamp, .. } if stamp >= epoch
+        );
+        if !own_election_is_current {
+            self.start_election();
+        }
+    }
+}
+
+impl Algorithm for Ring {
+    type Msg = RingMsg;
+
+    fn new(id: NodeId, members: Vec<NodeId>, ticks: Ticks) -> Self {
+        let ring = normalize_members(id, members);
+        let deadline = ticks.ring_election_deadline(ring.len());
+        Ring {
+            id,
+            ring,
+            ticks,
+            deadline,
+            max_epoch: 0,
+            status: INITIAL_STATUS,
+            phase: Phase::Idle,
+            outbox: Outbox::default(),
+        }
+    }
+
+    fn start(&mut self) {
+        self.start_election();
+    }
+
+    fn tick(&mut self) {
+        match self.phase {
+            Phase::Idle => {}
+            Phase::Following { silent } => {
+                let silent = silent.saturating_add(1);
+                if silent >= self.ticks.failure_timeout.max(1) {
+                    self.start_election();
+                } else {
+                    self.phase = Phase::Following { silent };
+                }
+            }
+            Phase::Participating {
+                initiator,
+                epoch,
+                left,
+            } => {
+                if left <= 1 {
+                    self.start_election();
+                } else {
+                    self.phase = Phase::Participating {
+                        initiator,
+                        epoch,
+                        left: left - 1,
+                    };
+                }
+            }
+            Phase::Leading { next_announce } => {
+                if next_announce <= 1 {
+                    let epoch = self.status.epoch;
+                    for i in 0..self.ring.len() {
+                        let m = self.ring[i];
+                        if m != self.id {
+                            self.send(
+                                m,
+                                RingMsg::Announce {
+                                    leader: self.id,
+                                    epoch,
+                                },
+                            );
+                        }
+                    }
+                    self.phase = Phase::Leading {
+                        next_announce: self.ticks.announce_interval.max(1),
+                    };
+                } else {
+                    self.phase = Phase::Leading {
+                        next_announce: next_announce - 1,
+                    };
+                }
+            }
+        }
+    }
+
+    fn step(&mut self, from: NodeId, msg: RingMsg) {
+        if from == self.id || self.ring.binary_search(&from).is_err() {
+            return; // not a member of this ring
+        }
+        match msg {
+            RingMsg::Election {
+                initiator,
+                ids,
+                epoch,
+            } => self.on_election(initiator, ids, epoch),
+            RingMsg::Coordinator {
+                leader,
+                epoch,
+                initiator,
+            } => self.on_coordinator(leader, epoch, initiator),
+            RingMsg::Announce { leader, epoch } => {
+                if leader == from {
+                    self.on_announce(leader, epoch);
+                }
+            }
+        }
+    }
+
+    fn delivery_failed(&mut self, to: NodeId, msg: RingMsg) {
+        match msg {
+            RingMsg::Election {
+                initiator,
+                ids,
+                epoch,
+            } => {
+                // Only for the message this node sent last and whose election is still under way.
+                let current = matches!(
+                    self.phase,
+                    Phase::Participating { initiator: i, epoch: e, .. } if i == initiator && e == epoch
+                );
+                if !current || ids.last() != Some(&self.id) {
+                    return;
+                }
+                let next = self.successor_of(to);
+                if next == self.id {
+                    // Every other node has failed: coordinator alone.
+                    self.become_leader(epoch.max(self.max_epoch).saturating_add(1));
+                } else {
+                    self.send(
+                        next,
+                        RingMsg::Election {
+                            initiator,
+                            ids,
+                            epoch,
+                        },
+                    );
+                }
+            }
+            RingMsg::Coordinator {
+                leader,
+                epoch,
+                initiator,
+            } => {
+                if self.status.role == Role::Candidate
+                    || self.status.leader != Some(leader)
+                    || self.status.epoch != epoch
+                {
+                    return; // this node has moved on; let the circulation end
+                }
+                let next = self.successor_of(to);
+                if next != initiator && next != self.id {
+                    self.send(
+                        next,
+                        RingMsg::Coordinator {
+                            leader,
+                            epoch,
+                            initiator,
+                        },
+                    );
+                }
+            }
+            RingMsg::Announce { .. } => {}
+        }
+    }
+
+    fn status(&self) -> Status {
+        self.status
+    }
+
+    fn take_outbox(&mut self) -> Outbox<RingMsg> {
+        std::mem::take(&mut self.outbox)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Ticks = Ticks {
+        answer_timeout: 3,
+        coordinator_timeout: 2,
+        failure_timeout: 4,
+        announce_interval: 2,
+    };
+
+    fn node(id: NodeId) -> Ring {
+        Ring::new(id, vec![1, 2, 3, 4, 5], T)
+    }
+
+    fn election(initiator: NodeId, ids: &[NodeId], epoch: u64) -> RingMsg {
+        RingMsg::Election {
+            initiator,
+            ids: ids.to_vec(),
+            epoch,
+        }
+    }
+
+    fn coord(leader: NodeId, epoch: u64, initiator: NodeId) -> RingMsg {
+        RingMsg::Coordinator {
+            leader,
+            epoch,
+            initiator,
+        }
+    }
+
+    fn follower(leader: NodeId, epoch: u64) -> Status {
+        Status {
+            role: Role::Follower,
+            epoch,
+            leader: Some(leader),
+        }
+    }
+
+    #[test]
+    fn start_sends_to_successor_and_wraps() {
+        let mut n = node(2);
+        n.start();
+        let out = n.take_outbox();
+        assert_eq!(out.msgs, vec![(3, election(2, &[2], 0))]);
+        assert_eq!(out.status_changes[0].role, Role::Candidate);
+        let mut n = node(5);
+        n.start();
+        assert_eq!(n.take_outbox().msgs, vec![(1, election(5, &[5], 0))]);
+    }
+
+    #[test]
+    fn forward_appends_and_carries_highest_epoch() {
+        let mut n = node(3);
+        n.step(
+            5,
+            RingMsg::Announce {
+                leader: 5,
+                epoch: 4,
+            },
+        );
+        n.take_outbox();
+        n.step(2, election(1, &[1, 2], 4));
+        let out = n.take_outbox();
+        assert_eq!(out.msgs, vec![(4, election(1, &[1, 2, 3], 4))]);
+        assert_eq!(
+            n.status(),
+            Status {
+                role: Role::Candidate,
+                epoch: 4,
+                leader: None
+            }
+        );
+    }
+
+    #[test]
+    fn initiator_completes_and_circulates_coordinator() {
+        let mut n = node(2);
+        n.start();
+        n.take_outbox();
+        n.step(1, election(2, &[2, 3, 4, 5, 1], 6));
+        let out = n.take_outbox();
+        assert_eq!(out.msgs, vec![(3, coord(5, 7, 2))]);
+        assert_eq!(n.status(), follower(5, 7));
+        // Circulation: 3 adopts and forwards; 1 adopts and stops before 2.
+        let mut three = node(3);
+        three.step(2, coord(5, 7, 2));
+        assert_eq!(three.take_outbox().msgs, vec![(4, coord(5, 7, 2))]);
+        assert_eq!(three.status(), follower(5, 7));
+        let mut five = node(5);
+        five.step(4, coord(5, 7, 2));
+        assert_eq!(five.take_outbox().msgs, vec![(1, coord(5, 7, 2))]);
+        assert_eq!(five.status().role, Role::Leader);
+        let mut one = node(1);
+        one.step(5, coord(5, 7, 2));
+        assert!(one.take_outbox().msgs.is_empty());
+        assert_eq!(one.status(), follower(5, 7));
+    }
+
+    #[test]
+    fn highest_initiator_becomes_leader_on_completion() {
+        let mut n = node(5);
+        n.start();
+        n.take_outbox();
+        n.step(4, election(5, &[5, 1, 2, 3, 4], 0));
+        let out = n.take_outbox();
+        assert_eq!(out.msgs, vec![(1, coord(5, 1, 5))]);
+        assert_eq!(
+            n.status(),
+            Status {
+                role: Role::Leader,
+                epoch: 1,
+                leader: Some(5)
+            }
+        );
+    }
+
+    #[test]
+    fn chang_roberts_drops_lower_initiator_while_higher_under_way() {
+        let mut n = node(3);
+        n.step(2, election(4, &[4, 5, 1, 2], 0));
+        n.take_outbox();
+        n.step(2, election(1, &[1, 2], 0));
+        assert!(n.take_outbox().msgs.is_empty(), "lower initiator dropped");
+        n.step(2, election(5, &[5, 1, 2], 0));
+        assert_eq!(
+            n.take_outbox().msgs,
+            vec![(4, election(5, &[5, 1, 2, 3], 0))]
+        );
+        // A candidate of its own election drops lower ones too, and never starts a second one.
+        let mut four = node(4);
+        four.start();
+        four.take_outbox();
+        four.step(3, election(2, &[2, 3], 0));
+        assert!(four.take_outbox().msgs.is_empty());
+    }
+
+    #[test]
+    fn non_initiator_completes_when_initiator_died() {
+        // Initiator 1 died after sending; 5's forward to 1 failed and was skipped to 2.
+        let mut two = node(2);
+        two.step(1, election(1, &[1], 0));
+        two.take_outbox();
+        two.step(5, election(1, &[1, 2, 3, 4, 5], 0));
+        let out = two.take_outbox();
+        assert_eq!(out.msgs, vec![(3, coord(5, 1, 2))]);
+        // The circulation stops before 2; skipping the dead 1 does not loop.
+        let mut five = node(5);
+        five.step(4, coord(5, 1, 2));
+        assert_eq!(five.take_outbox().msgs, vec![(1, coord(5, 1, 2))]);
+        five.delivery_failed(1, coord(5, 1, 2));
+        assert!(
+            five.take_outbox().msgs.is_empty(),
+            "next after 1 is 2 = circulation start"
+        );
+    }
+
+    #[test]
+    fn skips_one_and_two_dead_successors() {
+        let mut n = node(2);
+        n.start();
+        n.take_outbox();
+        n.delivery_failed(3, election(2, &[2], 0));
+        assert_eq!(n.take_outbox().msgs, vec![(4, election(2, &[2], 0))]);
+        n.delivery_failed(4, election(2, &[2], 0));
+        assert_eq!(n.take_outbox().msgs, vec![(5, election(2, &[2], 0))]);
+        // A forwarder skips the same way, wrapping around the ring.
+        let mut five = node(5);
+        five.step(4, election(3, &[3, 4], 0));
+        five.take_outbox();
+        five.delivery_failed(1, election(3, &[3, 4, 5], 0));
+        assert_eq!(
+            five.take_outbox().msgs,
+            vec![(2, election(3, &[3, 4, 5], 0))]
+        );
+        five.delivery_failed(2, election(3, &[3, 4, 5], 0));
+        assert_eq!(
+            five.take_outbox().msgs,
+            vec![(3, election(3, &[3, 4, 5], 0))]
+        );
+    }
+
+    #[test]
+    fn all_others_failing_makes_coordinator_alone() {
+        let mut n = node(3);
+        n.start();
+        n.take_outbox();
+        for to in [4, 5, 1] {
+            n.delivery_failed(to, election(3, &[3], 0));
+            assert_eq!(n.status().role, Role::Candidate);
+            n.take_outbox();
+        }
+        n.delivery_failed(2, election(3, &[3], 0));
+        assert!(n.take_outbox().msgs.is_empty());
+        assert_eq!(
+            n.status(),
+            Status {
+                role: Role::Leader,
+                epoch: 1,
+                leader: Some(3)
+            }
+        );
+    }
+
+    #[test]
+    fn stale_delivery_failure_is_ignored() {
+        let mut n = node(3);
+        n.start();
+        n.take_outbox();
+        n.step(2, coord(5, 1, 2));
+        n.take_outbox();
+        n.delivery_failed(4, election(3, &[3], 0));
+        assert!(n.take_outbox().msgs.is_empty());
+        assert_eq!(n.status(), follower(5, 1));
+    }
+
+    #[test]
+    fn stale_election_is_dropped() {
+        let mut n = node(3);
+        n.step(2, coord(5, 4, 2));
+        n.take_outbox();
+        n.step(2, election(2, &[2], 3));
+        assert!(n.take_outbox().msgs.is_empty());
+        assert_eq!(n.status(), follower(5, 4));
+        // Stamped with the current epoch: a real election (the coordinator may be dead).
+        n.step(2, election(2, &[2], 4));
+        assert_eq!(n.take_outbox().msgs, vec![(4, election(2, &[2, 3], 4))]);
+    }
+
+    #[test]
+    fn follower_times_out_leader_announces() {
+        let mut n = node(2);
+        n.step(1, coord(5, 1, 1));
+        n.take_outbox();
+        for _ in 0..3 {
+            n.tick();
+        }
+        n.step(
+            5,
+            RingMsg::Announce {
+                leader: 5,
+                epoch: 1,
+            },
+        );
+        for _ in 0..3 {
+            n.tick();
+        }
+        assert!(n.take_outbox().msgs.is_empty());
+        n.tick();
+        assert_eq!(n.take_outbox().msgs, vec![(3, election(2, &[2], 1))]);
+
+        let mut five = node(5);
+        five.step(4, coord(5, 1, 1));
+        five.take_outbox();
+        five.tick();
+        assert!(five.take_outbox().msgs.is_empty());
+        five.tick();
+        let out = five.take_outbox();
+        assert_eq!(out.msgs.len(), 4);
+        assert!(out.msgs.iter().all(|(_, m)| *m
+            == RingMsg::Announce {
+                leader: 5,
+                epoch: 1
+            }));
+    }
+
+    #[test]
+    fn candidate_follows_newer_announcement_of_higher_id() {
+        // The COORDINATOR is still circulating; the new leader's ANNOUNCE arrives first.
+        let mut n = node(2);
+        n.step(1, election(1, &[1], 0));
+        n.take_outbox();
+        n.step(
+            5,
+            RingMsg::Announce {
+                leader: 5,
+                epoch: 1,
+            },
+        );
+        assert!(n.take_outbox().msgs.is_empty());
+        assert_eq!(n.status(), follower(5, 1));
+        // The circulation arriving afterwards is adopted (no change) and forwarded.
+        n.step(1, coord(5, 1, 1));
+        let out = n.take_outbox();
+        assert_eq!(out.msgs, vec![(3, coord(5, 1, 1))]);
+        assert!(out.status_changes.is_empty());
+    }
+
+    #[test]
+    fn newer_announcement_of_lower_id_starts_election() {
+        let mut n = node(4);
+        n.step(3, coord(5, 1, 3));
+        n.take_outbox();
+        n.step(
+            2,
+            RingMsg::Announce {
+                leader: 2,
+                epoch: 3,
+            },
+        );
+        assert_eq!(n.take_outbox().msgs, vec![(5, election(4, &[4], 3))]);
+        // Further announcements of 2 do not restart it.
+        n.step(
+            2,
+            RingMsg::Announce {
+                leader: 2,
+                epoch: 3,
+            },
+        );
+        assert!(n.take_outbox().msgs.is_empty());
+    }
+
+    #[test]
+    fn older_or_weaker_announcements_are_ignored() {
+        let mut n = node(3);
+        n.step(2, coord(5, 4, 2));
+        n.take_outbox();
+        n.step(
+            4,
+            RingMsg::Announce {
+                leader: 4,
+                epoch: 3,
+            },
+        );
+        n.step(
+            2,
+            RingMsg::Announce {
+                leader: 2,
+                epoch: 4,
+            },
+        );
+        n.step(
+            5,
+            RingMsg::Announce {
+                leader: 5,
+                epoch: 2,
+            },
+        );
+        // An ANNOUNCE whose sender is not the announced leader.
+        n.step(
+            4,
+            RingMsg::Announce {
+                leader: 5,
+                epoch: 9,
+            },
+        );
+        let out = n.take_outbox();
+        assert!(
+            out.msgs.is_empty() && out.status_changes.is_empty(),
+            "{out:?}"
+        );
+        assert_eq!(n.status(), follower(5, 4));
+        // A newer claim of a lower id, by contrast, starts an election.
+        n.step(
+            1,
+            RingMsg::Announce {
+                leader: 1,
+                epoch: 9,
+            },
+        );
+        assert_eq!(n.take_outbox().msgs, vec![(4, election(3, &[3], 9))]);
+    }
+
+    #[test]
+    fn restarted_highest_reinitiates_with_learned_epoch() {
+        let mut five = node(5);
+        five.start();
+        assert_eq!(five.take_outbox().msgs, vec![(1, election(5, &[5], 0))]);
+        // Its election is dropped by the others (stale); 4's announcement teaches the epoch.
+        five.step(
+            4,
+            RingMsg::Announce {
+                leader: 4,
+                epoch: 6,
+            },
+        );
+        assert_eq!(five.take_outbox().msgs, vec![(1, election(5, &[5], 6))]);
+        assert_eq!(five.status().role, Role::Candidate);
+    }
+
+    #[test]
+    fn coordinator_naming_lower_id_makes_higher_node_elect() {
+        let mut n = node(4);
+        n.step(2, coord(3, 2, 1));
+        let out = n.take_outbox();
+        assert_eq!(out.msgs, vec![(5, election(4, &[4], 2))]);
+        assert_eq!(n.status().role, Role::Candidate);
+    }
+
+    #[test]
+    fn stale_coordinator_ends_circulation() {
+        let mut n = node(3);
+        n.step(2, coord(5, 4, 2));
+        n.take_outbox();
+        n.step(2, coord(4, 3, 1));
+        let out = n.take_outbox();
+        assert!(out.msgs.is_empty() && out.status_changes.is_empty());
+    }
+
+    #[test]
+    fn candidate_gives_up_after_deadline() {
+        let mut n = node(2);
+        n.start();
+        n.take_outbox();
+        let deadline = T.ring_election_deadline(5);
+        assert_eq!(deadline, 10);
+        for _ in 0..deadline - 1 {
+            n.tick();
+        }
+        assert!(n.take_outbox().msgs.is_empty());
+        n.tick();
+        assert_eq!(n.take_outbox().msgs, vec![(3, election(2, &[2], 0))]);
+    }
+
+    #[test]
+    fn single_node_ring() {
+        let mut n = Ring::new(9, vec![9], T);
+        n.start();
+        assert!(n.take_outbox().msgs.is_empty());
+        assert_eq!(n.status().role, Role::Leader);
+        for _ in 0..10 {
+            n.tick();
+        }
+        assert!(n.take_outbox().msgs.is_empty());
+    }
+
+    #[test]
+    fn kinds() {
+        assert_eq!(election(1, &[1], 0).kind(), "election");
+        assert_eq!(coord(1, 1, 1).kind(), "coordinator");
+        assert_eq!(
+            RingMsg::Announce {
+                leader: 1,
+                epoch: 1
+            }
+            .kind(),
+            "announce"
+        );
+    }
+}
