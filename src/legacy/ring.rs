@@ -409,6 +409,9 @@ impl Algorithm for Ring {
         }
     }
 
+    /// Each handler starts with its epoch check: an ELECTION stamped below the current
+    /// coordinator epoch is dropped; a COORDINATOR or ANNOUNCE must rank above the claim this
+    /// node holds (or be that same claim).
     fn step(&mut self, from: NodeId, msg: RingMsg) {
         if from == self.id || self.ring.binary_search(&from).is_err() {
             return; // not a member of this ring

@@ -768,56 +768,80 @@ mod tests {
             s.check_stable(5, 500)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             // Only heartbeats: no election traffic in a healthy cluster.
-            let kinds: Vec<&str> = s.counts().keys().copied().collect();
-            let heartbeat = if kinds.contains(&"announce") {
-                "announce"
-            } else {
-                "coordinator"
-            };
-            assert_eq!(kinds, vec![heartbeat], "seed {seed}: {:?}", s.counts());
+            assert!(
+                s.election_counts().is_empty(),
+                "seed {seed}: {:?}",
+                s.counts()
+            );
+            assert!(
+                !s.heartbeat_counts().is_empty(),
+                "seed {seed}: no heartbeats"
+            );
         }
     }
 
-    /// Random kills, restarts, partitions and heals; then everything is healed and restarted,
-    /// and the cluster must converge on 5 and stay quiet.
-    fn chaos_then_recovery<A: Algorithm>()
+    /// Random kills, restarts, partitions (random groups) and heals on `ids`; then everything is
+    /// healed and restarted, and the cluster must converge on the highest id and stay quiet.
+    fn chaos_then_recovery_on<A: Algorithm>(ids: &[NodeId], latency: (u64, u64), ack_timeout: u64)
     where
         A::Msg: MsgKind,
     {
+        let highest = ids.iter().copied().max().unwrap_or(0);
         for seed in seeds() {
             let mut plan = StdRng::seed_from_u64(seed ^ 0xC4A0_5EED);
-            let mut s = sim::<A>(seed);
+            let mut s = Sim::<A>::new(ids, ticks(), seed)
+                .with_latency(latency.0, latency.1)
+                .with_ack_timeout(ack_timeout);
             s.start_all();
             for _ in 0..12 {
                 match plan.gen_range(0..4) {
-                    0 => s.kill(IDS[plan.gen_range(0..IDS.len())]),
+                    0 => s.kill(ids[plan.gen_range(0..ids.len())]),
                     1 => {
                         let dead: Vec<NodeId> =
-                            IDS.iter().copied().filter(|&i| !s.is_alive(i)).collect();
+                            ids.iter().copied().filter(|&i| !s.is_alive(i)).collect();
                         if !dead.is_empty() {
                             s.restart(dead[plan.gen_range(0..dead.len())]);
                         }
                     }
                     2 => {
-                        let cut = plan.gen_range(1..IDS.len());
-                        let (a, b) = IDS.split_at(cut);
-                        s.partition(&[a, b]);
+                        let mut groups: Vec<Vec<NodeId>> = vec![Vec::new(); 3];
+                        for &id in ids {
+                            groups[plan.gen_range(0..3)].push(id);
+                        }
+                        let refs: Vec<&[NodeId]> = groups.iter().map(|g| g.as_slice()).collect();
+                        s.partition(&refs);
                     }
                     _ => s.heal(),
                 }
-                let steps = plan.gen_range(0..40);
+                let steps = plan.gen_range(0..60);
                 s.run(steps);
             }
             s.heal();
-            for id in IDS {
+            for &id in ids {
                 if !s.is_alive(id) {
                     s.restart(id);
                 }
             }
-            assert_eq!(converged(&mut s, "after chaos"), 5, "seed {seed}");
-            s.check_stable(5, 200)
+            assert_eq!(converged(&mut s, "after chaos"), highest, "seed {seed}");
+            s.check_stable(highest, 200)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         }
+    }
+
+    fn chaos_then_recovery<A: Algorithm>()
+    where
+        A::Msg: MsgKind,
+    {
+        chaos_then_recovery_on::<A>(&IDS, (0, 2), 2);
+    }
+
+    /// Nine arbitrary ids on a slower network: latency up to 4 ticks (so the default 3-tick
+    /// answer timeout is shorter than a round trip) and a 3-tick transport deadline.
+    fn chaos_harsh_network<A: Algorithm>()
+    where
+        A::Msg: MsgKind,
+    {
+        chaos_then_recovery_on::<A>(&[3, 10, 11, 20, 42, 57, 58, 90, 100], (0, 4), 3);
     }
 
     macro_rules! scenarios {
@@ -851,6 +875,10 @@ mod tests {
                 #[test]
                 fn chaos_then_recovery() {
                     super::chaos_then_recovery::<$alg>();
+                }
+                #[test]
+                fn chaos_harsh_network() {
+                    super::chaos_harsh_network::<$alg>();
                 }
                 #[test]
                 fn healthy_cluster_is_quiet() {
@@ -901,8 +929,12 @@ mod tests {
             format!("{mean:6.1} [{min}..{max}]")
         };
         println!();
-        println!("Messages per election, ids 1..=n, all up, nobody coordinator yet; periodic announcements excluded.");
-        println!("'latency 1': every message takes one tick (deterministic); 'random': latency 0..=2 ticks, mean [min..max] over {RANDOM_SEEDS} seeds.");
+        println!(
+            "Messages per election, ids 1..=n, all up, nobody coordinator yet; periodic announcements excluded."
+        );
+        println!(
+            "'latency 1': every message takes one tick (deterministic); 'random': latency 0..=2 ticks, mean [min..max] over {RANDOM_SEEDS} seeds."
+        );
         println!(
             "{:>3} | {:<28} | {:>5} {:>5} {:>5} | {:>5} | {:<36} | {:>19}",
             "n", "case", "elect", "answr", "coord", "total", "formula (textbook)", "random latency"
@@ -965,9 +997,17 @@ mod tests {
             }
             println!("{}", "-".repeat(125));
         }
-        println!("bully worst: node 1 sends n-1 ELECTIONs, nodes 2..n-1 send (n-1)(n-2)/2 more (the textbook figure), each answered; n sends n-1 COORDINATORs.");
-        println!("ring: COORDINATOR stops before the node that started its circulation (n-1 hops; textbooks count n).");
-        println!("ring all-initiate: the ring ascends by id, so Chang-Roberts dropping kills every ELECTION but n's after one hop: its best case,");
-        println!("  2n-1 ELECTION hops (worst case, ids descending along the ring: n(n+1)/2; LeLann without dropping: n²).");
+        println!(
+            "bully worst: node 1 sends n-1 ELECTIONs, nodes 2..n-1 send (n-1)(n-2)/2 more (the textbook figure), each answered; n sends n-1 COORDINATORs."
+        );
+        println!(
+            "ring: COORDINATOR stops before the node that started its circulation (n-1 hops; textbooks count n)."
+        );
+        println!(
+            "ring all-initiate: the ring ascends by id, so Chang-Roberts dropping kills every ELECTION but n's after one hop: its best case,"
+        );
+        println!(
+            "  2n-1 ELECTION hops (worst case, ids descending along the ring: n(n+1)/2; LeLann without dropping: n²)."
+        );
     }
 }

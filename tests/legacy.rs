@@ -1,0 +1,76 @@
+//! Bully and ring on real processes, through the same cluster control as quorum mode:
+//! 5 leads; kill 5 → 4 leads; restart 5 → 5 leads; partition 1,2 | 3,4,5 → 2 and 5 both
+//! claim (the documented weakness); heal → 5 leads everywhere.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{describe, TestCluster};
+use electd::chaos::check::split_brain;
+use electd::clock::mono_ns;
+use electd::cluster::claimants;
+use electd::config::Mode;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn scenario(mode: Mode) {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(mode, 5);
+    let agreed = |tc: &TestCluster| rt.block_on(tc.c.wait_agreed(WAIT));
+    assert_eq!(agreed(&tc), Some(5), "{mode:?}: 5 leads at start");
+
+    tc.kill(5);
+    assert_eq!(agreed(&tc), Some(4), "{mode:?}: 4 leads after 5 is killed");
+
+    tc.start_node(5);
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| electd::cluster::agreed(s) == Some(5)));
+    assert!(
+        ok,
+        "{mode:?}: restarted 5 takes the role back:\n{}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+
+    let cut = mono_ns();
+    rt.block_on(tc.c.partition(&[vec![1, 2], vec![3, 4, 5]]))
+        .unwrap();
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| claimants(s) == vec![2, 5]));
+    assert!(
+        ok,
+        "{mode:?}: both sides elect (2 and 5):\n{}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+
+    let heal = mono_ns();
+    rt.block_on(tc.c.heal()).unwrap();
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| {
+        electd::cluster::agreed(s) == Some(5) && claimants(s) == vec![5]
+    }));
+    assert!(
+        ok,
+        "{mode:?}: converge on 5 after heal:\n{}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+
+    // The event logs show the split brain the API showed.
+    let sb = split_brain(&tc.run_log(Some(cut), Some(heal)));
+    assert!(
+        sb.max_leaders >= 2 && sb.split_brain_ns > 0,
+        "{mode:?}: {sb:?}"
+    );
+    eprintln!(
+        "{mode:?}: split brain {:.0} ms, converged {} ms after heal",
+        sb.split_brain_ns as f64 / 1e6,
+        (mono_ns() - heal) / 1_000_000
+    );
+}
+
+#[test]
+fn bully_kill_restart_partition_heal() {
+    scenario(Mode::Bully);
+}
+
+#[test]
+fn ring_kill_restart_partition_heal() {
+    scenario(Mode::Ring);
+}
