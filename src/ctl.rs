@@ -243,3 +243,98 @@ pub fn main(args: CtlArgs) -> ExitCode {
         }
     }
 }
+
+/// `electd chaos`: the matrix of `design/chaos.md` on real clusters.
+#[derive(clap::Args, Debug)]
+pub struct ChaosArgs {
+    /// One run of each scenario per mode (and per layer where it matters), seed 1.
+    #[arg(long)]
+    pub quick: bool,
+    /// Only this scenario (S1..S14); repeatable.
+    #[arg(long)]
+    pub scenario: Vec<String>,
+    /// Only this mode; repeatable.
+    #[arg(long)]
+    pub mode: Vec<Mode>,
+    /// Only this layer (app, kernel, process); repeatable.
+    #[arg(long)]
+    pub layer: Vec<String>,
+    /// Replay exactly this seed (otherwise seeds 1..=--seeds).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// How many seeds a scenario runs with by default.
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
+    /// Output folder of report.json, report.md, the SVG timelines and the runs' logs.
+    #[arg(long, default_value = "target/chaos")]
+    pub out: PathBuf,
+}
+
+/// Entry point of `electd chaos`; exits 1 when a run failed.
+pub fn chaos_main(args: ChaosArgs) -> ExitCode {
+    use crate::chaos::runner::{run_matrix, Layer, Matrix, SCENARIOS};
+    let bin = match std::env::current_exe() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("electd chaos: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let scenarios: Vec<String> = if args.scenario.is_empty() {
+        SCENARIOS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.scenario.clone()
+    };
+    if let Some(bad) = scenarios.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+        eprintln!("electd chaos: unknown scenario {bad}; expected S1..S14");
+        return ExitCode::from(2);
+    }
+    let mut layers = Vec::new();
+    for l in &args.layer {
+        match Layer::parse(l) {
+            Some(l) => layers.push(l),
+            None => {
+                eprintln!("electd chaos: unknown layer {l}; expected app, kernel or process");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let seeds: Vec<u64> = match (args.seed, args.quick) {
+        (Some(s), _) => vec![s],
+        (None, true) => vec![1],
+        (None, false) => (1..=args.seeds.max(1)).collect(),
+    };
+    println!(
+        "chaos: seeds {seeds:?} (replay one run with --scenario S --mode M --layer L --seed N)"
+    );
+    let m = Matrix {
+        modes: if args.mode.is_empty() {
+            vec![Mode::Quorum, Mode::Bully, Mode::Ring]
+        } else {
+            args.mode.clone()
+        },
+        scenarios,
+        layers: (!layers.is_empty()).then_some(layers),
+        seeds,
+        out: args.out.clone(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(run_matrix(&m, &bin)) {
+        Ok(all_passed) => {
+            println!("report: {}", m.out.join("report.md").display());
+            if all_passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("electd chaos: cannot write the report: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -70,6 +70,8 @@ struct Cli {
 enum Sub {
     /// Control a local cluster (what scripts/cluster.sh runs).
     Ctl(electd::ctl::CtlArgs),
+    /// Run the partition chaos suite (what scripts/chaos.sh runs).
+    Chaos(electd::ctl::ChaosArgs),
 }
 
 fn parse_peer(s: &str) -> Result<Peer, String> {
@@ -167,6 +169,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Sub::Ctl(args)) = cli.command {
         return electd::ctl::main(args);
+    }
+    if let Some(Sub::Chaos(args)) = cli.command {
+        return electd::ctl::chaos_main(args);
     }
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
     tracing_subscriber::fmt()
