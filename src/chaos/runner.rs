@@ -456,8 +456,9 @@ async fn scenario(h: &mut Harness, s: &str) -> Result<(), String> {
             h.loss = 0.2;
             h.apply("partition, a kill and 20% loss").await?;
             sleep(hold / 2).await;
-            h.start(victim)?;
+            // Heal first: a node that is still starting cannot take a fault set yet.
             h.heal().await?;
+            h.start(victim)?;
         }
         "S14" => {
             let mut ids = h.ids();
