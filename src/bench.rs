@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use crate::clock::mono_ns;
 use crate::cluster::Cluster;
-use crate::events::{read_events_file, Event, EVENTS_FILE};
 use crate::role::{NodeId, Role};
 
 /// Percentile (nearest rank) of a sample, in ms.
@@ -34,16 +33,6 @@ pub fn summarize(label: &str, mut ms: Vec<f64>) -> Vec<f64> {
         ms.last().copied().unwrap_or(f64::NAN)
     );
     ms
-}
-
-fn all_events(c: &Cluster) -> Vec<Event> {
-    let mode = c.mode();
-    c.ids()
-        .into_iter()
-        .flat_map(|id| {
-            read_events_file(&c.data_dir(mode, id).join(EVENTS_FILE)).unwrap_or_default()
-        })
-        .collect()
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -107,7 +96,7 @@ pub async fn isolate(c: &Cluster, trials: usize) -> Result<(Vec<f64>, Vec<f64>),
         if !elected {
             return Err(format!("trial {i}: the majority did not elect"));
         }
-        let evs = all_events(c);
+        let evs = c.events(c.mode());
         let stop = evs
             .iter()
             .filter(|e| e.node_id == leader && e.t_mono_ns >= cut && e.role != Role::Leader)

@@ -309,6 +309,32 @@ impl Cluster {
             .map_err(|e| CtlError::Http(id, e.to_string()))
     }
 
+    /// Every node's events of `mode`, read from their `events.jsonl` files (which survive kills).
+    pub fn events(&self, mode: Mode) -> Vec<crate::events::Event> {
+        self.ids()
+            .into_iter()
+            .flat_map(|id| {
+                crate::events::read_events_file(
+                    &self.data_dir(mode, id).join(crate::events::EVENTS_FILE),
+                )
+                .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// `GET /v1/status` of node `id`.
+    pub async fn status(&self, id: NodeId) -> Result<serde_json::Value, CtlError> {
+        let res = self
+            .client
+            .get(self.url(id, "/v1/status")?)
+            .send()
+            .await
+            .map_err(|e| CtlError::Http(id, e.to_string()))?;
+        res.json()
+            .await
+            .map_err(|e| CtlError::Http(id, e.to_string()))
+    }
+
     /// Any admin request to node `id`; answers the fault set now in force.
     async fn faults_request(
         &self,

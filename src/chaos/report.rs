@@ -85,12 +85,19 @@ pub fn report_md(runs: &[RunResult], timelines: &[(String, String)]) -> String {
              safety | passed |\n",
         );
         out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
-        for mode in modes_in_order(&in_scenario) {
-            let of_mode: Vec<&RunResult> = in_scenario
-                .iter()
-                .copied()
-                .filter(|r| r.mode == mode)
-                .collect();
+        let by_mode: Vec<(&str, Vec<&RunResult>)> = modes_in_order(&in_scenario)
+            .into_iter()
+            .map(|mode| {
+                let of_mode = in_scenario
+                    .iter()
+                    .copied()
+                    .filter(|r| r.mode == mode)
+                    .collect();
+                (mode, of_mode)
+            })
+            .collect();
+        for (mode, of_mode) in &by_mode {
+            let mode = *mode;
             for layer in first_seen(of_mode.iter().map(|r| r.layer.as_str())) {
                 let row: Vec<&RunResult> = of_mode
                     .iter()
@@ -102,13 +109,8 @@ pub fn report_md(runs: &[RunResult], timelines: &[(String, String)]) -> String {
         }
 
         out.push_str("\nReading:\n\n");
-        for mode in modes_in_order(&in_scenario) {
-            let of_mode: Vec<&RunResult> = in_scenario
-                .iter()
-                .copied()
-                .filter(|r| r.mode == mode)
-                .collect();
-            let _ = writeln!(out, "- {}", reading(mode, &of_mode));
+        for (mode, of_mode) in &by_mode {
+            let _ = writeln!(out, "- {}", reading(mode, of_mode));
         }
 
         let troubled: Vec<&RunResult> = in_scenario

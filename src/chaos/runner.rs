@@ -21,7 +21,6 @@ use super::kernel::{self, Chain};
 use crate::clock::{mono_ns, ms};
 use crate::cluster::Cluster;
 use crate::config::{Mode, Timing};
-use crate::events::{read_events_file, EVENTS_FILE};
 use crate::faults::FaultSet;
 use crate::role::NodeId;
 
@@ -475,21 +474,9 @@ async fn scenario(h: &mut Harness, s: &str) -> Result<(), String> {
 
 /// Sum of every running node's `messages_sent` by type.
 async fn messages(c: &Cluster) -> BTreeMap<String, u64> {
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(2))
-        .build()
-        .expect("client");
     let mut out = BTreeMap::new();
-    for m in &c.members {
-        let Ok(res) = client
-            .get(format!("http://{}/v1/status", m.addr))
-            .send()
-            .await
-        else {
-            continue;
-        };
-        let Ok(v) = res.json::<serde_json::Value>().await else {
+    for id in c.ids() {
+        let Ok(v) = c.status(id).await else {
             continue;
         };
         if let Some(map) = v["counters"]["messages_sent"].as_object() {
@@ -616,11 +603,7 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
     h.close_window();
     h.c.down(Duration::from_secs(3));
     drop(h.chain.take());
-    let mut events = Vec::new();
-    for id in h.ids() {
-        let path = h.c.data_dir(spec.mode, id).join(EVENTS_FILE);
-        events.extend(read_events_file(&path).unwrap_or_default());
-    }
+    let events = h.c.events(spec.mode);
     let mut log = RunLog {
         nodes: h.ids(),
         start_ns,

@@ -11,7 +11,7 @@ use electd::chaos::check::{ProcEvent, ProcKind, RunLog};
 use electd::clock::mono_ns;
 use electd::cluster::{Cluster, NodeState};
 use electd::config::{Mode, Timing};
-use electd::events::{read_events_file, Event, EVENTS_FILE};
+use electd::events::Event;
 use electd::role::NodeId;
 
 pub struct TestCluster {
@@ -93,12 +93,7 @@ impl TestCluster {
     }
 
     pub fn events(&self) -> Vec<Event> {
-        let mut all = Vec::new();
-        for id in self.c.ids() {
-            let path = self.c.data_dir(self.mode, id).join(EVENTS_FILE);
-            all.extend(read_events_file(&path).unwrap_or_default());
-        }
-        all
+        self.c.events(self.mode)
     }
 
     /// The run so far as the chaos checkers take it.
