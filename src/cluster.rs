@@ -58,6 +58,9 @@ pub struct Cluster {
     pub members: Vec<Member>,
     /// Flags added to every node's command line (tests use them for timings and seeds).
     pub extra_args: Vec<String>,
+    /// Nodes get SIGKILL when the thread that started them exits (tests and the chaos runner,
+    /// so that a killed runner leaves no node behind); `ctl up` leaves this off.
+    pub die_with_parent: bool,
     client: reqwest::Client,
 }
 
@@ -100,6 +103,7 @@ impl Cluster {
             bin: bin.to_path_buf(),
             members,
             extra_args: Vec::new(),
+            die_with_parent: false,
             client: reqwest::Client::builder()
                 .no_proxy()
                 .timeout(Duration::from_millis(800))
@@ -216,6 +220,19 @@ impl Cluster {
         }
         // Own process group: a Ctrl-C in the shell that ran `up` does not reach the nodes.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        if self.die_with_parent {
+            let parent = std::process::id() as i32;
+            // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    if libc::getppid() != parent {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                });
+            }
+        }
         let child = cmd.spawn().map_err(io(&self.bin))?;
         let pid = child.id() as i32;
         let pid_path = self.pid_file(id);

@@ -323,7 +323,21 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match rt.block_on(run_matrix(&m, &bin)) {
+    let run = rt.block_on(async {
+        tokio::select! {
+            r = run_matrix(&m, &bin) => Some(r),
+            sig = crate::node::terminate_signal() => {
+                // Dropping the run removes its iptables chain and temp dir; its nodes die
+                // with this process (they were started with a parent-death signal).
+                eprintln!("electd chaos: {sig}, stopping; no report written");
+                None
+            }
+        }
+    });
+    let Some(run) = run else {
+        return ExitCode::from(130);
+    };
+    match run {
         Ok(all_passed) => {
             println!("report: {}", m.out.join("report.md").display());
             if all_passed {

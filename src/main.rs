@@ -155,16 +155,6 @@ fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
     Ok(cfg)
 }
 
-async fn terminate_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stepping down"),
-        _ = int.recv() => tracing::info!("SIGINT: stepping down"),
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Sub::Ctl(args)) = cli.command {
@@ -234,7 +224,10 @@ async fn run(cfg: Config) -> Result<(), String> {
     let server_stop = CancellationToken::new();
     let server = tokio::spawn(serve(listener, app, server_stop.clone().cancelled_owned()));
     let failed = tokio::select! {
-        _ = terminate_signal() => false,
+        sig = electd::node::terminate_signal() => {
+            tracing::info!("{sig}: stepping down");
+            false
+        }
         _ = fatal.cancelled() => true,
     };
     // Step down first (stop claiming, stop heartbeats), then stop serving.

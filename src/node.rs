@@ -186,3 +186,14 @@ pub async fn serve(
     .with_graceful_shutdown(shutdown)
     .await
 }
+
+/// Waits for SIGTERM or SIGINT; returns the signal's name.
+pub async fn terminate_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}

@@ -233,6 +233,15 @@ pub struct RunResult {
     pub leader_changes: u64,
     /// Peer messages sent during the run, by message type; filled by the caller.
     pub messages: BTreeMap<String, u64>,
+    /// Cost in steady state: peer messages per second by type, over a fault-free second with an
+    /// agreed leader before the scenario began; filled by the caller.
+    #[serde(default)]
+    pub steady_msgs_per_s: BTreeMap<String, f64>,
+    /// Cost of an election: messages sent from the first fault to the end beyond the steady
+    /// rate, by type, divided by the leader changes; `null` without a leader change. Counters
+    /// of killed processes are lost, so runs with kills undercount.
+    #[serde(default)]
+    pub msgs_per_election: Option<BTreeMap<String, f64>>,
     /// C1; `null` outside quorum mode.
     pub election_safety: Option<bool>,
     pub passed: bool,
@@ -261,6 +270,8 @@ impl RunResult {
             converge_ms: None,
             leader_changes: 0,
             messages: BTreeMap::new(),
+            steady_msgs_per_s: BTreeMap::new(),
+            msgs_per_election: None,
             election_safety: None,
             passed: false,
             notes: Vec::new(),
@@ -272,6 +283,44 @@ impl RunResult {
     pub fn messages_total(&self) -> u64 {
         self.messages.values().sum()
     }
+
+    /// Fills the cost fields from three samples of the cluster's sent-message counters: `a`
+    /// and `b` bracket the steady second (`steady_s` long), `end` is taken at the end of the run,
+    /// `rest_s` after `b`. Per type, the excess over the steady rate is never below zero.
+    pub fn set_cost(
+        &mut self,
+        a: &BTreeMap<String, u64>,
+        b: &BTreeMap<String, u64>,
+        end: &BTreeMap<String, u64>,
+        steady_s: f64,
+        rest_s: f64,
+    ) {
+        let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0) as f64;
+        let kinds: std::collections::BTreeSet<&String> =
+            a.keys().chain(b.keys()).chain(end.keys()).collect();
+        self.steady_msgs_per_s.clear();
+        let mut excess = BTreeMap::new();
+        for k in kinds {
+            let rate = if steady_s > 0.0 {
+                ((get(b, k) - get(a, k)) / steady_s).max(0.0)
+            } else {
+                0.0
+            };
+            self.steady_msgs_per_s.insert(k.clone(), round1(rate));
+            let extra = (get(end, k) - get(b, k) - rate * rest_s).max(0.0);
+            excess.insert(k.clone(), extra);
+        }
+        self.msgs_per_election = (self.leader_changes > 0).then(|| {
+            excess
+                .into_iter()
+                .map(|(k, v)| (k, round1(v / self.leader_changes as f64)))
+                .collect()
+        });
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
 }
 
 /// Judges one run. `passed` is, in quorum mode, no split brain at all, C1 holding and convergence
@@ -377,6 +426,8 @@ pub fn evaluate(
         converge_ms: conv.converge_ns.map(ms_round),
         leader_changes: changes,
         messages: BTreeMap::new(),
+        steady_msgs_per_s: BTreeMap::new(),
+        msgs_per_election: None,
         election_safety: safety.map(|s| s.safe),
         passed,
         notes,
@@ -1392,6 +1443,32 @@ mod tests {
     }
 
     // ---- evaluate ----
+
+    #[test]
+    fn cost_is_steady_rate_and_excess_per_election() {
+        let m = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        let mut r = RunResult::skipped("quorum", "S1", "app", 1, "x");
+        r.leader_changes = 2;
+        // 80 appends in the steady second; 10 s later 800 more appends and 24 votes.
+        let a = m(&[("append", 100)]);
+        let b = m(&[("append", 180)]);
+        let end = m(&[("append", 1_060), ("vote", 24)]);
+        r.set_cost(&a, &b, &end, 1.0, 10.0);
+        assert_eq!(r.steady_msgs_per_s["append"], 80.0);
+        assert_eq!(r.steady_msgs_per_s["vote"], 0.0);
+        let per = r.msgs_per_election.clone().unwrap();
+        assert_eq!(per["append"], 40.0); // (880 - 800) / 2
+        assert_eq!(per["vote"], 12.0);
+        // Fewer messages than the steady rate (a leaderless stretch) is no negative cost.
+        r.set_cost(&a, &b, &m(&[("append", 300)]), 1.0, 10.0);
+        assert_eq!(r.msgs_per_election.clone().unwrap()["append"], 0.0);
+        // No leader change: no per-election cost.
+        r.leader_changes = 0;
+        r.set_cost(&a, &b, &end, 1.0, 10.0);
+        assert_eq!(r.msgs_per_election, None);
+    }
 
     #[test]
     fn evaluate_quorum_pass_and_fail() {

@@ -3,7 +3,9 @@
 //! Each node of a kernel-layer run binds its own loopback address and sends from it, so a rule
 //! `-s A -d B -j DROP` drops A→B only (one-way cuts come free) and
 //! `-m statistic --mode random --probability p` gives loss. The chain is `ELECTD<pid>`, jumped
-//! to from INPUT, flushed when created and deleted (with its jump) when dropped.
+//! to from INPUT, flushed when created and deleted (with its jump) when dropped. A runner that
+//! was killed cannot drop its chain, so creating one first removes every `ELECTD<pid>` chain
+//! whose process is gone ([`sweep_stale`]).
 
 use std::process::Command;
 
@@ -45,8 +47,50 @@ pub struct Chain {
     name: String,
 }
 
+/// The pid in a chain name `ELECTD<pid>`, if it is one of ours.
+fn chain_pid(name: &str) -> Option<u32> {
+    name.strip_prefix("ELECTD")?.parse().ok()
+}
+
+/// Removes the chains (and their jumps from INPUT) of runners that no longer run; returns
+/// their names.
+pub fn sweep_stale() -> Vec<String> {
+    let Ok(out) = Command::new("iptables").args(["-w", "5", "-S"]).output() else {
+        return Vec::new();
+    };
+    let mut gone = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(name) = line.strip_prefix("-N ") else {
+            continue;
+        };
+        let Some(pid) = chain_pid(name) else {
+            continue;
+        };
+        if pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        remove(name);
+        gone.push(name.to_string());
+    }
+    gone
+}
+
+fn remove(name: &str) {
+    // A jump may have been inserted more than once; bounded by the rule count.
+    for _ in 0..64 {
+        if ipt(&["-D", "INPUT", "-j", name]).is_err() {
+            break;
+        }
+    }
+    let _ = ipt(&["-F", name]);
+    let _ = ipt(&["-X", name]);
+}
+
 impl Chain {
     pub fn create() -> Result<Chain, String> {
+        for name in sweep_stale() {
+            eprintln!("removed the iptables chain {name} of a runner that is gone");
+        }
         let name = format!("ELECTD{}", std::process::id());
         let _ = ipt(&["-N", &name]);
         ipt(&["-F", &name])?;
@@ -93,8 +137,47 @@ impl Chain {
 
 impl Drop for Chain {
     fn drop(&mut self) {
-        let _ = ipt(&["-D", "INPUT", "-j", &self.name]);
-        let _ = ipt(&["-F", &self.name]);
-        let _ = ipt(&["-X", &self.name]);
+        remove(&self.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_names() {
+        assert_eq!(chain_pid("ELECTD123"), Some(123));
+        assert_eq!(chain_pid("ELECTD"), None);
+        assert_eq!(chain_pid("ELECTDx1"), None);
+        assert_eq!(chain_pid("DOCKER"), None);
+    }
+
+    /// A chain left by a dead runner (with its jump) is removed; a live one is kept.
+    #[test]
+    fn sweep_removes_only_dead_runners_chains() {
+        if let Some(why) = unavailable() {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+        // A pid that is not running: a child we started and reaped.
+        let mut child = Command::new("true").spawn().expect("spawn true");
+        let dead = child.id();
+        child.wait().expect("wait");
+        let stale = format!("ELECTD{dead}");
+        ipt(&["-N", &stale]).expect("create stale chain");
+        ipt(&["-I", "INPUT", "1", "-j", &stale]).expect("jump");
+        let own = Chain::create().expect("own chain");
+        let listing = || {
+            let out = Command::new("iptables").args(["-w", "5", "-S"]).output();
+            String::from_utf8_lossy(&out.expect("iptables -S").stdout).to_string()
+        };
+        let after = listing();
+        assert!(!after.contains(&format!("-N {stale}\n")), "{after}");
+        assert!(!after.contains(&format!("-j {stale}\n")), "{after}");
+        assert!(after.contains(&format!("-N {}", own.name)), "{after}");
+        let name = own.name.clone();
+        drop(own);
+        assert!(!listing().contains(&format!("-N {name}")));
     }
 }

@@ -76,6 +76,8 @@ pub fn report_md(runs: &[RunResult], timelines: &[(String, String)]) -> String {
          alone (their split brain is expected under partitions and reported).\n",
     );
 
+    out.push_str(&cost_section(runs));
+
     for scenario in first_seen(runs.iter().map(|r| r.scenario.as_str())) {
         let in_scenario: Vec<&RunResult> = runs.iter().filter(|r| r.scenario == scenario).collect();
         let _ = writeln!(out, "\n## {scenario}\n");
@@ -143,6 +145,67 @@ pub fn report_md(runs: &[RunResult], timelines: &[(String, String)]) -> String {
         }
     }
     out
+}
+
+/// Per mode, the mean peer messages per second of steady state and per election, by type.
+fn cost_section(runs: &[RunResult]) -> String {
+    let done: Vec<&RunResult> = runs.iter().filter(|r| r.skipped.is_none()).collect();
+    if done.iter().all(|r| r.steady_msgs_per_s.is_empty()) {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n## Cost\n\nPeer messages by type, means over the runs: per second in a fault-free \
+         second with an agreed leader, and per election (messages after the first fault beyond \
+         the steady rate, divided by the leader changes; runs without a leader change left out). \
+         Killed processes lose their counters, so scenarios with kills undercount.\n\n\
+         | mode | steady msgs/s | msgs per election | runs with elections |\n|---|---|---|---:|\n",
+    );
+    let fmt = |m: &BTreeMap<String, f64>| {
+        let total: f64 = m.values().sum();
+        let parts: Vec<String> = m
+            .iter()
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(k, v)| format!("{k} {v:.1}"))
+            .collect();
+        if parts.is_empty() {
+            "0".to_string()
+        } else {
+            format!("{total:.1} ({})", parts.join(", "))
+        }
+    };
+    for mode in modes_in_order(&done) {
+        let of_mode: Vec<&RunResult> = done.iter().copied().filter(|r| r.mode == mode).collect();
+        let steady = mean_map(of_mode.iter().map(|r| &r.steady_msgs_per_s));
+        let elections: Vec<&BTreeMap<String, f64>> = of_mode
+            .iter()
+            .filter_map(|r| r.msgs_per_election.as_ref())
+            .collect();
+        let per = if elections.is_empty() {
+            "–".to_string()
+        } else {
+            fmt(&mean_map(elections.iter().copied()))
+        };
+        let _ = writeln!(
+            out,
+            "| {mode} | {} | {per} | {} |",
+            fmt(&steady),
+            elections.len()
+        );
+    }
+    out
+}
+
+/// The per-key mean of maps (a key missing from a map counts as 0 there).
+fn mean_map<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, f64>>) -> BTreeMap<String, f64> {
+    let maps: Vec<&BTreeMap<String, f64>> = maps.collect();
+    let mut sum: BTreeMap<String, f64> = BTreeMap::new();
+    for m in &maps {
+        for (k, v) in *m {
+            *sum.entry(k.clone()).or_default() += v;
+        }
+    }
+    let n = maps.len().max(1) as f64;
+    sum.into_iter().map(|(k, v)| (k, v / n)).collect()
 }
 
 /// Distinct values in order of first appearance.
@@ -1026,6 +1089,8 @@ mod tests {
         let mut bully = evaluate(&log, "bully", "S4", "app", 1, 2000);
         bully.messages.insert("heartbeat".into(), 120);
         bully.messages.insert("election".into(), 8);
+        let counts = |n: u64| BTreeMap::from([("heartbeat".to_string(), n)]);
+        bully.set_cost(&counts(0), &counts(20), &counts(120), 1.0, 4.0);
         let mut quorum_log = log.clone();
         quorum_log.quorum_mode = true;
         let quorum = evaluate(&quorum_log, "quorum", "S4", "app", 1, 2000);
@@ -1074,6 +1139,15 @@ mod tests {
         );
         assert!(md.contains("**quorum**: 2 leaders at once") && md.contains("(a safety failure)"));
         assert!(md.contains("skipped: iptables needs root"));
+        let changes = runs[0].leader_changes as f64;
+        assert!(
+            md.contains(&format!(
+                "| bully | 20.0 (heartbeat 20.0) | {:.1} (heartbeat {:.1}) | 1 |",
+                20.0 / changes,
+                20.0 / changes
+            )),
+            "{md}"
+        );
         assert!(md.contains("![S4 bully app seed 1](s4-bully-app-1.svg)"));
         balanced_tags(&svg).unwrap();
     }

@@ -472,6 +472,37 @@ async fn scenario(h: &mut Harness, s: &str) -> Result<(), String> {
     Ok(())
 }
 
+const DIR_PREFIX: &str = "electd-chaos-";
+/// The runner's pid, in each run's temp dir: a runner killed mid-run cannot remove its dir,
+/// so the next run removes every such dir whose runner is gone.
+const OWNER_FILE: &str = "runner.pid";
+
+fn sweep_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten().take(10_000) {
+        let path = entry.path();
+        let ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(DIR_PREFIX));
+        if !ours {
+            continue;
+        }
+        let Ok(owner) = std::fs::read_to_string(path.join(OWNER_FILE)) else {
+            continue;
+        };
+        let alive = owner
+            .trim()
+            .parse::<u32>()
+            .is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if !alive && std::fs::remove_dir_all(&path).is_ok() {
+            eprintln!("removed {} left by a runner that is gone", path.display());
+        }
+    }
+}
+
 /// Sum of every running node's `messages_sent` by type.
 async fn messages(c: &Cluster) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
@@ -543,10 +574,14 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
     } else {
         None
     };
-    let dir = match tempfile::Builder::new().prefix("electd-chaos-").tempdir() {
+    sweep_stale_dirs();
+    let dir = match tempfile::Builder::new().prefix(DIR_PREFIX).tempdir() {
         Ok(d) => d,
         Err(e) => return skip(format!("temp dir: {e}")),
     };
+    if let Err(e) = std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string()) {
+        return skip(format!("temp dir: {e}"));
+    }
     let timing = Timing::default();
     let (addrs, ips) = addresses(spec.layer, 5);
     if let Err(e) = Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos") {
@@ -562,6 +597,7 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
         "--log".into(),
         "warn".into(),
     ];
+    c.die_with_parent = true;
     let mut h = Harness {
         c,
         mode: spec.mode,
@@ -586,9 +622,15 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
             return skip(e);
         }
     }
+    let mut steady = None;
     let outcome = async {
         h.leader().await?;
-        sleep(Duration::from_millis(500)).await;
+        sleep(Duration::from_millis(300)).await;
+        // A fault-free second with an agreed leader: the steady-state message rate.
+        let (a, ta) = (messages(&h.c).await, mono_ns());
+        sleep(Duration::from_millis(1_000)).await;
+        let (b, tb) = (messages(&h.c).await, mono_ns());
+        steady = Some((a, b, (tb - ta) as f64 / 1e9, tb));
         scenario(&mut h, &spec.scenario).await?;
         // Observe convergence and a stable second after it.
         let _ =
@@ -627,6 +669,9 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
         spec.seed,
         CONVERGE_BOUND_MS,
     );
+    if let Some((a, b, steady_s, tb)) = &steady {
+        res.set_cost(a, b, &msgs, *steady_s, (end_ns - tb) as f64 / 1e9);
+    }
     res.messages = msgs;
     if let Err(e) = outcome {
         res.passed = false;

@@ -48,6 +48,7 @@ impl TestCluster {
         let mut c = Cluster::open(dir.path(), &PathBuf::from(env!("CARGO_BIN_EXE_electd")))
             .expect("open cluster");
         c.extra_args = vec!["--log".into(), "info,openraft=warn".into()];
+        c.die_with_parent = true;
         let mut tc = TestCluster {
             c,
             mode,
