@@ -5,6 +5,7 @@
 //! Every error is a 4xx/5xx with `{"error": {"code": "...", "message": "..."}}`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, State};
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Json, Router};
 use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 
 use crate::faults::FaultSet;
 use crate::metrics;
@@ -74,11 +76,7 @@ impl From<JsonRejection> for ApiError {
 
 fn from_bytes_rejection(e: BytesRejection) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("request body exceeds {BODY_LIMIT} bytes"),
-        )
+        too_large()
     } else {
         ApiError::bad_request("bad_body", e.body_text())
     }
@@ -151,6 +149,46 @@ pub fn app(node: Arc<Node>) -> Router {
         .merge(peer)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn(limits))
+}
+
+/// Every request is answered within this time (body reading included), or gets 408.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// 413 with the JSON error body.
+pub fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("request body exceeds {BODY_LIMIT} bytes"),
+    )
+}
+
+/// On every request: a body announced above [`BODY_LIMIT`] gets 413 before any of it is read
+/// (a body that turns out larger is cut off by the extractors' limit); a request that takes
+/// longer than [`REQUEST_TIMEOUT`] (a client that sends its body slowly, a handler that hangs)
+/// gets 408. Both with the JSON error body.
+async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response {
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > BODY_LIMIT as u64) {
+        return too_large().into_response();
+    }
+    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request was not complete within {} ms",
+                REQUEST_TIMEOUT.as_millis()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -247,7 +285,8 @@ fn check_admin(node: &Node, headers: &HeaderMap) -> Result<(), ApiError> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if constant_time_eq(given.as_bytes(), token.as_bytes()) {
+    // Constant time (subtle), so that timing does not reveal the token.
+    if bool::from(given.as_bytes().ct_eq(token.expose().as_bytes())) {
         Ok(())
     } else {
         Err(ApiError::unauthorized(
@@ -255,11 +294,6 @@ fn check_admin(node: &Node, headers: &HeaderMap) -> Result<(), ApiError> {
             "the admin API needs 'Authorization: Bearer <admin token>'",
         ))
     }
-}
-
-/// Compares without an early exit, so that timing does not reveal the token.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn get_faults(

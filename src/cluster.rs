@@ -105,6 +105,7 @@ impl Cluster {
             extra_args: Vec::new(),
             die_with_parent: false,
             client: reqwest::Client::builder()
+                .pool_idle_timeout(crate::server::CLIENT_IDLE)
                 .no_proxy()
                 .timeout(Duration::from_millis(800))
                 .build()
@@ -240,6 +241,24 @@ impl Cluster {
         // The child is reaped by `pid()` (waitpid) or by init once we exit.
         std::mem::forget(child);
         Ok(pid)
+    }
+
+    /// Generates the admin token (`run/admin-token`) and the cluster secret
+    /// (`run/cluster-secret`) unless they exist; nodes started afterwards get both through
+    /// their environment, never on their command line.
+    pub fn ensure_secrets(&self) -> Result<(), CtlError> {
+        for name in ["admin-token", "cluster-secret"] {
+            let path = self.run.join(name);
+            if fs::metadata(&path).map(|m| m.len() > 0).unwrap_or(false) {
+                continue;
+            }
+            let mut bytes = [0u8; 24];
+            rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
+            fs::write(&path, hex::encode(bytes) + "\n").map_err(io(&path))?;
+            use std::os::unix::fs::PermissionsExt;
+            let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o600));
+        }
+        Ok(())
     }
 
     /// Sends `sig` to node `id`; `false` if it is not running.

@@ -99,6 +99,28 @@ impl Timing {
     }
 }
 
+/// A secret (the cluster secret, the admin token): read from the config or the environment,
+/// never serialised, and redacted in `Debug`, so that no log line can carry it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+    /// The secret itself, for signing and comparing only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
 /// A node's whole configuration after the file and the flags are merged.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,10 +140,10 @@ pub struct Config {
     pub cluster_id: String,
     /// Shared secret that authenticates peer requests (issue 5). Never logged or served.
     #[serde(default, skip_serializing)]
-    pub cluster_secret: Option<String>,
+    pub cluster_secret: Option<Secret>,
     /// Bearer token for the admin API; when unset the admin API is open.
     #[serde(default, skip_serializing)]
-    pub admin_token: Option<String>,
+    pub admin_token: Option<Secret>,
     /// Seed of the node's own random source (fault layer drop decisions). Unset: taken from the
     /// clock and printed at start, so that a run can be replayed.
     #[serde(default)]
@@ -278,12 +300,12 @@ impl Config {
             ));
         }
         if let Some(secret) = &self.cluster_secret {
-            if secret.len() < 16 {
+            if secret.expose().len() < 16 {
                 return Err(invalid("cluster_secret", "must be at least 16 characters"));
             }
         }
         if let Some(token) = &self.admin_token {
-            if token.len() < 16 {
+            if token.expose().len() < 16 {
                 return Err(invalid("admin_token", "must be at least 16 characters"));
             }
         }
@@ -470,5 +492,8 @@ addr = "127.0.0.1:7003"
         let c = parse(&text).unwrap();
         let json = serde_json::to_string(&c).unwrap();
         assert!(!json.contains("0123456789abcdef"));
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("0123456789abcdef"), "{debug}");
+        assert!(debug.contains("Secret(<redacted>)"));
     }
 }

@@ -4,8 +4,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rand::RngCore;
-
 use crate::cluster::{agreed, status_row, Cluster, CtlError};
 use crate::config::Mode;
 use crate::role::NodeId;
@@ -86,26 +84,6 @@ fn parse_group(s: &str) -> Result<Vec<NodeId>, CtlError> {
         .collect()
 }
 
-/// Writes a fresh random token to `path` unless it already holds one.
-fn ensure_token(path: &std::path::Path) -> Result<(), CtlError> {
-    if std::fs::metadata(path)
-        .map(|m| m.len() > 0)
-        .unwrap_or(false)
-    {
-        return Ok(());
-    }
-    let mut bytes = [0u8; 24];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    std::fs::write(path, hex + "\n").map_err(|source| CtlError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-    Ok(())
-}
-
 async fn print_status(c: &Cluster) {
     for (id, st) in c.states().await {
         println!("{}", status_row(id, &st));
@@ -136,8 +114,7 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
                 path: c.run.join("mode"),
                 source,
             })?;
-            ensure_token(&c.run.join("admin-token"))?;
-            ensure_token(&c.run.join("cluster-secret"))?;
+            c.ensure_secrets()?;
             for id in c.ids() {
                 let pid = c.start(id, mode)?;
                 eprintln!("node {id}: pid {pid}, log {}", c.log_file(id).display());

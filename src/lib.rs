@@ -9,17 +9,20 @@
 //! - [`events`]: the event log (`/v1/events`, `<data_dir>/events.jsonl`).
 //! - [`faults`]: the application-layer fault set (block to/from, drop rate, delay).
 //! - [`transport`]: the one peer transport (HTTP), with the fault layer inside it.
+//! - [`auth`]: peer authentication (HMAC-SHA256 over each request, replay window).
 //! - [`stats`]: counters by message type; [`metrics`]: `/metrics`.
 //! - [`quorum`]: quorum mode on openraft, with lease-bound claims and self-demotion.
 //! - [`legacy`]: bully and ring as I/O-free state machines, their simulator, and the one driver
 //!   that runs either on the shared transport.
 //! - [`node`]: a running node: engine of the configured mode, view, shutdown.
 //! - [`chaos`]: the partition chaos suite: checkers C1–C4 over merged event logs, the report.
-//! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`].
+//! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`]; [`server`]: the loop that
+//!   serves it (header read timeout, drain at shutdown).
 //! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
 //! - [`bench`]: failover and isolation benchmarks on a running cluster (`electd ctl bench`).
 
 pub mod api;
+pub mod auth;
 pub mod bench;
 pub mod chaos;
 pub mod clock;
@@ -33,5 +36,6 @@ pub mod metrics;
 pub mod node;
 pub mod quorum;
 pub mod role;
+pub mod server;
 pub mod stats;
 pub mod transport;

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use electd::config::{Config, ConfigError, Mode, Peer};
-use electd::node::{serve, Node};
+use electd::node::Node;
+use electd::server::serve;
 use tokio_util::sync::CancellationToken;
 
 /// Exit code for a config error (bad file, bad field, bad flag).
@@ -143,12 +144,12 @@ fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
     }
     if let Ok(secret) = std::env::var("ELECTD_CLUSTER_SECRET") {
         if !secret.is_empty() {
-            cfg.cluster_secret = Some(secret);
+            cfg.cluster_secret = Some(electd::config::Secret::new(secret));
         }
     }
     if let Ok(token) = std::env::var("ELECTD_ADMIN_TOKEN") {
         if !token.is_empty() {
-            cfg.admin_token = Some(token);
+            cfg.admin_token = Some(electd::config::Secret::new(token));
         }
     }
     cfg.validate()?;

@@ -1,7 +1,6 @@
 //! A running node: the config, the shared transport and fault layer, the event log, the
 //! counters, and the election engine of the configured mode. The API asks it for a [`View`].
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -171,20 +170,6 @@ impl Node {
             Engine::Legacy(l) => l.shutdown(),
         }
     }
-}
-
-/// Serves `app` on `listener` until `shutdown` resolves.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
 }
 
 /// Waits for SIGTERM or SIGINT; returns the signal's name.

@@ -5,7 +5,8 @@
 //! `/peer/` route, which checks that the request belongs to this cluster and comes from a member,
 //! applies the fault set, and records when the peer was last heard from.
 //!
-//! Every request carries `x-electd-cluster` (the cluster id) and `x-electd-from` (the sender's id).
+//! Every request carries `x-electd-cluster` (the cluster id) and `x-electd-from` (the sender's id),
+//! and, when a cluster secret is configured, its HMAC proof ([`crate::auth`]), checked here too.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -21,7 +22,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::api::ApiError;
+use crate::api::{ApiError, BODY_LIMIT};
+use crate::auth::{wall_ms, PeerAuth, Signed, HDR_AUTH, HDR_NONCE, HDR_TS};
 use crate::clock::mono_ns;
 use crate::config::Config;
 use crate::faults::{Faults, Verdict};
@@ -59,6 +61,8 @@ pub struct Transport {
     cluster_id: String,
     peers: BTreeMap<NodeId, String>,
     client: reqwest::Client,
+    /// Signs and verifies peer requests when a cluster secret is configured.
+    auth: Option<PeerAuth>,
     pub faults: Arc<Faults>,
     pub stats: Arc<Stats>,
 }
@@ -71,7 +75,9 @@ impl Transport {
         let mut builder = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(30))
+            // Below the server's idle cut-off (its header read timeout), so that a pooled
+            // connection is never reused just as the peer closes it.
+            .pool_idle_timeout(crate::server::CLIENT_IDLE)
             .pool_max_idle_per_host(8)
             .connect_timeout(Duration::from_millis(cfg.timing.election_timeout_min_ms));
         if !listen.ip().is_unspecified() {
@@ -83,6 +89,7 @@ impl Transport {
             cluster_id: cfg.cluster_id.clone(),
             peers: cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect(),
             client,
+            auth: cfg.cluster_secret.clone().map(PeerAuth::new),
             faults,
             stats,
         }
@@ -120,16 +127,21 @@ impl Transport {
             return Err(TransportError::Timeout(to, timeout));
         }
         let body = serde_json::to_vec(req).expect("peer message serialises");
-        let res = self
+        let mut builder = self
             .client
             .post(format!("http://{addr}{path}"))
             .header(HDR_CLUSTER, &self.cluster_id)
             .header(HDR_FROM, self.id.to_string())
             .header("content-type", "application/json")
-            .timeout(remaining)
-            .body(body)
-            .send()
-            .await;
+            .timeout(remaining);
+        if let Some(auth) = &self.auth {
+            let proof = auth.sign(&self.cluster_id, self.id, "POST", path, &body);
+            builder = builder
+                .header(HDR_TS, proof.ts_ms)
+                .header(HDR_NONCE, proof.nonce)
+                .header(HDR_AUTH, proof.mac_hex);
+        }
+        let res = builder.body(body).send().await;
         let res = match res {
             Ok(r) => r,
             Err(e) if e.is_timeout() => return Err(TransportError::Timeout(to, timeout)),
@@ -188,6 +200,46 @@ impl Transport {
     }
 }
 
+impl Transport {
+    /// Checks the cluster, the sender and (with a secret) the request's proof; gives back the
+    /// sender and the request, its body buffered because the proof covers it.
+    async fn authenticate(&self, req: Request<Body>) -> Result<(NodeId, Request<Body>), ApiError> {
+        let from = self.check_headers(req.headers())?;
+        let Some(auth) = &self.auth else {
+            return Ok((from, req));
+        };
+        let (parts, body) = req.into_parts();
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let ts = header(HDR_TS).and_then(|v| v.parse::<u64>().ok());
+        let nonce = header(HDR_NONCE).and_then(|v| v.parse::<u64>().ok());
+        let (Some(ts_ms), Some(nonce), Some(mac)) = (ts, nonce, header(HDR_AUTH)) else {
+            let e = crate::auth::AuthError::Missing;
+            return Err(ApiError::unauthorized(e.reason(), e.to_string()));
+        };
+        let mac = mac.to_string();
+        let bytes = axum::body::to_bytes(body, BODY_LIMIT)
+            .await
+            .map_err(|_| crate::api::too_large())?;
+        let path = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let signed = Signed {
+            cluster: &self.cluster_id,
+            from,
+            method: parts.method.as_str(),
+            path,
+            ts_ms,
+            nonce,
+            body: &bytes,
+        };
+        auth.verify(&signed, &mac, wall_ms())
+            .map_err(|e| ApiError::unauthorized(e.reason(), e.to_string()))?;
+        Ok((from, Request::from_parts(parts, Body::from(bytes))))
+    }
+}
+
 /// The id of the peer that sent a request, put into the request's extensions by [`guard`].
 #[derive(Clone, Copy, Debug)]
 pub struct PeerId(pub NodeId);
@@ -206,18 +258,15 @@ fn lost_response() -> Response {
 
 /// Middleware on every `/peer/` route: refuses foreign or unknown senders (counted by reason),
 /// applies the fault set to the request and to its response, and records the contact.
-pub async fn guard(
-    State(t): State<Arc<Transport>>,
-    mut req: Request<Body>,
-    next: Next,
-) -> Response {
-    let from = match t.check_headers(req.headers()) {
-        Ok(from) => from,
+pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Next) -> Response {
+    let (from, req) = match t.authenticate(req).await {
+        Ok(ok) => ok,
         Err(e) => {
             t.stats.rejected(e.code);
             return e.into_response();
         }
     };
+    let mut req = req;
     if t.faults.on_receive(from) == Verdict::Drop {
         return lost_response();
     }

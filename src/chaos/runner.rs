@@ -598,6 +598,9 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
         "warn".into(),
     ];
     c.die_with_parent = true;
+    if let Err(e) = c.ensure_secrets() {
+        return skip(e.to_string());
+    }
     let mut h = Harness {
         c,
         mode: spec.mode,

@@ -49,6 +49,7 @@ impl TestCluster {
             .expect("open cluster");
         c.extra_args = vec!["--log".into(), "info,openraft=warn".into()];
         c.die_with_parent = true;
+        c.ensure_secrets().unwrap();
         let mut tc = TestCluster {
             c,
             mode,

@@ -1,0 +1,63 @@
+//! The HTTP server of a node (public API and peer RPC on one port), on hyper directly rather
+//! than `axum::serve`, for the limits that a node facing the network needs:
+//! - a client must send a request's headers within [`HEADER_READ_TIMEOUT`], or its connection
+//!   is closed (a slow client cannot hold connections open for ever);
+//! - every request is answered within the request timeout of [`crate::api::app`];
+//! - at shutdown, open connections get [`DRAIN`] to finish, then are dropped.
+//!
+//! A failed `accept` (out of file descriptors, say) is logged and retried after a pause; it never
+//! stops the server.
+
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+
+/// How long a client has to send a request's headers; also how long a kept-alive connection
+/// may sit idle before the next request.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long our own clients (peers, `electd ctl`) keep an idle connection: well below
+/// [`HEADER_READ_TIMEOUT`], so that they never reuse one that the server is closing.
+pub const CLIENT_IDLE: Duration = Duration::from_secs(2);
+/// How long open connections may finish at shutdown.
+pub const DRAIN: Duration = Duration::from_millis(500);
+
+/// Serves `app` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}; retrying in 50 ms");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            // Errors here are the client's (reset, timed out headers): nothing to do.
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+    Ok(())
+}

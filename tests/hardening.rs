@@ -1,0 +1,268 @@
+//! Issue 5 on real processes, in every mode: intruders and garbage are refused with the right
+//! status, a JSON error body and a counted reason, slow clients are cut off, and none of it
+//! disturbs the leader.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::TestCluster;
+use electd::auth::{PeerAuth, HDR_AUTH, HDR_NONCE, HDR_TS};
+use electd::config::{Mode, Secret};
+use electd::transport::{HDR_CLUSTER, HDR_FROM};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Probe {
+    client: reqwest::Client,
+    base: String,
+    addr: String,
+    secret: String,
+    token: String,
+}
+
+impl Probe {
+    /// A POST to a peer path of the node under test, as node `from`, with the given headers.
+    async fn peer(
+        &self,
+        path: &str,
+        from: &str,
+        cluster: Option<&str>,
+        extra: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .header(HDR_FROM, from);
+        if let Some(c) = cluster {
+            req = req.header(HDR_CLUSTER, c);
+        }
+        for (k, v) in extra {
+            req = req.header(*k, v);
+        }
+        let res = req.body(body).send().await.expect("request");
+        let status = res.status().as_u16();
+        let body = res.json::<Value>().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    fn signed_headers(
+        &self,
+        auth: &PeerAuth,
+        from: u64,
+        path: &str,
+        body: &[u8],
+    ) -> Vec<(&'static str, String)> {
+        let p = auth.sign("electd-test", from, "POST", path, body);
+        vec![
+            (HDR_TS, p.ts_ms.to_string()),
+            (HDR_NONCE, p.nonce.to_string()),
+            (HDR_AUTH, p.mac_hex),
+        ]
+    }
+
+    async fn metrics(&self) -> String {
+        let res = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await;
+        res.expect("metrics").text().await.expect("metrics text")
+    }
+}
+
+fn error_code(body: &Value) -> &str {
+    body["error"]["code"]
+        .as_str()
+        .unwrap_or("<no JSON error body>")
+}
+
+/// Reads from `s` until the peer closes it or `limit` passes; returns what was read and
+/// whether it was closed.
+fn read_until_closed(s: &mut TcpStream, limit: Duration) -> (String, bool) {
+    let deadline = Instant::now() + limit;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&got).into(), true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return (String::from_utf8_lossy(&got).into(), true),
+        }
+    }
+    (String::from_utf8_lossy(&got).into(), false)
+}
+
+/// Sends `head` (request line and headers, without the blank line) and no body on a connection
+/// of its own; returns what the node answered before closing (at most 10 s).
+fn raw(addr: &str, head: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(b"\r\n").unwrap();
+    read_until_closed(&mut s, Duration::from_secs(10)).0
+}
+
+fn hardening(mode: Mode) {
+    let tc = TestCluster::start(mode, 3);
+    let rt = TestCluster::rt();
+    rt.block_on(async {
+        let leader = tc.c.wait_agreed(WAIT).await.expect("an agreed leader");
+        let before = tc.c.leader_info(leader).await.expect("leader info");
+        // Probe a follower: the peer paths are the same on every node.
+        let target = tc.c.ids().into_iter().find(|&i| i != leader).unwrap();
+        let addr = tc.c.member(target).unwrap().addr.clone();
+        let read = |name: &str| std::fs::read_to_string(tc.c.run.join(name)).unwrap().trim().to_string();
+        let p = Probe {
+            client: reqwest::Client::builder().no_proxy().pool_idle_timeout(electd::server::CLIENT_IDLE).timeout(Duration::from_secs(10)).build().unwrap(),
+            base: format!("http://{addr}"),
+            addr: addr.clone(),
+            secret: read("cluster-secret"),
+            token: read("admin-token"),
+        };
+        let path = match mode {
+            Mode::Quorum => "/peer/raft/vote",
+            _ => "/peer/msg",
+        };
+        let from = if target == 1 { "2" } else { "1" };
+        let from_id: u64 = from.parse().unwrap();
+
+        // Peer authentication.
+        let (s, b) = p.peer(path, from, None, &[], b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "missing_cluster"), "{b}");
+        let (s, b) = p.peer(path, from, Some("other-cluster"), &[], b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "wrong_cluster"), "{b}");
+        let (s, b) = p.peer(path, from, Some("electd-test"), &[], b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "missing_auth"), "{b}");
+        let wrong = PeerAuth::new(Secret::new("not the cluster secret"));
+        let h = p.signed_headers(&wrong, from_id, path, b"{}");
+        let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
+        let right = PeerAuth::new(Secret::new(p.secret.clone()));
+        // Signed for one body, sent with another.
+        let h = p.signed_headers(&right, from_id, path, b"{}");
+        let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{ }".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
+        // Signed as one sender, sent as another member.
+        let other = tc.c.ids().into_iter().find(|&i| i != target && i != from_id).unwrap();
+        let (s, b) = p.peer(path, &other.to_string(), Some("electd-test"), &h, b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
+        // Well signed, but an hour old; and its timestamp changed after signing.
+        let hour_ago = electd::auth::wall_ms() - 3_600_000;
+        let q = right.sign_at("electd-test", from_id, "POST", path, b"{}", hour_ago);
+        let mut old = vec![(HDR_TS, q.ts_ms.to_string()), (HDR_NONCE, q.nonce.to_string()), (HDR_AUTH, q.mac_hex)];
+        let (s, b) = p.peer(path, from, Some("electd-test"), &old, b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "stale_timestamp"), "{b}");
+        old[0].1 = electd::auth::wall_ms().to_string();
+        let (s, b) = p.peer(path, from, Some("electd-test"), &old, b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
+        // A well-signed request is let through (and refused as a malformed message), then its
+        // replay is refused.
+        let h = p.signed_headers(&right, from_id, path, b"{}");
+        let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{}".to_vec()).await;
+        assert_eq!(s, 400, "a signed request must pass authentication: {b}");
+        let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (401, "replayed"), "{b}");
+        // A sender outside the membership.
+        let h = p.signed_headers(&right, 9, path, b"{}");
+        let (s, b) = p.peer(path, "9", Some("electd-test"), &h, b"{}".to_vec()).await;
+        assert_eq!((s, error_code(&b)), (403, "unknown_peer"), "{b}");
+        // Too large a body (announced: 2 MiB), on a peer path (signed) and on the admin API; on
+        // connections of their own, which the node closes after answering.
+        let big = vec![b' '; 2 << 20];
+        let h = p.signed_headers(&right, from_id, path, &big);
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\n{HDR_CLUSTER}: electd-test\r\n{HDR_FROM}: {from}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n",
+            big.len()
+        );
+        for (k, v) in &h {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        let text = raw(&p.addr, &head);
+        assert!(text.starts_with("HTTP/1.1 413") && text.contains("body_too_large"), "{text}");
+        let head = format!(
+            "PUT /v1/admin/faults HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n",
+            p.token,
+            big.len()
+        );
+        let text = raw(&p.addr, &head);
+        assert!(text.starts_with("HTTP/1.1 413") && text.contains("body_too_large"), "{text}");
+        let admin = format!("{}/v1/admin/faults", p.base);
+        // Admin API: token needed; malformed JSON is a 400 with the JSON body.
+        let res = p.client.get(&admin).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 401);
+        let res = p.client.get(&admin).bearer_auth("wrong-token-wrong-token").send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 401);
+        let res = p.client.put(&admin).bearer_auth(&p.token).header("content-type", "application/json").body("{\"block_to\": [").send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 400);
+        let b: Value = res.json().await.unwrap();
+        assert_eq!(error_code(&b), "malformed_json", "{b}");
+        let res = p.client.get(&admin).bearer_auth(&p.token).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+
+        // Counted by reason.
+        let m = p.metrics().await;
+        for reason in ["missing_cluster", "wrong_cluster", "missing_auth", "bad_signature", "stale_timestamp", "replayed", "unknown_peer"] {
+            assert!(
+                m.lines().any(|l| l.starts_with("electd_peer_requests_rejected") && l.contains(&format!("reason=\"{reason}\""))),
+                "no rejected count for {reason}:\n{m}"
+            );
+        }
+
+        // Slow clients: headers never finished → closed; body never finished → 408 JSON.
+        let mut slow = TcpStream::connect(&p.addr).unwrap();
+        slow.write_all(b"GET /v1/leader HTTP/1.1\r\nHost: x\r\n").unwrap();
+        let (_, closed) = read_until_closed(&mut slow, electd::server::HEADER_READ_TIMEOUT + Duration::from_secs(5));
+        assert!(closed, "a client that never finishes its headers must be cut off");
+        let mut slow = TcpStream::connect(&p.addr).unwrap();
+        let head = format!(
+            "PUT /v1/admin/faults HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
+            p.token
+        );
+        slow.write_all(head.as_bytes()).unwrap();
+        let (text, _) = read_until_closed(&mut slow, electd::api::REQUEST_TIMEOUT + Duration::from_secs(5));
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("request_timeout"), "{text}");
+
+        // The secret is nowhere to be read.
+        let status = p.client.get(format!("{}/v1/status", p.base)).send().await.unwrap().text().await.unwrap();
+        assert!(!status.contains(&p.secret) && !status.contains(&p.token));
+        for id in tc.c.ids() {
+            let log = std::fs::read_to_string(tc.c.log_file(id)).unwrap_or_default();
+            assert!(!log.contains(&p.secret) && !log.contains(&p.token), "node {id} logged a secret");
+        }
+
+        // None of it disturbed the leader.
+        let after = tc.c.wait_agreed(WAIT).await.expect("still an agreed leader");
+        let now = tc.c.leader_info(after).await.unwrap();
+        assert_eq!((after, now.term), (leader, before.term), "the leader changed");
+    });
+}
+
+#[test]
+fn quorum_refuses_intruders_and_garbage_without_disturbance() {
+    hardening(Mode::Quorum);
+}
+
+#[test]
+fn bully_refuses_intruders_and_garbage_without_disturbance() {
+    hardening(Mode::Bully);
+}
+
+#[test]
+fn ring_refuses_intruders_and_garbage_without_disturbance() {
+    hardening(Mode::Ring);
+}
