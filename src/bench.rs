@@ -1,15 +1,17 @@
 //! Benchmarks on a running local cluster (`electd ctl bench ...`), measured on the shared
 //! monotonic clock and the nodes' own event logs.
 //!
-//! - `failover`: SIGKILL (or SIGTERM) the agreed leader, time until every running node agrees
-//!   on a new leader, restart the old one, repeat.
+//! - `failover`: SIGKILL the agreed leader, time until every running node agrees on a new
+//!   leader, restart the old one, repeat.
+//! - `failover --graceful` ([`handoff`]): SIGTERM the leader; time when it stopped claiming (its
+//!   event log), when the others agreed on a new leader, and when it exited.
 //! - `isolate`: cut the leader off from everyone, read from the event logs when it stopped
 //!   claiming and when the majority's new leader started, heal, repeat.
 
 use std::time::Duration;
 
 use crate::clock::mono_ns;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, NodeState};
 use crate::role::{NodeId, Role};
 
 /// Percentile (nearest rank) of a sample, in ms.
@@ -37,9 +39,8 @@ pub fn summarize(label: &str, mut ms: Vec<f64>) -> Vec<f64> {
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Failover after killing (or stopping, with `graceful`) the leader, `trials` times.
-pub async fn failover(c: &Cluster, trials: usize, graceful: bool) -> Result<Vec<f64>, String> {
-    let mode = c.mode();
+/// Failover after killing the leader, `trials` times.
+pub async fn failover(c: &Cluster, trials: usize) -> Result<Vec<f64>, String> {
     let mut out = Vec::new();
     for i in 0..trials {
         let leader = c
@@ -47,11 +48,7 @@ pub async fn failover(c: &Cluster, trials: usize, graceful: bool) -> Result<Vec<
             .await
             .ok_or("no agreed leader before the trial")?;
         let t0 = mono_ns();
-        if graceful {
-            c.stop(leader, Duration::from_secs(5));
-        } else {
-            c.kill(leader);
-        }
+        c.kill(leader);
         let next = c
             .wait_agreed(WAIT)
             .await
@@ -62,16 +59,107 @@ pub async fn failover(c: &Cluster, trials: usize, graceful: bool) -> Result<Vec<
             i + 1
         );
         out.push(dt);
-        c.start(leader, mode).map_err(|e| e.to_string())?;
-        // Let the restarted node rejoin before the next trial.
-        let rejoined = c
-            .wait_for(WAIT, |s| {
-                matches!(s.get(&leader), Some(crate::cluster::NodeState::Up(i)) if i.leader.is_some())
-            })
-            .await;
-        if !rejoined {
-            return Err(format!("trial {i}: node {leader} did not rejoin"));
+        restart_and_rejoin(c, leader, i).await?;
+    }
+    Ok(out)
+}
+
+/// Starts `id` again and waits until it follows a leader.
+async fn restart_and_rejoin(c: &Cluster, id: NodeId, trial: usize) -> Result<(), String> {
+    c.start(id, c.mode()).map_err(|e| e.to_string())?;
+    let rejoined = c
+        .wait_for(
+            WAIT,
+            |s| matches!(s.get(&id), Some(NodeState::Up(i)) if i.leader.is_some()),
+        )
+        .await;
+    if rejoined {
+        Ok(())
+    } else {
+        Err(format!("trial {trial}: node {id} did not rejoin"))
+    }
+}
+
+/// The figures of graceful handoffs, in ms after SIGTERM, one entry a trial.
+#[derive(Debug, Default)]
+pub struct Handoff {
+    /// The old leader's first event that is not leader (from its event log); `None` if it
+    /// recorded none before exiting.
+    pub stopped_claiming: Vec<Option<f64>>,
+    /// Every other node agreed on a new leader.
+    pub handoff: Vec<f64>,
+    /// The old leader's process was gone.
+    pub exited: Vec<f64>,
+}
+
+/// How long a node may take to exit after SIGTERM (issue 5).
+pub const EXIT_LIMIT: Duration = Duration::from_secs(2);
+
+/// SIGTERM to the leader, `trials` times: see [`Handoff`]. A trial fails when the node takes
+/// longer than [`EXIT_LIMIT`] to exit (it is then killed) or no new leader is agreed.
+pub async fn handoff(c: &Cluster, trials: usize) -> Result<Handoff, String> {
+    let mut out = Handoff::default();
+    for i in 0..trials {
+        let leader = c
+            .wait_agreed(WAIT)
+            .await
+            .ok_or("no agreed leader before the trial")?;
+        let t0 = mono_ns();
+        if !c.signal(leader, libc::SIGTERM) {
+            return Err(format!("trial {i}: leader {leader} is not running"));
         }
+        let since = |t: u64| (t.saturating_sub(t0)) as f64 / 1e6;
+        let exit = async {
+            while mono_ns() - t0 < 5 * EXIT_LIMIT.as_nanos() as u64 {
+                if c.pid(leader).is_none() {
+                    return Some(since(mono_ns()));
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            None
+        };
+        let others = async {
+            let ok = c
+                .wait_for(WAIT, |s| {
+                    let mut rest = s.clone();
+                    rest.remove(&leader);
+                    crate::cluster::agreed(&rest).is_some_and(|l| l != leader)
+                })
+                .await;
+            (ok, since(mono_ns()))
+        };
+        let (exited, (agreed, handed)) = tokio::join!(exit, others);
+        let Some(exited) = exited else {
+            c.kill(leader);
+            return Err(format!(
+                "trial {i}: leader {leader} did not exit after SIGTERM"
+            ));
+        };
+        c.wait_exit(leader, Duration::from_secs(1));
+        if !agreed {
+            return Err(format!("trial {i}: no new leader within {WAIT:?}"));
+        }
+        let stopped = c
+            .events(c.mode())
+            .iter()
+            .filter(|e| e.node_id == leader && e.t_mono_ns >= t0 && e.role != Role::Leader)
+            .map(|e| since(e.t_mono_ns))
+            .reduce(f64::min);
+        println!(
+            "trial {:>3}: leader {leader} stopped claiming after {}, exited after {exited:.0} ms; \
+             the others agreed on a new leader after {handed:.0} ms",
+            i + 1,
+            stopped.map_or("(no event)".to_string(), |s| format!("{s:.0} ms")),
+        );
+        if exited > EXIT_LIMIT.as_secs_f64() * 1e3 {
+            return Err(format!(
+                "trial {i}: leader {leader} took {exited:.0} ms to exit, above {EXIT_LIMIT:?}"
+            ));
+        }
+        out.stopped_claiming.push(stopped);
+        out.handoff.push(handed);
+        out.exited.push(exited);
+        restart_and_rejoin(c, leader, i).await?;
     }
     Ok(out)
 }

@@ -169,12 +169,28 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
         }
         CtlCmd::Bench { what } => {
             let res = match what {
-                BenchCmd::Failover { trials, graceful } => {
-                    crate::bench::failover(&c, trials, graceful).await.map(|v| {
-                        let what = if graceful { "SIGTERM" } else { "SIGKILL" };
-                        crate::bench::summarize(&format!("failover after {what} of the leader"), v);
-                    })
-                }
+                BenchCmd::Failover {
+                    trials,
+                    graceful: false,
+                } => crate::bench::failover(&c, trials).await.map(|v| {
+                    crate::bench::summarize("failover after SIGKILL of the leader", v);
+                }),
+                BenchCmd::Failover {
+                    trials,
+                    graceful: true,
+                } => crate::bench::handoff(&c, trials).await.map(|h| {
+                    let stopped: Vec<f64> = h.stopped_claiming.iter().flatten().copied().collect();
+                    let missing = h.stopped_claiming.len() - stopped.len();
+                    crate::bench::summarize("SIGTERM: the leader stopped claiming", stopped);
+                    if missing > 0 {
+                        println!("  ({missing} trials recorded no step-down event)");
+                    }
+                    crate::bench::summarize(
+                        "SIGTERM: the others agreed on a new leader",
+                        h.handoff,
+                    );
+                    crate::bench::summarize("SIGTERM: the old leader exited", h.exited);
+                }),
                 BenchCmd::Isolate { trials } => {
                     crate::bench::isolate(&c, trials).await.map(|(s, e)| {
                         crate::bench::summarize("isolated leader stopped claiming", s);
