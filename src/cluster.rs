@@ -169,7 +169,7 @@ impl Cluster {
             .join(format!("node{id}"))
     }
 
-    /// The mode the cluster was last brought up in (quorum if never).
+    /// The mode a node of the cluster was last started in (quorum if never).
     pub fn mode(&self) -> Mode {
         fs::read_to_string(self.run.join("mode"))
             .ok()
@@ -193,6 +193,8 @@ impl Cluster {
             return Ok(pid);
         }
         let m = self.member(id)?;
+        let mode_file = self.run.join("mode");
+        fs::write(&mode_file, mode.as_str()).map_err(io(&mode_file))?;
         let data = self.data_dir(mode, id);
         fs::create_dir_all(&data).map_err(io(&data))?;
         let log_path = self.log_file(id);

@@ -266,3 +266,40 @@ fn bully_refuses_intruders_and_garbage_without_disturbance() {
 fn ring_refuses_intruders_and_garbage_without_disturbance() {
     hardening(Mode::Ring);
 }
+
+/// SIGTERM on the leader, twice: it records its step-down, exits within 2 s (the bench fails
+/// the trial otherwise), and the others agree on a new leader; quorum mode stays safe.
+fn graceful(mode: Mode) {
+    let tc = TestCluster::start(mode, 5);
+    let rt = TestCluster::rt();
+    let h = rt
+        .block_on(electd::bench::handoff(&tc.c, 2))
+        .unwrap_or_else(|e| {
+            tc.dump_logs();
+            panic!("handoff failed: {e}")
+        });
+    assert_eq!(h.handoff.len(), 2);
+    assert!(
+        h.stopped_claiming.iter().all(|s| s.is_some()),
+        "the leader must record that it stopped claiming: {h:?}"
+    );
+    assert!(h.exited.iter().all(|&ms| ms < 2_000.0), "{h:?}");
+    if mode == Mode::Quorum {
+        tc.assert_safe();
+    }
+}
+
+#[test]
+fn quorum_leader_hands_off_on_sigterm() {
+    graceful(Mode::Quorum);
+}
+
+#[test]
+fn bully_leader_hands_off_on_sigterm() {
+    graceful(Mode::Bully);
+}
+
+#[test]
+fn ring_leader_hands_off_on_sigterm() {
+    graceful(Mode::Ring);
+}

@@ -6,7 +6,6 @@ mod common;
 use std::time::Duration;
 
 use common::{describe, TestCluster};
-use electd::chaos::check::{cap_paused_claims, election_safety, split_brain};
 use electd::clock::{mono_ns, ms};
 use electd::cluster::{claimants, NodeState};
 use electd::config::Mode;
@@ -15,22 +14,6 @@ use electd::role::Role;
 const WAIT: Duration = Duration::from_secs(15);
 
 /// C1 and C2 over the whole run: no term led by two nodes, never two claimants at once.
-fn assert_safe(tc: &TestCluster) {
-    let log = cap_paused_claims(&tc.run_log(None, None), ms(tc.timing.effective_lease_ms()));
-    let safety = election_safety(&log).expect("quorum mode");
-    assert!(
-        safety.safe,
-        "a term with two leaders: {:?}",
-        safety.conflicts
-    );
-    let sb = split_brain(&log);
-    assert_eq!(
-        sb.split_brain_ns, 0,
-        "two claimants at once: {:?}",
-        sb.spans
-    );
-}
-
 #[test]
 fn elects_one_leader_that_all_agree_on_and_kill_gives_a_higher_term() {
     let rt = TestCluster::rt();
@@ -58,7 +41,7 @@ fn elects_one_leader_that_all_agree_on_and_kill_gives_a_higher_term() {
         "restarted node rejoins as a follower:\n{}",
         describe(&rt.block_on(tc.c.states()))
     );
-    assert_safe(&tc);
+    tc.assert_safe();
 }
 
 #[test]
@@ -120,7 +103,7 @@ fn minority_leader_stops_claiming_within_lease_while_majority_elects_then_heals(
         (stop - cut_ns) / 1_000_000,
         (mono_ns() - heal_ns) / 1_000_000
     );
-    assert_safe(&tc);
+    tc.assert_safe();
 }
 
 #[test]
@@ -155,5 +138,5 @@ fn restarted_node_keeps_its_vote() {
         after["leader_id"]["term"].as_u64() >= before["leader_id"]["term"].as_u64(),
         "vote went back: {before} -> {after}"
     );
-    assert_safe(&tc);
+    tc.assert_safe();
 }

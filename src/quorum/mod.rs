@@ -35,7 +35,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::lease::{follower_leader, Lease, Quiet};
-use self::network::{RaftNet, PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE};
+use self::network::{RaftNet, PATH_APPEND, PATH_RESIGN, PATH_SNAPSHOT, PATH_VOTE};
 use self::storage::{LogStore, StateMachine, Store, StoreError};
 use crate::api::ApiError;
 use crate::clock::{mono_ns, ms};
@@ -76,7 +76,23 @@ pub struct QuorumNode {
     stats: Arc<Stats>,
     /// Pokes the role loop (a vote was granted, a claim must be re-judged).
     wake: Notify,
+    transport: Arc<Transport>,
 }
+
+/// A leader's notice that it is shutting down (SIGTERM): its `successor` starts an election as
+/// soon as the followers' leader leases allow, rather than after lease plus a random election
+/// timeout. Like Raft's TimeoutNow, which openraft 0.9 lacks; it only moves an election earlier,
+/// so safety never depends on it.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Resign {
+    pub term: u64,
+    pub successor: NodeId,
+}
+
+/// How long the leader waits for the followers to take its resignation.
+const RESIGN_TIMEOUT: Duration = Duration::from_millis(100);
+/// Margin past the followers' leader lease before the successor asks for votes.
+const RESIGN_MARGIN_NS: u64 = 20_000_000;
 
 impl QuorumNode {
     /// Opens the durable state, starts openraft and bootstraps the membership from the config.
@@ -102,7 +118,7 @@ impl QuorumNode {
         }
         .validate()?;
         let net = RaftNet {
-            transport,
+            transport: transport.clone(),
             backoff: Duration::from_millis(t.heartbeat_ms),
         };
         let raft = Raft::new(
@@ -137,6 +153,7 @@ impl QuorumNode {
             events,
             stats,
             wake: Notify::new(),
+            transport,
         }))
     }
 
@@ -320,15 +337,57 @@ impl QuorumNode {
         self.lease.lock().expect("lease").revoke(mono_ns());
         self.raft.runtime_config().heartbeat(false);
         self.observe();
+        self.resign().await;
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "openraft shutdown");
         }
+    }
+
+    /// If leading: names the follower with the most of the log (lowest id on a tie) as
+    /// successor and tells every follower, waiting at most [`RESIGN_TIMEOUT`].
+    async fn resign(&self) {
+        let m = self.metrics();
+        if m.state != ServerState::Leader {
+            return;
+        }
+        let Some(replication) = &m.replication else {
+            return;
+        };
+        let successor = replication
+            .iter()
+            .filter(|(id, _)| **id != self.id)
+            .max_by_key(|(id, matched)| (matched.map(|l| l.index), std::cmp::Reverse(**id)))
+            .map(|(id, _)| *id);
+        let Some(successor) = successor else {
+            return;
+        };
+        let msg = Resign {
+            term: m.current_term,
+            successor,
+        };
+        let sends = replication
+            .keys()
+            .filter(|id| **id != self.id)
+            .map(|&to| async move {
+                let r: Result<serde_json::Value, _> = self
+                    .transport
+                    .call(to, PATH_RESIGN, "resign", &msg, RESIGN_TIMEOUT)
+                    .await;
+                r.is_ok()
+            });
+        let told = futures_util::future::join_all(sends).await;
+        tracing::info!(
+            successor,
+            told = told.iter().filter(|ok| **ok).count(),
+            "resigned: the successor elects when the followers' leases end"
+        );
     }
 
     /// The `/peer/raft/*` routes.
     pub fn routes(self: Arc<Self>) -> Router {
         Router::new()
             .route(PATH_APPEND, post(append))
+            .route(PATH_RESIGN, post(resign))
             .route(PATH_VOTE, post(vote))
             .route(PATH_SNAPSHOT, post(snapshot))
             .with_state(self)
@@ -379,6 +438,34 @@ async fn vote(State(q): State<Arc<QuorumNode>>, body: Bytes) -> Result<Response,
         q.wake.notify_one();
     }
     Ok(Json(res).into_response())
+}
+
+/// A follower hears that its leader resigned; the named successor campaigns once the leader
+/// leases of the followers have run out (openraft refuses votes before), if nobody has yet.
+async fn resign(
+    State(q): State<Arc<QuorumNode>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: Resign = decode(&q.stats, &body)?;
+    q.stats.received("resign");
+    let m = q.metrics();
+    let heard = *q.contact.lock().expect("contact");
+    let from_leader = m.current_leader == Some(from) && m.current_term == req.term;
+    if let (true, true, Some((_, at_ns))) = (from_leader, req.successor == q.id, heard) {
+        let wait_until = at_ns + ms(q.timing.election_timeout_max_ms) + RESIGN_MARGIN_NS;
+        let q = q.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_nanos(wait_until.saturating_sub(mono_ns()))).await;
+            let m = q.metrics();
+            let unchanged = m.current_term == req.term && m.state == ServerState::Follower;
+            if unchanged {
+                tracing::info!(term = req.term, "leader {from} resigned: campaigning");
+                let _ = q.raft.trigger().elect().await;
+            }
+        });
+    }
+    Ok(Json(serde_json::json!({"ok": true})).into_response())
 }
 
 async fn snapshot(State(q): State<Arc<QuorumNode>>, body: Bytes) -> Result<Response, ApiError> {

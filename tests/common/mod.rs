@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use electd::chaos::check::{ProcEvent, ProcKind, RunLog};
+use electd::chaos::check::{
+    cap_paused_claims, election_safety, split_brain, ProcEvent, ProcKind, RunLog,
+};
 use electd::clock::mono_ns;
+use electd::clock::ms;
 use electd::cluster::{Cluster, NodeState};
 use electd::config::{Mode, Timing};
 use electd::events::Event;
@@ -114,6 +117,27 @@ impl TestCluster {
     }
 
     /// Prints every node's log tail (on failure, to see why).
+    /// Quorum mode's safety over every node's event log: no term with two leaders (C1) and
+    /// never two claimants at once (C2; a paused node's claim ends with its lease).
+    pub fn assert_safe(&self) {
+        let log = cap_paused_claims(
+            &self.run_log(None, None),
+            ms(self.timing.effective_lease_ms()),
+        );
+        let safety = election_safety(&log).expect("quorum mode");
+        assert!(
+            safety.safe,
+            "a term with two leaders: {:?}",
+            safety.conflicts
+        );
+        let sb = split_brain(&log);
+        assert_eq!(
+            sb.split_brain_ns, 0,
+            "two claimants at once: {:?}",
+            sb.spans
+        );
+    }
+
     pub fn dump_logs(&self) {
         for id in self.c.ids() {
             let text = std::fs::read_to_string(self.c.log_file(id)).unwrap_or_default();
