@@ -19,7 +19,8 @@
 //! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`]; [`server`]: the loop that
 //!   serves it (header read timeout, drain at shutdown).
 //! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
-//! - [`bench`]: failover and isolation benchmarks on a running cluster (`electd ctl bench`).
+//! - [`bench`]: failover, graceful handoff and isolation benchmarks on a running cluster
+//!   (`electd ctl bench`); [`crashloop`]: SIGKILL at random moments, then judge the run.
 
 pub mod api;
 pub mod auth;
@@ -28,6 +29,7 @@ pub mod chaos;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod crashloop;
 pub mod ctl;
 pub mod events;
 pub mod faults;

@@ -1,0 +1,198 @@
+//! The crash loop (issue 5): SIGKILL nodes of a running cluster at random moments, the leader
+//! half the time, elections and start-ups included, and restart each on its own data dir; then
+//! judge the whole run. Used by the test suite (50 cycles) and by `electd ctl crash-loop`
+//! (`scripts/crash-soak.sh`, 1000 cycles).
+//!
+//! Each cycle: wait a random 0..2×`election_timeout_max` (so kills land in steady state, in
+//! elections and right after the previous restart), kill the victim, leave it down a random
+//! 0..(lease + 2×`election_timeout_max`), start it again. Four cycles in five then wait until it answers and check that
+//! its term did not go back (quorum mode: the persisted vote survived); the fifth goes on at
+//! once, so that the next kill may hit a node that is still starting. A node that exits on
+//! its own, or refuses to start (a corrupt state file), fails the run at once.
+//!
+//! At the end: every node runs, all agree on one leader, and in quorum mode the merged event
+//! logs show no term led twice (C1) and never two claimants at once (C2).
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::chaos::check::{
+    election_safety, leader_changes, split_brain, ProcEvent, ProcKind, RunLog,
+};
+use crate::clock::mono_ns;
+use crate::cluster::{claimants, Cluster, NodeState};
+use crate::config::{Mode, Timing};
+use crate::role::NodeId;
+
+/// What a crash loop did and saw.
+#[derive(Debug, Default)]
+pub struct CrashReport {
+    pub cycles: usize,
+    pub seed: u64,
+    /// Kills that hit the node claiming the role at that moment.
+    pub leader_kills: usize,
+    /// Kills that hit a node started less than one check ago (still starting).
+    pub early_kills: usize,
+    /// Restarts whose term was read back and found not to have gone back.
+    pub durable_checks: usize,
+    /// Claims taken over the run (C3's leader changes), from the event logs.
+    pub leader_changes: u64,
+    pub final_leader: NodeId,
+    pub final_term: u64,
+    pub elapsed_ms: u64,
+}
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Runs `cycles` crash cycles on the running cluster `c` (all nodes up, in `c.mode()`);
+/// `progress` prints a line every `progress` cycles (0: never).
+pub async fn crash_loop(
+    c: &Cluster,
+    timing: Timing,
+    cycles: usize,
+    seed: u64,
+    progress: usize,
+) -> Result<CrashReport, String> {
+    let mode = c.mode();
+    let ids = c.ids();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let start_ns = mono_ns();
+    let mut procs = Vec::new();
+    let mut report = CrashReport {
+        cycles,
+        seed,
+        ..CrashReport::default()
+    };
+    c.wait_agreed(WAIT)
+        .await
+        .ok_or("no agreed leader before the crash loop")?;
+    let mut just_started: Option<NodeId> = None;
+    for cycle in 1..=cycles {
+        let pause = rng.gen_range(0..=2 * timing.election_timeout_max_ms);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let states = c.states().await;
+        for id in &ids {
+            if Some(*id) != just_started && matches!(states.get(id), Some(NodeState::Down)) {
+                return Err(format!("cycle {cycle}: node {id} exited on its own"));
+            }
+        }
+        let claiming = claimants(&states);
+        let victim = if !claiming.is_empty() && rng.gen_bool(0.5) {
+            claiming[rng.gen_range(0..claiming.len())]
+        } else {
+            ids[rng.gen_range(0..ids.len())]
+        };
+        if claiming.contains(&victim) {
+            report.leader_kills += 1;
+        }
+        if just_started == Some(victim) {
+            report.early_kills += 1;
+        }
+        let term_before = match states.get(&victim) {
+            Some(NodeState::Up(info)) => Some(info.term),
+            _ => None,
+        };
+        c.kill(victim);
+        procs.push(ProcEvent {
+            t_ns: mono_ns(),
+            node: victim,
+            kind: ProcKind::Kill,
+        });
+        // Down for up to lease + 2 election timeouts: long enough, often, for the others to
+        // elect (a leader back within the followers' lease simply resumes its term).
+        let down = timing.effective_lease_ms() + 2 * timing.election_timeout_max_ms;
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=down))).await;
+        procs.push(ProcEvent {
+            t_ns: mono_ns(),
+            node: victim,
+            kind: ProcKind::Start,
+        });
+        c.start(victim, mode)
+            .map_err(|e| format!("cycle {cycle}: restarting node {victim}: {e}"))?;
+        if rng.gen_ratio(1, 5) {
+            just_started = Some(victim);
+        } else {
+            just_started = None;
+            let term_after = wait_up(c, victim)
+                .await
+                .map_err(|e| format!("cycle {cycle}: {e}"))?;
+            if let (Some(before), true) = (term_before, mode == Mode::Quorum) {
+                if term_after < before {
+                    return Err(format!(
+                        "cycle {cycle}: node {victim} came back in term {term_after}, below the \
+                         term {before} it had persisted"
+                    ));
+                }
+                report.durable_checks += 1;
+            }
+        }
+        if progress > 0 && cycle % progress == 0 {
+            println!(
+                "cycle {cycle}/{cycles}: {} leader kills so far",
+                report.leader_kills
+            );
+        }
+    }
+    if let Some(id) = just_started {
+        wait_up(c, id).await?;
+    }
+    let leader = c
+        .wait_agreed(WAIT)
+        .await
+        .ok_or(format!("no agreed leader within {WAIT:?} after the loop"))?;
+    let states = c.states().await;
+    for id in &ids {
+        if !matches!(states.get(id), Some(NodeState::Up(_))) {
+            return Err(format!("node {id} is not up at the end"));
+        }
+    }
+    report.final_leader = leader;
+    report.final_term = match states.get(&leader) {
+        Some(NodeState::Up(info)) => info.term,
+        _ => 0,
+    };
+    let end_ns = mono_ns();
+    report.elapsed_ms = (end_ns - start_ns) / 1_000_000;
+    let log = RunLog {
+        nodes: ids.clone(),
+        start_ns,
+        end_ns,
+        events: c.events(mode),
+        procs,
+        faults: Vec::new(),
+        heal_ns: None,
+        fault_ns: None,
+        quorum_mode: mode == Mode::Quorum,
+    };
+    report.leader_changes = leader_changes(&log);
+    if mode == Mode::Quorum {
+        let safety = election_safety(&log).ok_or("no quorum log")?;
+        if !safety.safe {
+            return Err(format!("terms led twice: {:?}", safety.conflicts));
+        }
+        let sb = split_brain(&log);
+        if sb.split_brain_ns > 0 {
+            return Err(format!("two claimants at once: {:?}", sb.spans));
+        }
+    }
+    Ok(report)
+}
+
+/// Waits until node `id` answers; returns its term.
+async fn wait_up(c: &Cluster, id: NodeId) -> Result<u64, String> {
+    let up = c
+        .wait_for(WAIT, |s| matches!(s.get(&id), Some(NodeState::Up(_))))
+        .await;
+    if !up {
+        return Err(format!(
+            "node {id} did not come back within {WAIT:?} (see {})",
+            c.log_file(id).display()
+        ));
+    }
+    match c.states().await.remove(&id) {
+        Some(NodeState::Up(info)) => Ok(info.term),
+        other => Err(format!("node {id} went away again at once: {other:?}")),
+    }
+}
