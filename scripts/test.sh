@@ -27,3 +27,32 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --no-fail-fast "$@"
 fi
+
+# Fuzzing (issue 5): each target of fuzz/ (src/fuzzing.rs) for a bounded time, from the seeds in
+# fuzz/seeds/ plus a scratch corpus in a temp dir. cargo-fuzz runs here on the stable toolchain
+# with --sanitizer none (libFuzzer's coverage guidance, no ASan; the code is safe Rust).
+# A crash fails the suite and leaves its input under fuzz/artifacts/<target>/.
+echo "== fuzz (${ELECTD_FUZZ_SECONDS:=30} s a target)"
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "test.sh: installing cargo-fuzz"
+  cargo install cargo-fuzz --locked --quiet || true
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "SKIPPED fuzz: cargo-fuzz is not installed and could not be installed"
+else
+  corpus="$(mktemp -d)"
+  trap 'rm -rf "$corpus"' EXIT
+  for target in peer_message config_text peer_auth; do
+    mkdir -p "$corpus/$target"
+    log="$corpus/$target.log"
+    if ! (cd fuzz && cargo fuzz run --sanitizer none -O "$target" "$corpus/$target" "seeds/$target" \
+          -- -max_total_time="$ELECTD_FUZZ_SECONDS" -print_final_stats=1) >"$log" 2>&1; then
+      tail -40 "$log"
+      echo "fuzz: $target FAILED (input under fuzz/artifacts/$target/)"
+      exit 1
+    fi
+    runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')"
+    cov="$(grep -o 'DONE *cov: [0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')"
+    echo "fuzz: $target ok: $runs inputs in ${ELECTD_FUZZ_SECONDS} s, coverage $cov, no crash"
+  done
+fi

@@ -19,6 +19,7 @@
 //! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`]; [`server`]: the loop that
 //!   serves it (header read timeout, drain at shutdown).
 //! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
+//! - [`fuzzing`]: the entry points of the fuzz targets in `fuzz/` (peer messages, config, auth).
 //! - [`bench`]: failover, graceful handoff and isolation benchmarks on a running cluster
 //!   (`electd ctl bench`); [`crashloop`]: SIGKILL at random moments, then judge the run.
 
@@ -33,6 +34,7 @@ pub mod crashloop;
 pub mod ctl;
 pub mod events;
 pub mod faults;
+pub mod fuzzing;
 pub mod legacy;
 pub mod metrics;
 pub mod node;
