@@ -212,3 +212,91 @@ pub async fn isolate(c: &Cluster, trials: usize) -> Result<(Vec<f64>, Vec<f64>),
     }
     Ok((stops, elects))
 }
+
+/// What a load run saw.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub seconds: f64,
+    pub requests: u64,
+    pub errors: u64,
+    /// Latency of the answered requests, ms, sorted.
+    pub latency_ms: Vec<f64>,
+    /// The agreed leader and its term before and after.
+    pub before: (NodeId, u64),
+    pub after: (NodeId, u64),
+    /// Role, term or leader changes on any node during the run, from the event logs: with no
+    /// fault injected, every one of them is spurious.
+    pub changes: Vec<crate::events::Event>,
+}
+
+/// `GET /v1/leader` at full rate from `connections` concurrent clients, spread over every
+/// node, for `seconds`; then counts the role changes the nodes logged meanwhile.
+pub async fn load(c: &Cluster, seconds: u64, connections: usize) -> Result<LoadReport, String> {
+    let leader = c
+        .wait_agreed(WAIT)
+        .await
+        .ok_or("no agreed leader before the run")?;
+    let term_of = |s: &std::collections::BTreeMap<NodeId, NodeState>, id: NodeId| match s.get(&id) {
+        Some(NodeState::Up(info)) => info.term,
+        _ => 0,
+    };
+    let before = (leader, term_of(&c.states().await, leader));
+    let urls: Vec<String> = c
+        .ids()
+        .into_iter()
+        .map(|id| c.member(id).map(|m| format!("http://{}/v1/leader", m.addr)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .pool_idle_timeout(crate::server::CLIENT_IDLE)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let t0 = mono_ns();
+    let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..connections.max(1) {
+        let (client, url) = (client.clone(), urls[w % urls.len()].clone());
+        workers.spawn(async move {
+            let (mut ok, mut err, mut lat) = (0u64, 0u64, Vec::new());
+            while tokio::time::Instant::now() < until {
+                let start = mono_ns();
+                let res = client.get(&url).send().await;
+                let answered = match res {
+                    Ok(r) if r.status().is_success() => r.bytes().await.is_ok(),
+                    _ => false,
+                };
+                if answered {
+                    ok += 1;
+                    lat.push((mono_ns() - start) as f64 / 1e6);
+                } else {
+                    err += 1;
+                }
+            }
+            (ok, err, lat)
+        });
+    }
+    let mut out = LoadReport::default();
+    while let Some(r) = workers.join_next().await {
+        let (ok, err, lat) = r.map_err(|e| e.to_string())?;
+        out.requests += ok;
+        out.errors += err;
+        out.latency_ms.extend(lat);
+    }
+    let t1 = mono_ns();
+    out.seconds = (t1 - t0) as f64 / 1e9;
+    out.latency_ms.sort_by(|a, b| a.total_cmp(b));
+    let after_leader = c
+        .wait_agreed(WAIT)
+        .await
+        .ok_or("no agreed leader after the run")?;
+    out.after = (after_leader, term_of(&c.states().await, after_leader));
+    out.before = before;
+    out.changes = c
+        .events(c.mode())
+        .into_iter()
+        .filter(|e| e.t_mono_ns >= t0 && e.t_mono_ns <= t1)
+        .collect();
+    Ok(out)
+}

@@ -81,6 +81,14 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 10)]
         trials: usize,
     },
+    /// `GET /v1/leader` at full rate on every node; fails on any leader change meanwhile.
+    Load {
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Concurrent clients (keep-alive connections), spread over the nodes.
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+    },
 }
 
 fn parse_group(s: &str) -> Result<Vec<NodeId>, CtlError> {
@@ -206,6 +214,42 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
                         crate::bench::summarize("majority's new leader claimed", e);
                     })
                 }
+                BenchCmd::Load {
+                    seconds,
+                    connections,
+                } => crate::bench::load(&c, seconds, connections)
+                    .await
+                    .and_then(|r| {
+                        let p = |q| crate::bench::percentile(&r.latency_ms, q);
+                        println!(
+                            "load: {} requests in {:.1} s = {:.0} req/s, {} errors; latency \
+                             p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
+                            r.requests,
+                            r.seconds,
+                            r.requests as f64 / r.seconds,
+                            r.errors,
+                            p(50.0),
+                            p(99.0),
+                            r.latency_ms.last().copied().unwrap_or(f64::NAN)
+                        );
+                        println!(
+                            "leader before: {} (term {}), after: {} (term {}); role changes \
+                             during the run: {}",
+                            r.before.0,
+                            r.before.1,
+                            r.after.0,
+                            r.after.1,
+                            r.changes.len()
+                        );
+                        for e in &r.changes {
+                            println!("  change: {e:?}");
+                        }
+                        if r.changes.is_empty() && r.before == r.after {
+                            Ok(())
+                        } else {
+                            Err("spurious leader changes under load".to_string())
+                        }
+                    }),
             };
             match res {
                 Ok(()) => Ok(ExitCode::SUCCESS),
