@@ -126,20 +126,8 @@ impl PeerAuth {
         mac
     }
 
-    /// Signs a request about to be sent now; fills in the timestamp and a fresh nonce.
+    /// Signs a request stamped `ts_ms` (wall-clock, [`wall_ms`] when sending) with a fresh nonce.
     pub fn sign(
-        &self,
-        cluster: &str,
-        from: NodeId,
-        method: &str,
-        path: &str,
-        body: &[u8],
-    ) -> Proof {
-        self.sign_at(cluster, from, method, path, body, wall_ms())
-    }
-
-    /// [`PeerAuth::sign`] with the timestamp given (tests of the replay window).
-    pub fn sign_at(
         &self,
         cluster: &str,
         from: NodeId,
@@ -226,7 +214,7 @@ mod tests {
     #[test]
     fn accepts_a_fresh_signed_request_once() {
         let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
-        let p = a.sign("c1", 2, "POST", "/peer/raft/vote", b"{}");
+        let p = a.sign("c1", 2, "POST", "/peer/raft/vote", b"{}", wall_ms());
         assert_eq!(p.mac_hex.len(), 64);
         let now = p.ts_ms;
         assert_eq!(b.verify(&signed(&p, b"{}"), &p.mac_hex, now), Ok(()));
@@ -235,7 +223,7 @@ mod tests {
             Err(AuthError::Replayed)
         );
         // The next request differs in its nonce even within the same millisecond.
-        let q = a.sign("c1", 2, "POST", "/peer/raft/vote", b"{}");
+        let q = a.sign("c1", 2, "POST", "/peer/raft/vote", b"{}", wall_ms());
         assert_ne!(p.mac_hex, q.mac_hex);
         assert_eq!(b.verify(&signed(&q, b"{}"), &q.mac_hex, now), Ok(()));
     }
@@ -243,7 +231,14 @@ mod tests {
     #[test]
     fn every_signed_part_matters() {
         let a = auth("0123456789abcdef");
-        let p = a.sign("c1", 2, "POST", "/peer/raft/vote", b"{\"term\":3}");
+        let p = a.sign(
+            "c1",
+            2,
+            "POST",
+            "/peer/raft/vote",
+            b"{\"term\":3}",
+            wall_ms(),
+        );
         let now = p.ts_ms;
         let base = signed(&p, b"{\"term\":3}");
         let variants = [
@@ -297,7 +292,7 @@ mod tests {
     #[test]
     fn replay_window_both_ways() {
         let a = auth("0123456789abcdef");
-        let p = a.sign("c1", 2, "POST", "/x", b"");
+        let p = a.sign("c1", 2, "POST", "/x", b"", wall_ms());
         let s = signed(&p, b"");
         let s = Signed { path: "/x", ..s };
         assert_eq!(
@@ -316,7 +311,7 @@ mod tests {
         let a = auth("0123456789abcdef");
         let t0 = wall_ms();
         for i in 0..100 {
-            let p = a.sign("c1", 2, "POST", "/x", b"");
+            let p = a.sign("c1", 2, "POST", "/x", b"", wall_ms());
             let s = Signed {
                 path: "/x",
                 ..signed(&p, b"")
@@ -326,7 +321,7 @@ mod tests {
         assert_eq!(a.seen.lock().unwrap().macs.len(), 100);
         // One request much later pushes all the old ones out.
         let later = t0 + 3 * REPLAY_WINDOW_MS;
-        let p = a.sign("c1", 2, "POST", "/x", b"");
+        let p = a.sign("c1", 2, "POST", "/x", b"", wall_ms());
         let s = Signed {
             path: "/x",
             ts_ms: later,

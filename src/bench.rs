@@ -39,14 +39,17 @@ pub fn summarize(label: &str, mut ms: Vec<f64>) -> Vec<f64> {
 
 const WAIT: Duration = Duration::from_secs(30);
 
+async fn leader_before_trial(c: &Cluster) -> Result<NodeId, String> {
+    c.wait_agreed(WAIT)
+        .await
+        .ok_or_else(|| "no agreed leader before the trial".to_string())
+}
+
 /// Failover after killing the leader, `trials` times.
 pub async fn failover(c: &Cluster, trials: usize) -> Result<Vec<f64>, String> {
     let mut out = Vec::new();
     for i in 0..trials {
-        let leader = c
-            .wait_agreed(WAIT)
-            .await
-            .ok_or("no agreed leader before the trial")?;
+        let leader = leader_before_trial(c).await?;
         let t0 = mono_ns();
         c.kill(leader);
         let next = c
@@ -100,10 +103,7 @@ pub const EXIT_LIMIT: Duration = Duration::from_secs(2);
 pub async fn handoff(c: &Cluster, trials: usize) -> Result<Handoff, String> {
     let mut out = Handoff::default();
     for i in 0..trials {
-        let leader = c
-            .wait_agreed(WAIT)
-            .await
-            .ok_or("no agreed leader before the trial")?;
+        let leader = leader_before_trial(c).await?;
         let t0 = mono_ns();
         if !c.signal(leader, libc::SIGTERM) {
             return Err(format!("trial {i}: leader {leader} is not running"));

@@ -135,7 +135,7 @@ impl Transport {
             .header("content-type", "application/json")
             .timeout(remaining);
         if let Some(auth) = &self.auth {
-            let proof = auth.sign(&self.cluster_id, self.id, "POST", path, &body);
+            let proof = auth.sign(&self.cluster_id, self.id, "POST", path, &body, wall_ms());
             builder = builder
                 .header(HDR_TS, proof.ts_ms)
                 .header(HDR_NONCE, proof.nonce)

@@ -58,7 +58,14 @@ impl Probe {
         path: &str,
         body: &[u8],
     ) -> Vec<(&'static str, String)> {
-        let p = auth.sign("electd-test", from, "POST", path, body);
+        let p = auth.sign(
+            "electd-test",
+            from,
+            "POST",
+            path,
+            body,
+            electd::auth::wall_ms(),
+        );
         vec![
             (HDR_TS, p.ts_ms.to_string()),
             (HDR_NONCE, p.nonce.to_string()),
@@ -160,7 +167,7 @@ fn hardening(mode: Mode) {
         assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
         // Well signed, but an hour old; and its timestamp changed after signing.
         let hour_ago = electd::auth::wall_ms() - 3_600_000;
-        let q = right.sign_at("electd-test", from_id, "POST", path, b"{}", hour_ago);
+        let q = right.sign("electd-test", from_id, "POST", path, b"{}", hour_ago);
         let mut old = vec![(HDR_TS, q.ts_ms.to_string()), (HDR_NONCE, q.nonce.to_string()), (HDR_AUTH, q.mac_hex)];
         let (s, b) = p.peer(path, from, Some("electd-test"), &old, b"{}".to_vec()).await;
         assert_eq!((s, error_code(&b)), (401, "stale_timestamp"), "{b}");
