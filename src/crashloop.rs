@@ -182,17 +182,17 @@ pub async fn crash_loop(
 
 /// Waits until node `id` answers; returns its term.
 async fn wait_up(c: &Cluster, id: NodeId) -> Result<u64, String> {
-    let up = c
-        .wait_for(WAIT, |s| matches!(s.get(&id), Some(NodeState::Up(_))))
-        .await;
-    if !up {
-        return Err(format!(
-            "node {id} did not come back within {WAIT:?} (see {})",
-            c.log_file(id).display()
-        ));
-    }
-    match c.states().await.remove(&id) {
-        Some(NodeState::Up(info)) => Ok(info.term),
-        other => Err(format!("node {id} went away again at once: {other:?}")),
+    let until = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Ok(info) = c.leader_info(id).await {
+            return Ok(info.term);
+        }
+        if tokio::time::Instant::now() >= until {
+            return Err(format!(
+                "node {id} did not come back within {WAIT:?} (see {})",
+                c.log_file(id).display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }

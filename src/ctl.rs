@@ -127,10 +127,6 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
                     c.mode().as_str()
                 )));
             }
-            std::fs::write(c.run.join("mode"), mode.as_str()).map_err(|source| CtlError::Io {
-                path: c.run.join("mode"),
-                source,
-            })?;
             c.ensure_secrets()?;
             for id in c.ids() {
                 let pid = c.start(id, mode)?;

@@ -259,14 +259,13 @@ fn lost_response() -> Response {
 /// Middleware on every `/peer/` route: refuses foreign or unknown senders (counted by reason),
 /// applies the fault set to the request and to its response, and records the contact.
 pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Next) -> Response {
-    let (from, req) = match t.authenticate(req).await {
+    let (from, mut req) = match t.authenticate(req).await {
         Ok(ok) => ok,
         Err(e) => {
             t.stats.rejected(e.code);
             return e.into_response();
         }
     };
-    let mut req = req;
     if t.faults.on_receive(from) == Verdict::Drop {
         return lost_response();
     }
