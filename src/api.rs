@@ -145,6 +145,7 @@ pub fn app(node: Arc<Node>) -> Router {
             "/v1/admin/faults",
             get(get_faults).put(put_faults).delete(delete_faults),
         )
+        .route("/v1/admin/resign", axum::routing::post(post_resign))
         .with_state(node)
         .merge(peer)
         .fallback(not_found)
@@ -227,8 +228,7 @@ async fn get_status(State(node): State<Arc<Node>>) -> Json<serde_json::Value> {
         "counters": node.stats.snapshot(),
         "timings": {
             "heartbeat_ms": t.heartbeat_ms,
-            "election_timeout_min_ms": t.election_timeout_min_ms,
-            "election_timeout_max_ms": t.election_timeout_max_ms,
+            "follower_lease_ms": t.follower_lease_ms,
             "lease_ms": t.effective_lease_ms(),
         },
         "uptime_ms": node.uptime_ms(),
@@ -328,4 +328,35 @@ async fn delete_faults(
     node.transport.faults.replace(FaultSet::default());
     tracing::info!("fault set cleared");
     Ok(Json(FaultSet::default()))
+}
+
+/// The optional body of `POST /v1/admin/resign`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResignRequest {
+    /// The member that should campaign first; default: the follower with the most of the log.
+    to: Option<NodeId>,
+}
+
+/// `POST /v1/admin/resign [{"to": N}]`: answers once the old claim is fenced.
+async fn post_resign(
+    State(node): State<Arc<Node>>,
+    headers: HeaderMap,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Json<crate::quorum::Resigned>, ApiError> {
+    check_admin(&node, &headers)?;
+    let body = body?;
+    let req: ResignRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        ResignRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?
+    };
+    let done = node.resign(req.to).await?;
+    tracing::info!(
+        term = done.term,
+        successor = done.successor,
+        "resigned by the admin API"
+    );
+    Ok(Json(done))
 }

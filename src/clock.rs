@@ -1,19 +1,69 @@
-//! The one clock events and leases are measured on: `CLOCK_MONOTONIC` in nanoseconds.
+//! The node's two clocks, and the [`Clock`] interface through which quorum mode reads them.
 //!
-//! On Linux it is shared by every process of the host, so the events of different nodes can be
-//! merged on one time line (`api-v1.md`, `/v1/events`). It keeps running while a process is
-//! stopped with SIGSTOP, so a paused leader's lease expires in real time.
+//! | clock | used for | why |
+//! |---|---|---|
+//! | `CLOCK_BOOTTIME` ([`boot_ns`]) | claims, claim leases, the follower lease of the election driver | it keeps counting while the host is suspended, so a leader that resumes after a suspend sees its claim as expired, as the rest of the cluster does |
+//! | `CLOCK_MONOTONIC` ([`mono_ns`]) | event stamps (`t_mono_ns` of `/v1/events`), peer contact times, tokio timers | one clock for every process of the host, so event logs of different nodes merge on one time line (`api-v1.md`) |
+//!
+//! Both keep running while a process is stopped with SIGSTOP, so a paused leader's lease
+//! expires in real time. openraft's own follower lease runs on tokio's `Instant`
+//! (`CLOCK_MONOTONIC`): on a suspended follower host it lasts longer in real time, which only
+//! makes that follower refuse votes for longer (the safe direction).
 
-/// Nanoseconds on `CLOCK_MONOTONIC`.
-pub fn mono_ns() -> u64 {
+use std::sync::Arc;
+
+/// Where quorum mode reads the time. The node uses [`SystemClock`]; a test can stand in a
+/// clock whose host "suspends" (BOOTTIME advances, MONOTONIC does not).
+pub trait Clock: Send + Sync + 'static {
+    /// `CLOCK_MONOTONIC`, ns: event stamps.
+    fn mono_ns(&self) -> u64;
+    /// `CLOCK_BOOTTIME`, ns: claims and leases.
+    fn boot_ns(&self) -> u64;
+    /// A MONOTONIC stamp for an instant given on BOOTTIME (`boot_at` in the past or present),
+    /// so that claim boundaries can stamp events.
+    fn mono_of_boot(&self, boot_at_ns: u64) -> u64 {
+        let (mono, boot) = (self.mono_ns(), self.boot_ns());
+        mono.saturating_sub(boot.saturating_sub(boot_at_ns))
+    }
+}
+
+/// The host's clocks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn mono_ns(&self) -> u64 {
+        mono_ns()
+    }
+    fn boot_ns(&self) -> u64 {
+        boot_ns()
+    }
+}
+
+/// The clock a node runs on.
+pub fn system() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
+}
+
+fn read(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is always available on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
+    // SAFETY: `ts` is a valid, writable timespec; both clocks always exist on Linux.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime({clock}) failed");
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Nanoseconds on `CLOCK_MONOTONIC`.
+pub fn mono_ns() -> u64 {
+    read(libc::CLOCK_MONOTONIC)
+}
+
+/// Nanoseconds on `CLOCK_BOOTTIME`.
+pub fn boot_ns() -> u64 {
+    read(libc::CLOCK_BOOTTIME)
 }
 
 /// Milliseconds to nanoseconds.
@@ -22,16 +72,72 @@ pub const fn ms(ms: u64) -> u64 {
 }
 
 #[cfg(test)]
+pub mod testing {
+    //! A clock for tests: starts where the host's clocks are and moves only when told.
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::Clock;
+
+    pub struct ManualClock {
+        mono: AtomicU64,
+        boot: AtomicU64,
+    }
+
+    impl Default for ManualClock {
+        fn default() -> ManualClock {
+            ManualClock {
+                mono: AtomicU64::new(super::mono_ns()),
+                boot: AtomicU64::new(super::boot_ns()),
+            }
+        }
+    }
+
+    impl ManualClock {
+        /// Time passes with the host running: both clocks move.
+        pub fn advance(&self, ns: u64) {
+            self.mono.fetch_add(ns, Ordering::SeqCst);
+            self.boot.fetch_add(ns, Ordering::SeqCst);
+        }
+        /// The host is suspended for `ns`: only BOOTTIME moves.
+        pub fn suspend(&self, ns: u64) {
+            self.boot.fetch_add(ns, Ordering::SeqCst);
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn mono_ns(&self) -> u64 {
+            self.mono.load(Ordering::SeqCst)
+        }
+        fn boot_ns(&self) -> u64 {
+            self.boot.load(Ordering::SeqCst)
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
+    use super::testing::ManualClock;
     use super::*;
 
     #[test]
-    fn monotonic_never_goes_back() {
-        let mut last = mono_ns();
+    fn clocks_never_go_back() {
+        let (mut m, mut b) = (mono_ns(), boot_ns());
         for _ in 0..1000 {
-            let now = mono_ns();
-            assert!(now >= last);
-            last = now;
+            let (m2, b2) = (mono_ns(), boot_ns());
+            assert!(m2 >= m && b2 >= b);
+            (m, b) = (m2, b2);
         }
+    }
+
+    #[test]
+    fn boot_instants_map_back_to_monotonic_stamps() {
+        let c = ManualClock::default();
+        let b0 = c.boot_ns();
+        let m0 = c.mono_ns();
+        c.advance(ms(5));
+        assert_eq!(c.mono_of_boot(b0), m0);
+        c.suspend(ms(1000));
+        // Across a suspend the stamp errs early, never later than the instant really was.
+        assert!(c.mono_of_boot(b0) <= m0);
     }
 }

@@ -2,7 +2,7 @@
 //! validation that runs before anything starts.
 //!
 //! Every rule names the field it checks, so a bad config fails with a message such as
-//! `timing.heartbeat_ms (5000) must be below timing.election_timeout_min_ms (150)`.
+//! `timing.heartbeat_ms (5000) must be below timing.follower_lease_ms (150)`.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -58,41 +58,86 @@ pub struct Peer {
     pub addr: String,
 }
 
-/// Timings in milliseconds. The relations between them are what makes self-demotion safe:
-/// `heartbeat_ms < lease_ms < election_timeout_max_ms` and
-/// `heartbeat_ms < election_timeout_min_ms < election_timeout_max_ms`.
+/// Timings in milliseconds (README.md, "Timing model" and "Why two nodes never claim at once").
+///
+/// `heartbeat_ms < lease_ms < follower_lease_ms`: the leader's claim after an acknowledged
+/// probe ends before any follower that acknowledged it may vote for someone else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(try_from = "TimingFile")]
 pub struct Timing {
     /// How often a leader sends heartbeats and, in quorum mode, probes its quorum.
     pub heartbeat_ms: u64,
-    /// Lower bound of the randomised election timeout.
-    pub election_timeout_min_ms: u64,
-    /// Upper bound of the election timeout; in quorum mode also the followers' leader lease:
-    /// a follower that heard the leader refuses to vote for this long.
-    pub election_timeout_max_ms: u64,
-    /// How long a quorum-acknowledged probe lets the leader claim the role. 0 means "0.8 of
-    /// `election_timeout_max_ms`". Must stay below `election_timeout_max_ms` so that the claim
-    /// ends before any other node can be elected.
+    /// How long a follower tolerates leader silence before it may campaign or vote for anyone
+    /// else (openraft's `election_timeout_max`, its leader lease). Quorum mode: a follower
+    /// campaigns only after this long without an accepted AppendEntries, and refuses votes
+    /// and pre-votes meanwhile. Bully and ring: a follower calls an election after this long
+    /// without hearing its coordinator.
+    pub follower_lease_ms: u64,
+    /// How long a quorum-acknowledged probe lets the leader claim the role. 0 means the
+    /// default, `follower_lease_ms - follower_lease_ms / 5` (a margin of a fifth). Must stay
+    /// below `follower_lease_ms` so that the claim ends before any other node can be elected.
     pub lease_ms: u64,
 }
 
+/// `[timing]` as written in a file: the fields of [`Timing`], plus the names of an earlier
+/// config format, so that an old file either keeps working or says what to write instead.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TimingFile {
+    heartbeat_ms: Option<u64>,
+    follower_lease_ms: Option<u64>,
+    lease_ms: Option<u64>,
+    /// The old name of `follower_lease_ms`; still accepted.
+    election_timeout_max_ms: Option<u64>,
+    /// Gone: electd staggers candidates itself instead of drawing a random election timeout.
+    election_timeout_min_ms: Option<u64>,
+}
+
+impl TryFrom<TimingFile> for Timing {
+    type Error = String;
+    fn try_from(f: TimingFile) -> Result<Timing, String> {
+        if f.election_timeout_min_ms.is_some() {
+            return Err(
+                "timing.election_timeout_min_ms is no longer used: electd staggers \
+                        candidates itself; remove it (timing.follower_lease_ms sets how long \
+                        followers tolerate leader silence)"
+                    .into(),
+            );
+        }
+        if let (Some(_), Some(_)) = (f.follower_lease_ms, f.election_timeout_max_ms) {
+            return Err("timing.election_timeout_max_ms is the old name of \
+                        timing.follower_lease_ms: give only follower_lease_ms"
+                .into());
+        }
+        let d = Timing::default();
+        Ok(Timing {
+            heartbeat_ms: f.heartbeat_ms.unwrap_or(d.heartbeat_ms),
+            follower_lease_ms: f
+                .follower_lease_ms
+                .or(f.election_timeout_max_ms)
+                .unwrap_or(d.follower_lease_ms),
+            lease_ms: f.lease_ms.unwrap_or(d.lease_ms),
+        })
+    }
+}
+
 impl Default for Timing {
+    /// Heartbeat 30 ms, follower lease 150 ms: the tolerance of etcd at
+    /// `--heartbeat-interval 30 --election-timeout 150`, so that comparisons are fair.
     fn default() -> Self {
         Timing {
-            heartbeat_ms: 50,
-            election_timeout_min_ms: 150,
-            election_timeout_max_ms: 300,
+            heartbeat_ms: 30,
+            follower_lease_ms: 150,
             lease_ms: 0,
         }
     }
 }
 
 impl Timing {
-    /// The lease in force: the configured one, or 0.8 of the maximum election timeout.
+    /// The claim lease in force: the configured one, or the follower lease less a fifth.
     pub fn effective_lease_ms(&self) -> u64 {
         if self.lease_ms == 0 {
-            self.election_timeout_max_ms * 4 / 5
+            self.follower_lease_ms - self.follower_lease_ms / 5
         } else {
             self.lease_ms
         }
@@ -327,38 +372,27 @@ impl Config {
         if t.heartbeat_ms == 0 {
             return Err(invalid("timing.heartbeat_ms", "(0) must be positive"));
         }
-        if t.election_timeout_max_ms > 600_000 {
+        if t.follower_lease_ms > 600_000 {
             return Err(invalid(
-                "timing.election_timeout_max_ms",
-                format!("({}) must be at most 600000", t.election_timeout_max_ms),
+                "timing.follower_lease_ms",
+                format!("({}) must be at most 600000", t.follower_lease_ms),
             ));
         }
         below(
             "heartbeat_ms",
             t.heartbeat_ms,
-            "election_timeout_min_ms",
-            t.election_timeout_min_ms,
-        )?;
-        below(
-            "election_timeout_min_ms",
-            t.election_timeout_min_ms,
-            "election_timeout_max_ms",
-            t.election_timeout_max_ms,
+            "follower_lease_ms",
+            t.follower_lease_ms,
         )?;
         let lease = t.effective_lease_ms();
         if t.lease_ms != 0 {
             below("heartbeat_ms", t.heartbeat_ms, "lease_ms", lease)?;
-            below(
-                "lease_ms",
-                lease,
-                "election_timeout_max_ms",
-                t.election_timeout_max_ms,
-            )?;
+            below("lease_ms", lease, "follower_lease_ms", t.follower_lease_ms)?;
         } else if lease <= t.heartbeat_ms {
             return Err(invalid(
                 "timing.heartbeat_ms",
                 format!(
-                    "({}) must be below the default lease, 0.8 of timing.election_timeout_max_ms ({lease})",
+                    "({}) must be below the default lease, timing.follower_lease_ms less a fifth ({lease})",
                     t.heartbeat_ms
                 ),
             ));
@@ -412,37 +446,49 @@ addr = "127.0.0.1:7003"
         assert_eq!(c.mode, Mode::Quorum);
         assert_eq!(c.cluster_id, "electd");
         assert_eq!(c.timing, Timing::default());
-        assert_eq!(c.timing.effective_lease_ms(), 240);
+        assert_eq!(c.timing.effective_lease_ms(), 120);
         assert_eq!(c.listen_addr(), "127.0.0.1:7002".parse().unwrap());
         assert_eq!(c.member_ids(), vec![1, 2, 3]);
     }
 
     #[test]
-    fn heartbeat_must_be_below_election_timeout() {
+    fn heartbeat_must_be_below_follower_lease() {
         let text = format!("{GOOD}\n[timing]\nheartbeat_ms = 5000\n");
         assert_eq!(
             err(&text),
-            "timing.heartbeat_ms (5000) must be below timing.election_timeout_min_ms (150)"
+            "timing.heartbeat_ms (5000) must be below timing.follower_lease_ms (150)"
         );
     }
 
     #[test]
-    fn lease_must_be_below_election_timeout_max() {
-        let text = format!("{GOOD}\n[timing]\nlease_ms = 300\n");
+    fn lease_must_be_below_follower_lease() {
+        let text = format!("{GOOD}\n[timing]\nlease_ms = 150\n");
         assert_eq!(
             err(&text),
-            "timing.lease_ms (300) must be below timing.election_timeout_max_ms (300)"
+            "timing.lease_ms (150) must be below timing.follower_lease_ms (150)"
         );
-        let text = format!("{GOOD}\n[timing]\nlease_ms = 40\n");
-        assert!(err(&text).starts_with("timing.heartbeat_ms (50) must be below timing.lease_ms"));
+        let text = format!("{GOOD}\n[timing]\nlease_ms = 20\n");
+        assert!(err(&text).starts_with("timing.heartbeat_ms (30) must be below timing.lease_ms"));
     }
 
     #[test]
-    fn min_must_be_below_max() {
-        let text = format!(
-            "{GOOD}\n[timing]\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 300\n"
+    fn old_timing_names_work_or_say_what_to_use() {
+        let text = format!("{GOOD}\n[timing]\nelection_timeout_max_ms = 300\n");
+        let c = parse(&text).unwrap();
+        assert_eq!(c.timing.follower_lease_ms, 300);
+        assert_eq!(c.timing.effective_lease_ms(), 240);
+        let text = format!("{GOOD}\n[timing]\nelection_timeout_min_ms = 150\n");
+        let e = err(&text);
+        assert!(
+            e.contains("timing.election_timeout_min_ms is no longer used")
+                && e.contains("follower_lease_ms"),
+            "{e}"
         );
-        assert!(err(&text).starts_with("timing.election_timeout_min_ms (300) must be below"));
+        let text =
+            format!("{GOOD}\n[timing]\nelection_timeout_max_ms = 300\nfollower_lease_ms = 200\n");
+        assert!(err(&text).contains("give only follower_lease_ms"));
+        let text = format!("{GOOD}\n[timing]\nelection_timeout = 300\n");
+        assert!(err(&text).contains("unknown field `election_timeout`"));
     }
 
     #[test]

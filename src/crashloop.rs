@@ -3,9 +3,9 @@
 //! judge the whole run. Used by the test suite (50 cycles) and by `electd ctl crash-loop`
 //! (`scripts/crash-soak.sh`, 1000 cycles).
 //!
-//! Each cycle: wait a random 0..2×`election_timeout_max` (so kills land in steady state, in
+//! Each cycle: wait a random 0..2×`follower_lease` (so kills land in steady state, in
 //! elections and right after the previous restart), kill the victim, leave it down a random
-//! 0..(lease + 2×`election_timeout_max`), start it again. Four cycles in five then wait until it answers and check that
+//! 0..(lease + 2×`follower_lease`), start it again. Four cycles in five then wait until it answers and check that
 //! its term did not go back (quorum mode: the persisted vote survived); the fifth goes on at
 //! once, so that the next kill may hit a node that is still starting. A node that exits on
 //! its own, or refuses to start (a corrupt state file), fails the run at once.
@@ -70,7 +70,7 @@ pub async fn crash_loop(
         .ok_or("no agreed leader before the crash loop")?;
     let mut just_started: Option<NodeId> = None;
     for cycle in 1..=cycles {
-        let pause = rng.gen_range(0..=2 * timing.election_timeout_max_ms);
+        let pause = rng.gen_range(0..=2 * timing.follower_lease_ms);
         tokio::time::sleep(Duration::from_millis(pause)).await;
         let states = c.states().await;
         for id in &ids {
@@ -102,7 +102,7 @@ pub async fn crash_loop(
         });
         // Down for up to lease + 2 election timeouts: long enough, often, for the others to
         // elect (a leader back within the followers' lease simply resumes its term).
-        let down = timing.effective_lease_ms() + 2 * timing.election_timeout_max_ms;
+        let down = timing.effective_lease_ms() + 2 * timing.follower_lease_ms;
         tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=down))).await;
         procs.push(ProcEvent {
             t_ns: mono_ns(),

@@ -81,6 +81,23 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 10)]
         trials: usize,
     },
+    /// Failover of this cluster (started here, with the profile's timings) against a 5-member
+    /// etcd at the same timings, measured by one poller; prints both and the ratios.
+    VsEtcd {
+        #[arg(long, default_value_t = 30)]
+        trials: usize,
+        #[arg(long, value_enum, default_value = "default")]
+        profile: crate::versus::Profile,
+        /// Seed of the random wait before each kill (default: random, printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The etcd binary (Debian's etcd-server).
+        #[arg(long, default_value = "/usr/bin/etcd")]
+        etcd: PathBuf,
+        /// Where etcd's data dirs and logs go (created; removed by the caller).
+        #[arg(long)]
+        work: PathBuf,
+    },
     /// `GET /v1/leader` at full rate on every node; fails on any leader change meanwhile.
     Load {
         #[arg(long, default_value_t = 60)]
@@ -180,6 +197,30 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
             c.partition(&groups).await?;
             Ok(ExitCode::SUCCESS)
         }
+        CtlCmd::Bench {
+            what:
+                BenchCmd::VsEtcd {
+                    trials,
+                    profile,
+                    seed,
+                    etcd,
+                    work,
+                },
+        } => {
+            let seed = seed.unwrap_or_else(rand::random);
+            let mut c = c;
+            std::fs::create_dir_all(&work).map_err(|source| CtlError::Io {
+                path: work.clone(),
+                source,
+            })?;
+            match crate::versus::compare(&mut c, trials, profile, seed, &etcd, &work).await {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("bench failed: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
         CtlCmd::Bench { what } => {
             let res = match what {
                 BenchCmd::Failover {
@@ -204,6 +245,7 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
                     );
                     crate::bench::summarize("SIGTERM: the old leader exited", h.exited);
                 }),
+                BenchCmd::VsEtcd { .. } => unreachable!("handled above"),
                 BenchCmd::Isolate { trials } => {
                     crate::bench::isolate(&c, trials).await.map(|(s, e)| {
                         crate::bench::summarize("isolated leader stopped claiming", s);

@@ -41,7 +41,7 @@ pub fn peer_message(data: &[u8]) {
 /// A fresh node and one that has run an election, each stepped with `msg` from every other
 /// member, ticked, and told that sending `msg` failed.
 fn drive<A: Algorithm>(msg: A::Msg) {
-    let ticks = Ticks::from_timing(50, 150, 300);
+    let ticks = Ticks::from_timing(50, 300);
     for started in [false, true] {
         for from in MEMBERS.into_iter().filter(|&m| m != ME) {
             let mut a = A::new(ME, MEMBERS.to_vec(), ticks);

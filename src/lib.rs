@@ -5,7 +5,7 @@
 //! # Layout
 //! - [`config`]: the TOML config, flag overrides, validation that names the field.
 //! - [`role`]: node ids, roles, the (role, term, leader) triple.
-//! - [`clock`]: `CLOCK_MONOTONIC`, the one clock of events and leases.
+//! - [`clock`]: `CLOCK_BOOTTIME` for claims and leases, `CLOCK_MONOTONIC` for event stamps.
 //! - [`events`]: the event log (`/v1/events`, `<data_dir>/events.jsonl`).
 //! - [`faults`]: the application-layer fault set (block to/from, drop rate, delay).
 //! - [`transport`]: the one peer transport (HTTP), with the fault layer inside it.
@@ -21,7 +21,8 @@
 //! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
 //! - [`fuzzing`]: the entry points of the fuzz targets in `fuzz/` (peer messages, config, auth).
 //! - [`bench`]: failover, graceful handoff and isolation benchmarks on a running cluster
-//!   (`electd ctl bench`); [`crashloop`]: SIGKILL at random moments, then judge the run.
+//!   (`electd ctl bench`); [`versus`]: failover against etcd with one poller;
+//!   [`crashloop`]: SIGKILL at random moments, then judge the run.
 
 pub mod api;
 pub mod auth;
@@ -43,3 +44,4 @@ pub mod role;
 pub mod server;
 pub mod stats;
 pub mod transport;
+pub mod versus;

@@ -46,14 +46,15 @@ struct Cli {
     /// Leader heartbeat (and quorum probe) interval, ms.
     #[arg(long)]
     heartbeat_ms: Option<u64>,
-    /// Lower bound of the election timeout, ms.
-    #[arg(long)]
+    /// How long a follower tolerates leader silence before it may campaign or vote for
+    /// another node, ms (openraft's election_timeout_max). Old name: --election-timeout-max-ms.
+    #[arg(long, alias = "election-timeout-max-ms")]
+    follower_lease_ms: Option<u64>,
+    /// Gone (electd staggers candidates itself); kept only to say so.
+    #[arg(long, hide = true)]
     election_timeout_min_ms: Option<u64>,
-    /// Upper bound of the election timeout, ms (also the followers' leader lease).
-    #[arg(long)]
-    election_timeout_max_ms: Option<u64>,
     /// How long a quorum-acknowledged probe lets the leader claim the role, ms
-    /// (default 0.8 of the maximum election timeout; must be below it).
+    /// (default: the follower lease less a fifth; must be below it).
     #[arg(long)]
     lease_ms: Option<u64>,
     /// Seed of the node's random source (fault-layer drops); printed at start.
@@ -130,11 +131,16 @@ fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
     if let Some(v) = cli.heartbeat_ms {
         cfg.timing.heartbeat_ms = v;
     }
-    if let Some(v) = cli.election_timeout_min_ms {
-        cfg.timing.election_timeout_min_ms = v;
+    if cli.election_timeout_min_ms.is_some() {
+        return Err(ConfigError::Invalid {
+            field: "--election-timeout-min-ms".into(),
+            message: "is no longer used: electd staggers candidates itself; \
+                      --follower-lease-ms sets how long followers tolerate leader silence"
+                .into(),
+        });
     }
-    if let Some(v) = cli.election_timeout_max_ms {
-        cfg.timing.election_timeout_max_ms = v;
+    if let Some(v) = cli.follower_lease_ms {
+        cfg.timing.follower_lease_ms = v;
     }
     if let Some(v) = cli.lease_ms {
         cfg.timing.lease_ms = v;

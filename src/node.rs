@@ -7,7 +7,6 @@ use std::time::Instant;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::mono_ns;
 use crate::config::{Config, Mode};
 use crate::events::{EventLog, EventLogError};
 use crate::faults::Faults;
@@ -92,8 +91,15 @@ impl Node {
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
         let engine = match cfg.mode {
             Mode::Quorum => {
-                let q = QuorumNode::start(&cfg, transport.clone(), events.clone(), stats.clone())
-                    .await?;
+                let q = QuorumNode::start(
+                    &cfg,
+                    transport.clone(),
+                    events.clone(),
+                    stats.clone(),
+                    seed,
+                    crate::clock::system(),
+                )
+                .await?;
                 let run = q.clone().run(stop.clone());
                 tokio::spawn(async move {
                     if let Err(e) = run.await {
@@ -132,10 +138,28 @@ impl Node {
 
     /// The node's effective role, judged now.
     pub fn view(&self) -> EngineView {
-        let now = mono_ns();
         match &self.engine {
-            Engine::Quorum(q) => q.view(now),
+            Engine::Quorum(q) => q.view(),
             Engine::Legacy(l) => l.view(),
+        }
+    }
+
+    /// Hands the leader role over (`POST /v1/admin/resign`): quorum mode only; bully and ring
+    /// have no handoff in their textbook form.
+    pub async fn resign(
+        &self,
+        to: Option<NodeId>,
+    ) -> Result<crate::quorum::Resigned, crate::api::ApiError> {
+        match &self.engine {
+            Engine::Quorum(q) => Ok(q.resign(to).await?),
+            Engine::Legacy(_) => Err(crate::api::ApiError::new(
+                axum::http::StatusCode::CONFLICT,
+                "not_supported",
+                format!(
+                    "{} mode has no handoff: stop the node (SIGTERM) to make the others elect",
+                    self.cfg.mode.as_str()
+                ),
+            )),
         }
     }
 

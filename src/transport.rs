@@ -79,7 +79,7 @@ impl Transport {
             // connection is never reused just as the peer closes it.
             .pool_idle_timeout(crate::server::CLIENT_IDLE)
             .pool_max_idle_per_host(8)
-            .connect_timeout(Duration::from_millis(cfg.timing.election_timeout_min_ms));
+            .connect_timeout(Duration::from_millis(cfg.timing.follower_lease_ms / 2));
         if !listen.ip().is_unspecified() {
             builder = builder.local_address(listen.ip());
         }

@@ -8,7 +8,8 @@ use std::process::Command;
 const BIN: &str = env!("CARGO_BIN_EXE_electd");
 
 fn write_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
-    let addrs = common::free_addrs(3);
+    // Nothing listens on these (the node is refused before it binds): any block will do.
+    let (_block, addrs) = common::block_addrs(3);
     let mut text = format!("id = 1\ndata_dir = \"data\"\n{extra}\n");
     for (i, a) in addrs.iter().enumerate() {
         text.push_str(&format!("[[peers]]\nid = {}\naddr = \"{a}\"\n", i + 1));
@@ -30,9 +31,7 @@ fn invalid_config_exits_2_and_names_the_field() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(
-            "timing.heartbeat_ms (5000) must be below timing.election_timeout_min_ms (150)"
-        ),
+        err.contains("timing.heartbeat_ms (5000) must be below timing.follower_lease_ms (150)"),
         "{err}"
     );
     // A flag overrides the file, and is validated the same way.

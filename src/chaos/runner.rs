@@ -19,7 +19,7 @@ use super::check::{
 };
 use super::kernel::{self, Chain};
 use crate::clock::{mono_ns, ms};
-use crate::cluster::Cluster;
+use crate::cluster::{AddrBlock, Cluster};
 use crate::config::{Mode, Timing};
 use crate::faults::FaultSet;
 use crate::role::NodeId;
@@ -291,7 +291,7 @@ impl Harness {
 
     fn hold(&self) -> Duration {
         // Long enough for several election timeouts on each side.
-        Duration::from_millis(10 * self.timing.election_timeout_max_ms)
+        Duration::from_millis(10 * self.timing.follower_lease_ms)
     }
 }
 
@@ -302,7 +302,7 @@ async fn sleep(d: Duration) {
 /// Runs the schedule of one scenario on a warmed-up cluster.
 async fn scenario(h: &mut Harness, s: &str) -> Result<(), String> {
     let hold = h.hold();
-    let et = h.timing.election_timeout_max_ms;
+    let et = h.timing.follower_lease_ms;
     let l = h.leader().await?;
     match s {
         "S1" => {
@@ -519,34 +519,14 @@ async fn messages(c: &Cluster) -> BTreeMap<String, u64> {
     out
 }
 
-/// Addresses of a run: kernel runs give each node its own loopback address.
-fn addresses(layer: Layer, n: usize) -> (Vec<String>, BTreeMap<NodeId, String>) {
-    let socks: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    let ports: Vec<u16> = socks
-        .iter()
-        .map(|s| s.local_addr().unwrap().port())
-        .collect();
-    drop(socks);
-    // A per-process /16 so that parallel runs never match each other's rules.
-    let net = format!(
-        "127.{}.{}",
-        100 + (std::process::id() % 100),
-        ports[0] % 250
-    );
-    let mut ips = BTreeMap::new();
-    let addrs = (0..n)
-        .map(|i| {
-            let ip = match layer {
-                Layer::Kernel => format!("{net}.{}", 11 + i),
-                _ => "127.0.0.1".to_string(),
-            };
-            ips.insert(i as NodeId + 1, ip.clone());
-            format!("{ip}:{}", ports[i])
-        })
-        .collect();
-    (addrs, ips)
+/// Addresses of a run: a loopback block of its own (held while the returned block lives), each
+/// node on its own IP, so that kernel rules can tell nodes apart and parallel runs never match
+/// each other's rules or ports.
+fn addresses(n: usize) -> (AddrBlock, Vec<String>, BTreeMap<NodeId, String>) {
+    let block = AddrBlock::claim();
+    let ips = (1..=n as NodeId).map(|id| (id, block.ip(id))).collect();
+    let addrs = block.addrs(n);
+    (block, addrs, ips)
 }
 
 /// Runs one spec; returns the judged result and the log (for the timeline).
@@ -583,7 +563,7 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
         return skip(format!("temp dir: {e}"));
     }
     let timing = Timing::default();
-    let (addrs, ips) = addresses(spec.layer, 5);
+    let (_block, addrs, ips) = addresses(5);
     if let Err(e) = Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos") {
         return skip(e.to_string());
     }

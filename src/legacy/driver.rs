@@ -59,11 +59,7 @@ where
         stop: CancellationToken,
     ) -> Arc<Self> {
         let t = cfg.timing;
-        let ticks = Ticks::from_timing(
-            t.heartbeat_ms,
-            t.election_timeout_min_ms,
-            t.election_timeout_max_ms,
-        );
+        let ticks = Ticks::from_timing(t.heartbeat_ms, t.follower_lease_ms);
         let node = Arc::new(LegacyNode {
             alg: Mutex::new(A::new(cfg.id, cfg.member_ids(), ticks)),
             status: Mutex::new(Status {
@@ -74,7 +70,7 @@ where
             transport,
             events,
             stats,
-            msg_timeout: Duration::from_millis(t.election_timeout_min_ms),
+            msg_timeout: Duration::from_millis(t.follower_lease_ms / 2),
             ticks,
         });
         tracing::info!(?ticks, "legacy algorithm timeouts (ticks of one heartbeat)");

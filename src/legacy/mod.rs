@@ -40,13 +40,13 @@
 //! One tick is one `timing.heartbeat_ms`; [`Ticks::from_timing`] converts the node's timing
 //! settings (all values rounded up, each at least 1):
 //!
-//! | field | formula | with 50 / 150 / 300 ms |
+//! | field | formula | with heartbeat 30, follower lease 150 ms |
 //! |---|---|---|
 //! | `announce_interval` | `1` (one heartbeat) | 1 |
-//! | `failure_timeout` | `max(ceil(election_timeout_max / heartbeat), announce_interval + 1)` | 6 |
-//! | `answer_timeout` | `ceil(election_timeout_min / heartbeat)` | 3 |
-//! | `coordinator_timeout` | `failure_timeout` | 6 |
-//! | ring election deadline | `coordinator_timeout × n` ([`Ticks::ring_election_deadline`]) | 30 for n = 5 |
+//! | `failure_timeout` | `max(ceil(follower_lease / heartbeat), announce_interval + 1)` | 5 |
+//! | `answer_timeout` | `ceil(follower_lease / 2 / heartbeat)` | 3 |
+//! | `coordinator_timeout` | `failure_timeout` | 5 |
+//! | ring election deadline | `coordinator_timeout × n` ([`Ticks::ring_election_deadline`]) | 25 for n = 5 |
 //!
 //! * A follower that hears nothing from its coordinator for `failure_timeout` ticks calls an
 //!   election; the coordinator re-announces itself every `announce_interval` ticks, so with
@@ -112,21 +112,17 @@ pub struct Ticks {
 
 impl Ticks {
     /// Converts the node's timing settings to ticks of one heartbeat each (see the module docs):
-    /// `announce_interval = 1`, `failure_timeout = max(ceil(max / heartbeat), 2)`,
-    /// `answer_timeout = ceil(min / heartbeat)`, `coordinator_timeout = failure_timeout`;
+    /// `announce_interval = 1`, `failure_timeout = max(ceil(lease / heartbeat), 2)`,
+    /// `answer_timeout = ceil(lease / 2 / heartbeat)`, `coordinator_timeout = failure_timeout`;
     /// every value is at least 1 and `failure_timeout > announce_interval`.
     /// A heartbeat of 0 ms is treated as 1 ms.
-    pub fn from_timing(
-        heartbeat_ms: u64,
-        election_timeout_min_ms: u64,
-        election_timeout_max_ms: u64,
-    ) -> Ticks {
+    pub fn from_timing(heartbeat_ms: u64, follower_lease_ms: u64) -> Ticks {
         let hb = heartbeat_ms.max(1);
         let ticks = |ms: u64| -> u32 { u32::try_from(ms.div_ceil(hb)).unwrap_or(u32::MAX).max(1) };
         let announce_interval = 1;
-        let failure_timeout = ticks(election_timeout_max_ms).max(announce_interval + 1);
+        let failure_timeout = ticks(follower_lease_ms).max(announce_interval + 1);
         Ticks {
-            answer_timeout: ticks(election_timeout_min_ms),
+            answer_timeout: ticks(follower_lease_ms / 2),
             coordinator_timeout: failure_timeout,
             failure_timeout,
             announce_interval,
@@ -228,7 +224,7 @@ mod tests {
 
     #[test]
     fn from_timing_defaults() {
-        let t = Ticks::from_timing(50, 150, 300);
+        let t = Ticks::from_timing(50, 300);
         assert_eq!(
             t,
             Ticks {
@@ -243,19 +239,21 @@ mod tests {
 
     #[test]
     fn from_timing_rounds_up_and_clamps() {
-        let t = Ticks::from_timing(100, 150, 250);
+        let t = Ticks::from_timing(100, 250);
         assert_eq!((t.answer_timeout, t.failure_timeout), (2, 3));
+        let t = Ticks::from_timing(30, 150);
+        assert_eq!((t.answer_timeout, t.failure_timeout), (3, 5));
         // Timeouts shorter than a heartbeat still give a usable configuration.
-        let t = Ticks::from_timing(1000, 0, 10);
+        let t = Ticks::from_timing(1000, 10);
         assert_eq!(t.answer_timeout, 1);
         assert_eq!(t.announce_interval, 1);
         assert!(t.failure_timeout > t.announce_interval);
         assert_eq!(t.coordinator_timeout, t.failure_timeout);
         // A zero heartbeat does not divide by zero.
-        let t = Ticks::from_timing(0, 3, 5);
-        assert_eq!((t.answer_timeout, t.failure_timeout), (3, 5));
+        let t = Ticks::from_timing(0, 6);
+        assert_eq!((t.answer_timeout, t.failure_timeout), (3, 6));
         // Huge values saturate.
-        let t = Ticks::from_timing(1, u64::MAX, u64::MAX);
+        let t = Ticks::from_timing(1, u64::MAX);
         assert_eq!(t.failure_timeout, u32::MAX);
         assert_eq!(t.ring_election_deadline(9), u32::MAX);
     }

@@ -625,7 +625,7 @@ mod tests {
     }
 
     fn ticks() -> Ticks {
-        Ticks::from_timing(50, 150, 300)
+        Ticks::from_timing(50, 300)
     }
 
     fn sim<A: Algorithm>(seed: u64) -> Sim<A>

@@ -1,5 +1,5 @@
-//! The lease-bound leadership claim of quorum mode (self-demotion), as plain logic on the
-//! monotonic clock, without I/O, so that every rule can be unit-tested.
+//! The lease-bound leadership claim of quorum mode (self-demotion), as plain logic on
+//! `CLOCK_BOOTTIME` (see [`crate::clock`]), without I/O, so that every rule can be unit-tested.
 //!
 //! # Why the claim is safe
 //! The leader records `t0` *before* it sends a probe round (fresh AppendEntries to every voter,
@@ -15,7 +15,7 @@
 
 use crate::role::NodeId;
 
-/// One granted claim: the node leads `term` until `until_ns` (CLOCK_MONOTONIC).
+/// One granted claim: the node leads `term` until `until_ns` (CLOCK_BOOTTIME).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Claim {
     pub term: u64,
@@ -34,6 +34,8 @@ pub struct Lease {
     /// Vote requests for a higher term being handled right now; no claim while any is.
     suspended: u32,
     suspended_since_ns: u64,
+    /// The node is stopping: no claim ever again in this process.
+    closed: bool,
 }
 
 impl Lease {
@@ -41,7 +43,7 @@ impl Lease {
     /// `t0_ns + lease_ns`. Returns `false` (and claims nothing) when the term is fenced or a
     /// vote request is being handled.
     pub fn grant(&mut self, term: u64, t0_ns: u64, lease_ns: u64) -> bool {
-        if term < self.fence || self.suspended > 0 {
+        if term < self.fence || self.suspended > 0 || self.closed {
             return false;
         }
         let until_ns = t0_ns + lease_ns;
@@ -65,6 +67,7 @@ impl Lease {
         match self.claim {
             Some(c)
                 if self.suspended == 0
+                    && !self.closed
                     && c.term == term
                     && term >= self.fence
                     && now_ns < c.until_ns =>
@@ -85,6 +88,30 @@ impl Lease {
         if let Some(c) = &mut self.claim {
             c.until_ns = c.until_ns.min(now_ns);
         }
+    }
+
+    /// The leader resigns `term`: the claim ends now and no claim in `term` or below is ever
+    /// granted again (a later term, won in a later election, may claim).
+    pub fn resign(&mut self, term: u64, now_ns: u64) {
+        self.fence = self.fence.max(term + 1);
+        self.revoke(now_ns);
+    }
+
+    /// The node is stopping: the claim ends now and is never granted again in this process,
+    /// whatever a probe still in flight reports (review finding G1).
+    pub fn close(&mut self, now_ns: u64) {
+        self.closed = true;
+        self.revoke(now_ns);
+    }
+
+    /// True once [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Is `term` fenced (resigned, or a higher term got this node's vote)?
+    pub fn is_fenced(&self, term: u64) -> bool {
+        term < self.fence
     }
 
     /// A vote request for a higher term than the claim's arrived: stop claiming before
@@ -250,6 +277,31 @@ mod tests {
         l.revoke(1010);
         assert!(l.current(3, 1010).is_none());
         assert_eq!(l.last().unwrap().until_ns, 1010);
+    }
+
+    #[test]
+    fn a_closed_lease_never_claims_again() {
+        let mut l = Lease::default();
+        l.grant(3, 1000, L);
+        l.close(1010);
+        assert!(l.current(3, 1010).is_none());
+        assert!(
+            !l.grant(3, 1005, L),
+            "a probe sent before the close and acknowledged after it claims nothing"
+        );
+        assert!(!l.grant(4, 2000, L), "nor does any later term");
+        assert!(l.current(4, 2000).is_none());
+    }
+
+    #[test]
+    fn resigning_fences_the_term_for_good() {
+        let mut l = Lease::default();
+        l.grant(3, 1000, L);
+        l.resign(3, 1010);
+        assert!(l.current(3, 1010).is_none());
+        assert!(!l.grant(3, 1020, L), "never again in the resigned term");
+        assert!(l.is_fenced(3));
+        assert!(l.grant(5, 2000, L), "a later election may claim");
     }
 
     #[test]

@@ -27,8 +27,10 @@ use crate::transport::{Transport, TransportError};
 pub const PATH_APPEND: &str = "/peer/raft/append";
 pub const PATH_VOTE: &str = "/peer/raft/vote";
 pub const PATH_SNAPSHOT: &str = "/peer/raft/snapshot";
-/// Not an openraft RPC: a leader's resignation at shutdown (see `Resign`).
+/// Not an openraft RPC: a leader's resignation (see `Resign`).
 pub const PATH_RESIGN: &str = "/peer/raft/resign";
+/// Not an openraft RPC: electd's pre-vote (see `election`).
+pub const PATH_PREVOTE: &str = "/peer/raft/prevote";
 
 /// Creates one connection value per target; all share the transport and its HTTP client.
 #[derive(Clone)]

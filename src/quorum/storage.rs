@@ -2,7 +2,9 @@
 //! machine, all in one JSON file `<data_dir>/raft-state.json`.
 //!
 //! An election-only node has a tiny log (the membership entry plus one blank entry per elected
-//! leader, purged behind snapshots), so the whole state is rewritten on every change:
+//! leader, purged behind snapshots), so the whole state is rewritten on every durable change
+//! (the vote, the log, snapshots; the commit index and the applied id ride along with the next
+//! one, as openraft can rebuild them):
 //! write `raft-state.json.tmp`, fsync it, rename it over the old file, fsync the directory.
 //! Only then is openraft told (the method returns, or the `LogFlushed` callback fires). A crash
 //! at any point leaves either the old or the new file, never a mix.
@@ -230,9 +232,27 @@ impl Store {
         Ok(r)
     }
 
+    /// Applies `f` to the state in memory only: bookkeeping that openraft can rebuild after a
+    /// crash (the commit index, what was applied), so no fsync is worth waiting for. It
+    /// reaches the disk with the next durable write.
+    fn note<R>(&self, f: impl FnOnce(&mut Persisted) -> R) -> R {
+        f(&mut self.state.lock().expect("store lock"))
+    }
+
     /// The vote on disk (for tests and status).
     pub fn vote(&self) -> Option<Vote<NodeId>> {
         self.read(|s| s.vote)
+    }
+
+    /// The id of the last log entry (or of the last purged one): what a pre-vote compares.
+    pub fn last_log_id(&self) -> Option<LogId<NodeId>> {
+        self.read(|s| {
+            s.log
+                .values()
+                .next_back()
+                .map(|e| e.log_id)
+                .or(s.last_purged)
+        })
     }
 }
 
@@ -288,14 +308,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(self.0.vote())
     }
 
+    /// Optional in openraft (storage/v2.rs): kept in memory, written with the next durable
+    /// write. After a crash openraft learns the commit index again from the leader.
     async fn save_committed(
         &mut self,
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
-        self.0
-            .mutate(|s| s.committed = committed)
-            .await
-            .map_err(|e| StorageIOError::write(io_err(e)).into())
+        self.0.note(|s| s.committed = committed);
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
@@ -415,19 +435,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        // An election-only state machine: applying is bookkeeping, not worth an fsync (a
+        // crash only makes openraft apply the same committed entries again).
         let entries: Vec<_> = entries.into_iter().collect();
         let n = entries.len();
-        self.0
-            .mutate(move |s| {
-                for e in entries {
-                    s.last_applied = Some(e.log_id);
-                    if let EntryPayload::Membership(m) = e.payload {
-                        s.membership = StoredMembership::new(Some(e.log_id), m);
-                    }
+        self.0.note(move |s| {
+            for e in entries {
+                s.last_applied = Some(e.log_id);
+                if let EntryPayload::Membership(m) = e.payload {
+                    s.membership = StoredMembership::new(Some(e.log_id), m);
                 }
-            })
-            .await
-            .map_err(|e| StorageIOError::write_state_machine(io_err(e)))?;
+            }
+        });
         Ok(vec![(); n])
     }
 

@@ -12,7 +12,7 @@ use electd::chaos::check::{
 };
 use electd::clock::mono_ns;
 use electd::clock::ms;
-use electd::cluster::{Cluster, NodeState};
+use electd::cluster::{AddrBlock, Cluster, NodeState};
 use electd::config::{Mode, Timing};
 use electd::events::Event;
 use electd::role::NodeId;
@@ -24,18 +24,15 @@ pub struct TestCluster {
     pub procs: Vec<ProcEvent>,
     pub start_ns: u64,
     _dir: tempfile::TempDir,
+    _block: AddrBlock,
 }
 
-/// `n` free ports on 127.0.0.1 (bound and released; the kernel does not hand them out again
-/// soon).
-pub fn free_addrs(n: usize) -> Vec<String> {
-    let socks: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    socks
-        .iter()
-        .map(|s| s.local_addr().unwrap().to_string())
-        .collect()
+/// Addresses of `n` nodes in a loopback block of this process's own (see [`AddrBlock`]): the
+/// block is held while the returned value lives.
+pub fn block_addrs(n: usize) -> (AddrBlock, Vec<String>) {
+    let block = AddrBlock::claim();
+    let addrs = block.addrs(n);
+    (block, addrs)
 }
 
 impl TestCluster {
@@ -46,7 +43,7 @@ impl TestCluster {
 
     pub fn start_with(mode: Mode, n: usize, timing: Timing) -> TestCluster {
         let dir = tempfile::tempdir().expect("temp dir");
-        let addrs = free_addrs(n);
+        let (block, addrs) = block_addrs(n);
         Cluster::write_configs(dir.path(), &addrs, mode, timing, "electd-test").unwrap();
         let mut c = Cluster::open(dir.path(), &PathBuf::from(env!("CARGO_BIN_EXE_electd")))
             .expect("open cluster");
@@ -60,6 +57,7 @@ impl TestCluster {
             procs: Vec::new(),
             start_ns: mono_ns(),
             _dir: dir,
+            _block: block,
         };
         for id in tc.c.ids() {
             tc.start_node(id);

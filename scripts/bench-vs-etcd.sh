@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Failover after SIGKILL of the leader: electd's bundled 5-node cluster against a 5-member
+# etcd at the same timings, measured by one poller (every survivor asked every 10 ms until all
+# name one new leader). Prints p50/p90/p99 of each, the ratios, and electd's time with two
+# claimants (from its event logs; the run fails if it is not 0).
+#   scripts/bench-vs-etcd.sh [--trials 30] [--profile default|fast]
+# default: heartbeat 30 ms, follower lease = etcd election timeout 150 ms; fast: 10 / 50 ms.
+# Installs Debian's etcd-server when etcd is missing (as root). The bundled cluster must be
+# down (scripts/cluster.sh down); it is started with the profile's timings and stopped again.
+# etcd's data (about 600 MB) goes to a temp dir that is removed at the end.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+etcd="$(command -v etcd || true)"
+if [ -z "$etcd" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "bench-vs-etcd: installing etcd-server"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
+    etcd="$(command -v etcd)"
+  else
+    echo "bench-vs-etcd: etcd is not installed and this is not root: cannot compare" >&2
+    exit 2
+  fi
+fi
+echo "bench-vs-etcd: $("$etcd" --version | head -1), electd $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores"
+(cd "$root" && cargo build --release --quiet --bin electd)
+work="$(mktemp -d "${TMPDIR:-/tmp}/electd-vs-etcd.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+"$root/target/release/electd" ctl --cluster-dir "$root/cluster" bench vs-etcd --etcd "$etcd" --work "$work" "$@"

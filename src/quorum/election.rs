@@ -1,0 +1,503 @@
+//! electd's own election clock for quorum mode: *when* a node campaigns. openraft's elections
+//! are off (`enable_elect = false`); openraft keeps the durable vote, terms, vote granting and
+//! the log, and electd calls `trigger().elect()` only when all of these hold, checked in
+//! [`QuorumNode`](super::QuorumNode)'s election driver:
+//!
+//! 1. **Follower lease** ([`Gate`]): the node has accepted no AppendEntries (nor granted a vote,
+//!    nor had its own leadership acknowledged) for a whole `follower_lease`. The gate is judged
+//!    atomically with the append handler: appends hold the gate's read side while openraft
+//!    processes them and stamp the contact before releasing it; the driver re-checks under the
+//!    write side and enqueues `elect` before releasing it, so openraft processes every append
+//!    the driver did not see *after* the election (where it is refused as a lower vote). This
+//!    matters for safety, not only for liveness: `trigger().elect()` votes for itself without
+//!    checking its own lease (openraft.md), and a self-vote inside the lease could complete a
+//!    majority that excludes every voter that acknowledged the current leader.
+//! 2. **Pre-vote** ([`judge_prevote`]): a majority (this node included) answered that it would
+//!    vote for this node in the next term: each judges by its own follower lease and by log
+//!    up-to-dateness, and nothing durable changes. A failed pre-vote raises no term, so a node
+//!    cut off from the majority never deposes a healthy leader when it comes back.
+//! 3. **Staggering** ([`rank`], [`Campaign`]): candidates are ordered, not raced. The first
+//!    member after the last known leader (in id order) goes at lease end, the next one
+//!    `stagger` later, and so on; a node whose log lacks entries the leader committed goes after
+//!    every up-to-date one. After a failed attempt (split vote, refused pre-vote) a node waits a
+//!    seeded random jitter. A resigning leader's successor goes first, everyone else one step
+//!    later.
+//!
+//! Everything here is plain logic over `CLOCK_BOOTTIME` nanoseconds (see [`crate::clock`])
+//! except [`Gate`], which is the lock the append handler and the driver share.
+
+use std::sync::Mutex;
+
+use openraft::LogId;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::clock::ms;
+use crate::config::Timing;
+use crate::role::NodeId;
+
+/// The election driver's timings, derived from the config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElectionTiming {
+    /// How long without contact before a node may campaign (and before it grants a pre-vote).
+    pub follower_lease_ns: u64,
+    /// Distance between two ranks of candidates: a third of a heartbeat, at least 5 ms, which
+    /// is more than a pre-vote round plus a vote request on one host.
+    pub stagger_ns: u64,
+    /// How long a pre-vote round may take: two heartbeats.
+    pub prevote_timeout_ns: u64,
+    /// How long a triggered election may take before it counts as failed (split vote): half
+    /// a follower lease, which is also openraft's vote RPC deadline.
+    pub outcome_ns: u64,
+    /// Upper bound of the seeded jitter after a failed attempt: half a follower lease.
+    pub jitter_ns: u64,
+}
+
+impl ElectionTiming {
+    pub fn from_config(t: &Timing) -> ElectionTiming {
+        ElectionTiming {
+            follower_lease_ns: ms(t.follower_lease_ms),
+            stagger_ns: ms((t.heartbeat_ms / 3).max(5)),
+            prevote_timeout_ns: ms(2 * t.heartbeat_ms),
+            outcome_ns: ms(t.follower_lease_ms / 2),
+            jitter_ns: ms(t.follower_lease_ms / 2),
+        }
+    }
+}
+
+/// What the node last heard from a leader (or did in its place), as the gate holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Contact {
+    /// When (BOOTTIME): an accepted AppendEntries or snapshot, a granted vote, an acknowledged
+    /// probe of its own leadership, a resignation, or the start of the process.
+    pub at_ns: u64,
+    /// Bumped on every contact: an attempt that saw another sequence number is cancelled.
+    pub seq: u64,
+    /// The leader the last accepted AppendEntries came from.
+    pub leader: Option<NodeId>,
+    /// The leader's commit index in that AppendEntries (to tell whether this log is behind).
+    pub leader_commit: Option<u64>,
+}
+
+/// The follower-lease gate shared by the append handler and the election driver.
+pub struct Gate {
+    lock: RwLock<()>,
+    contact: Mutex<Contact>,
+    changed: Notify,
+}
+
+impl Gate {
+    /// A gate whose lease starts now (`now_ns`, BOOTTIME): a node that just started waits a
+    /// whole follower lease before it campaigns, as openraft waits before it grants a vote
+    /// (its restored vote is stamped with the boot instant).
+    pub fn new(now_ns: u64) -> Gate {
+        Gate {
+            lock: RwLock::new(()),
+            contact: Mutex::new(Contact {
+                at_ns: now_ns,
+                seq: 0,
+                leader: None,
+                leader_commit: None,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    /// Held by an append (or snapshot) handler while openraft processes the request.
+    pub async fn admit(&self) -> RwLockReadGuard<'_, ()> {
+        self.lock.read().await
+    }
+
+    /// Held by the election driver while it re-checks the lease and enqueues the election.
+    pub async fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        self.lock.write().await
+    }
+
+    /// Records a contact at `now_ns`; `from_leader` names the leader of an accepted append.
+    pub fn heard(&self, now_ns: u64, from_leader: Option<(NodeId, Option<u64>)>) {
+        {
+            let mut c = self.contact.lock().expect("gate");
+            c.at_ns = c.at_ns.max(now_ns);
+            c.seq += 1;
+            if let Some((leader, commit)) = from_leader {
+                c.leader = Some(leader);
+                c.leader_commit = commit;
+            }
+        }
+        self.changed.notify_waiters();
+    }
+
+    pub fn contact(&self) -> Contact {
+        *self.contact.lock().expect("gate")
+    }
+
+    /// Resolves at the next [`heard`](Self::heard).
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+}
+
+/// This node's place in the order of candidates after a leader is lost: 0 goes first.
+///
+/// Members are taken in id order, starting after the last known leader (so the leader that
+/// just died costs no slot); unknown leader: plain id order. The last leader itself, should it
+/// step down, goes last. A node whose log is `behind` (it lacks entries the leader committed,
+/// so a majority would refuse it) goes after every member.
+pub fn rank(me: NodeId, members: &[NodeId], last_leader: Option<NodeId>, behind: bool) -> u32 {
+    let n = members.len().max(1);
+    let pos = |id: NodeId| members.iter().position(|m| *m == id);
+    let my = pos(me).unwrap_or(n - 1);
+    let r = match last_leader.and_then(pos) {
+        Some(l) if l == my => n - 1,
+        Some(l) => (my + n - l - 1) % n,
+        None => my,
+    };
+    (r + if behind { n } else { 0 }) as u32
+}
+
+/// When this node campaigns next: the lease, its rank, and the state of its last attempts.
+pub struct Campaign {
+    timing: ElectionTiming,
+    rng: SmallRng,
+    /// Not before this (BOOTTIME), after a failed attempt.
+    retry_at_ns: Option<u64>,
+    /// A leader resigned `term`, naming this node (`true`) or another one as its successor.
+    handoff: Option<(u64, bool)>,
+    /// Attempts that failed since the last contact (for logs and status).
+    pub failures: u32,
+}
+
+impl Campaign {
+    pub fn new(timing: ElectionTiming, seed: u64) -> Campaign {
+        Campaign {
+            timing,
+            rng: SmallRng::seed_from_u64(seed),
+            retry_at_ns: None,
+            handoff: None,
+            failures: 0,
+        }
+    }
+
+    pub fn timing(&self) -> ElectionTiming {
+        self.timing
+    }
+
+    /// The earliest instant this node may start a pre-vote round, being `rank` in the order
+    /// and in `term` now.
+    pub fn due_at(&self, contact: &Contact, rank: u32, term: u64) -> u64 {
+        let lease_end = contact.at_ns + self.timing.follower_lease_ns;
+        let slot = match self.handoff {
+            Some((t, true)) if t == term => 0,
+            Some((t, false)) if t == term => u64::from(rank) + 1,
+            _ => u64::from(rank),
+        };
+        (lease_end + slot * self.timing.stagger_ns).max(self.retry_at_ns.unwrap_or(0))
+    }
+
+    /// A pre-vote was refused or a triggered election did not finish: try again after a
+    /// stagger step plus a seeded jitter.
+    pub fn failed(&mut self, now_ns: u64) {
+        self.failures += 1;
+        let jitter = self.rng.gen_range(0..=self.timing.jitter_ns);
+        self.retry_at_ns = Some(now_ns + self.timing.stagger_ns + jitter);
+    }
+
+    /// A leader was heard from (or this node won): start afresh.
+    pub fn settled(&mut self) {
+        self.failures = 0;
+        self.retry_at_ns = None;
+    }
+
+    /// The leader of `term` resigned and named `successor_is_me ? this node : another one`.
+    pub fn handoff(&mut self, term: u64, successor_is_me: bool) {
+        self.handoff = Some((term, successor_is_me));
+    }
+}
+
+/// A pre-vote request: "would you vote for me in `term`?" No durable state changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreVoteRequest {
+    /// The term the sender would campaign for (its current term + 1).
+    pub term: u64,
+    pub last_log_id: Option<LogId<NodeId>>,
+}
+
+/// The answer to a [`PreVoteRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreVoteResponse {
+    pub granted: bool,
+    /// The answering node's current term.
+    pub term: u64,
+    /// Why it was refused (`leader_alive`, `log_behind`, `stopping`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// With `leader_alive`: microseconds until this node's follower lease ends, so that a
+    /// candidate whose own lease ended a little earlier asks again exactly then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_left_us: Option<u64>,
+}
+
+/// When to ask again after a lost pre-vote round: `yes` grants of the `need` needed, and the
+/// lease time left (µs) of each member that refused only because its lease still ran. `None`
+/// when waiting for leases cannot win (too few such refusals).
+pub fn prevote_retry_after_us(yes: usize, need: usize, mut lease_left_us: Vec<u64>) -> Option<u64> {
+    let missing = need.checked_sub(yes)?;
+    if missing == 0 || lease_left_us.len() < missing {
+        return None;
+    }
+    lease_left_us.sort_unstable();
+    Some(lease_left_us[missing - 1])
+}
+
+/// Why a pre-vote is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreVoteRefusal {
+    /// This node heard from a leader (or is one, acknowledged) within its follower lease.
+    LeaderAlive,
+    /// This node granted another candidate's pre-vote (or started its own) a moment ago: that
+    /// candidate's vote request is on its way, and a second candidate would split the vote.
+    Promised,
+    /// The candidate's log is behind this node's: it could not win the vote.
+    LogBehind,
+    /// This node is shutting down.
+    Stopping,
+}
+
+impl PreVoteRefusal {
+    pub fn code(self) -> &'static str {
+        match self {
+            PreVoteRefusal::LeaderAlive => "leader_alive",
+            PreVoteRefusal::Promised => "promised",
+            PreVoteRefusal::LogBehind => "log_behind",
+            PreVoteRefusal::Stopping => "stopping",
+        }
+    }
+}
+
+/// A pre-vote this node granted (or its own round): for a short while it refuses the
+/// pre-votes of other candidates, so that candidates whose slots come close together (a slow
+/// disk, a loaded host) do not split the vote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Promise {
+    pub to: NodeId,
+    pub until_ns: u64,
+}
+
+impl ElectionTiming {
+    /// How long a granted pre-vote keeps other candidates out: three stagger steps, enough
+    /// for the candidate's vote request to arrive.
+    pub fn promise_ns(&self) -> u64 {
+        3 * self.stagger_ns
+    }
+}
+
+/// Would this node vote for `from` in its next term? Judged by the node's own follower lease
+/// (`contact_ns`, BOOTTIME) and by log up-to-dateness, as openraft judges a real vote, and by
+/// the pre-vote it promised last. On a grant the caller records a new [`Promise`] to `from`.
+pub fn judge_prevote(
+    now_ns: u64,
+    contact_ns: u64,
+    timing: &ElectionTiming,
+    my_last_log: Option<LogId<NodeId>>,
+    promise: Option<Promise>,
+    from: NodeId,
+    req: &PreVoteRequest,
+) -> Result<(), PreVoteRefusal> {
+    if now_ns < contact_ns + timing.follower_lease_ns {
+        return Err(PreVoteRefusal::LeaderAlive);
+    }
+    if req.last_log_id < my_last_log {
+        return Err(PreVoteRefusal::LogBehind);
+    }
+    if matches!(promise, Some(p) if p.to != from && now_ns < p.until_ns) {
+        return Err(PreVoteRefusal::Promised);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn timing() -> ElectionTiming {
+        ElectionTiming::from_config(&Timing::default())
+    }
+
+    fn contact(at_ns: u64) -> Contact {
+        Contact {
+            at_ns,
+            seq: 1,
+            leader: Some(3),
+            leader_commit: Some(7),
+        }
+    }
+
+    fn log(term: u64, index: u64) -> Option<LogId<NodeId>> {
+        Some(LogId::new(CommittedLeaderId::new(term, 0), index))
+    }
+
+    #[test]
+    fn defaults_for_heartbeat_30_and_follower_lease_150() {
+        let t = timing();
+        assert_eq!(t.follower_lease_ns, ms(150));
+        assert_eq!(t.stagger_ns, ms(10));
+        assert_eq!(t.prevote_timeout_ns, ms(60));
+        assert_eq!(t.outcome_ns, ms(75));
+        let fast = ElectionTiming::from_config(&Timing {
+            heartbeat_ms: 10,
+            follower_lease_ms: 50,
+            lease_ms: 0,
+        });
+        assert_eq!(fast.stagger_ns, ms(5), "never below 5 ms");
+    }
+
+    #[test]
+    fn the_member_after_the_dead_leader_goes_first() {
+        let m = [1, 2, 3, 4, 5];
+        assert_eq!(rank(4, &m, Some(3), false), 0);
+        assert_eq!(rank(5, &m, Some(3), false), 1);
+        assert_eq!(rank(1, &m, Some(3), false), 2);
+        assert_eq!(rank(2, &m, Some(3), false), 3);
+        assert_eq!(rank(3, &m, Some(3), false), 4, "the old leader goes last");
+        assert_eq!(rank(1, &m, Some(5), false), 0, "wraps around");
+        assert_eq!(rank(2, &m, None, false), 1, "no leader known: id order");
+        assert_eq!(
+            rank(4, &m, Some(3), true),
+            5,
+            "a log that is behind goes after all"
+        );
+        // Every member gets its own slot.
+        let mut ranks: Vec<u32> = m.iter().map(|&i| rank(i, &m, Some(2), false)).collect();
+        ranks.sort();
+        assert_eq!(ranks, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn nobody_campaigns_inside_the_follower_lease() {
+        let c = Campaign::new(timing(), 1);
+        let at = ms(1000);
+        assert_eq!(c.due_at(&contact(at), 0, 5), at + ms(150));
+        assert_eq!(
+            c.due_at(&contact(at), 2, 5),
+            at + ms(170),
+            "rank 2: two steps later"
+        );
+    }
+
+    #[test]
+    fn failed_attempts_wait_a_seeded_jitter() {
+        let t = timing();
+        let mut a = Campaign::new(t, 7);
+        let mut b = Campaign::new(t, 7);
+        a.failed(ms(2000));
+        b.failed(ms(2000));
+        let (da, db) = (
+            a.due_at(&contact(ms(1000)), 0, 5),
+            b.due_at(&contact(ms(1000)), 0, 5),
+        );
+        assert_eq!(da, db, "the same seed gives the same schedule");
+        assert!(da >= ms(2000) + t.stagger_ns && da <= ms(2000) + t.stagger_ns + t.jitter_ns);
+        assert_eq!(a.failures, 1);
+        a.settled();
+        assert_eq!(a.due_at(&contact(ms(3000)), 0, 5), ms(3150));
+        let draws: std::collections::BTreeSet<u64> = (0..20)
+            .map(|s| {
+                let mut c = Campaign::new(t, s);
+                c.failed(ms(1000));
+                c.due_at(&contact(0), 0, 5)
+            })
+            .collect();
+        assert!(draws.len() > 10, "seeds give different jitters: {draws:?}");
+    }
+
+    #[test]
+    fn a_resigned_leaders_successor_goes_first_and_the_rest_defer() {
+        let mut succ = Campaign::new(timing(), 1);
+        succ.handoff(9, true);
+        assert_eq!(succ.due_at(&contact(0), 3, 9), ms(150));
+        assert_eq!(
+            succ.due_at(&contact(0), 3, 10),
+            ms(180),
+            "only for the resigned term"
+        );
+        let mut other = Campaign::new(timing(), 1);
+        other.handoff(9, false);
+        assert_eq!(other.due_at(&contact(0), 0, 9), ms(160));
+    }
+
+    #[test]
+    fn prevote_is_granted_only_after_the_lease_and_to_a_log_at_least_as_long() {
+        let t = timing();
+        let req = PreVoteRequest {
+            term: 6,
+            last_log_id: log(5, 10),
+        };
+        let judge = |now, mine, promise| judge_prevote(now, ms(1000), &t, mine, promise, 2, &req);
+        assert_eq!(
+            judge(ms(1149), log(5, 10), None),
+            Err(PreVoteRefusal::LeaderAlive)
+        );
+        assert_eq!(judge(ms(1150), log(5, 10), None), Ok(()));
+        assert_eq!(
+            judge(ms(1150), log(5, 11), None),
+            Err(PreVoteRefusal::LogBehind)
+        );
+        assert_eq!(
+            judge(ms(1150), log(6, 2), None),
+            Err(PreVoteRefusal::LogBehind),
+            "a later term's log is longer whatever its index"
+        );
+        assert_eq!(judge(ms(1150), None, None), Ok(()));
+    }
+
+    #[test]
+    fn a_promised_prevote_keeps_other_candidates_out_for_a_moment() {
+        let t = timing();
+        let req = PreVoteRequest {
+            term: 6,
+            last_log_id: log(5, 10),
+        };
+        let p = Some(Promise {
+            to: 3,
+            until_ns: ms(1200),
+        });
+        let judge = |now, from| judge_prevote(now, ms(1000), &t, log(5, 10), p, from, &req);
+        assert_eq!(judge(ms(1199), 2), Err(PreVoteRefusal::Promised));
+        assert_eq!(
+            judge(ms(1199), 3),
+            Ok(()),
+            "the same candidate may ask again"
+        );
+        assert_eq!(judge(ms(1200), 2), Ok(()), "a promise lapses");
+        assert_eq!(t.promise_ns(), ms(30));
+    }
+
+    #[test]
+    fn a_lost_prevote_asks_again_when_enough_leases_have_ended() {
+        assert_eq!(
+            prevote_retry_after_us(1, 3, vec![900, 300, 5000]),
+            Some(900)
+        );
+        assert_eq!(prevote_retry_after_us(2, 3, vec![900, 300]), Some(300));
+        assert_eq!(prevote_retry_after_us(1, 3, vec![300]), None, "too few");
+        assert_eq!(prevote_retry_after_us(3, 3, vec![]), None, "already won");
+    }
+
+    #[tokio::test]
+    async fn contact_bumps_the_sequence_and_wakes_the_driver() {
+        let g = Gate::new(ms(10));
+        let before = g.contact();
+        let woken = g.changed();
+        g.heard(ms(5), Some((2, Some(4))));
+        tokio::time::timeout(std::time::Duration::from_secs(1), woken)
+            .await
+            .expect("woken");
+        let after = g.contact();
+        assert_eq!(after.seq, before.seq + 1);
+        assert_eq!(after.at_ns, ms(10), "contact time never goes back");
+        assert_eq!((after.leader, after.leader_commit), (Some(2), Some(4)));
+    }
+}

@@ -1,0 +1,460 @@
+//! Failover of electd against etcd, measured by one poller (`scripts/bench-vs-etcd.sh`,
+//! `electd ctl bench vs-etcd`).
+//!
+//! Both clusters have five members on this host. A trial: wait until every member names the
+//! same leader; SIGKILL it (by pid); then ask every survivor every [`POLL`] which leader it
+//! names, until all name one leader other than the killed one; the time from the kill to that
+//! round is the failover. The killed member is restarted on its data and the next trial waits
+//! until it names the leader again. The same code measures both: only "which leader does this
+//! member name" differs ([`Target::named_leader`]): electd's `GET /v1/leader` (`leader.id`;
+//! a leader names itself only while it holds its lease-bound claim) and etcd's
+//! `POST /v3/maintenance/status` (`leader`, absent while it knows none).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::chaos::check::{cap_paused_claims, split_brain, ProcEvent, ProcKind, RunLog};
+use crate::clock::mono_ns;
+use crate::cluster::{AddrBlock, Cluster, NodeState};
+use crate::role::NodeId;
+
+/// How often the poller asks every survivor.
+pub const POLL: Duration = Duration::from_millis(10);
+/// Bound of every wait of a trial.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A cluster the poller can measure.
+#[allow(async_fn_in_trait)]
+pub trait Target {
+    fn name(&self) -> &'static str;
+    fn members(&self) -> Vec<NodeId>;
+    /// The leader `member` names now (as an opaque id), `None` when it names none or does not
+    /// answer within the poll interval.
+    async fn named_leader(&self, member: NodeId) -> Option<String>;
+    /// The member whose id `named_leader` reports as `leader`.
+    fn member_of(&self, leader: &str) -> Option<NodeId>;
+    fn kill(&self, member: NodeId);
+    fn restart(&self, member: NodeId) -> Result<(), String>;
+}
+
+/// Every given member's named leader, asked concurrently.
+async fn round<T: Target>(t: &T, members: &[NodeId]) -> BTreeMap<NodeId, Option<String>> {
+    let answers = futures_util::future::join_all(members.iter().map(|m| t.named_leader(*m))).await;
+    members.iter().copied().zip(answers).collect()
+}
+
+/// The leader all of `members` name, if they agree on one.
+fn agreed(named: &BTreeMap<NodeId, Option<String>>) -> Option<String> {
+    let mut it = named.values();
+    let first = it.next()?.clone()?;
+    it.all(|l| l.as_deref() == Some(first.as_str()))
+        .then_some(first)
+}
+
+/// Polls `members` every [`POLL`] until `pred` holds for their agreed leader; returns it.
+async fn until_agreed<T: Target>(
+    t: &T,
+    members: &[NodeId],
+    pred: impl Fn(NodeId) -> bool,
+) -> Option<NodeId> {
+    let until = tokio::time::Instant::now() + WAIT;
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while tokio::time::Instant::now() < until {
+        tick.tick().await;
+        if let Some(l) = agreed(&round(t, members).await).and_then(|l| t.member_of(&l)) {
+            if pred(l) {
+                return Some(l);
+            }
+        }
+    }
+    None
+}
+
+/// `trials` failovers of `t`; the failover times in ms. Each kill comes a random 300–600 ms
+/// after the members agreed (drawn from `seed`), so that it lands at a random point of the
+/// leader's heartbeat cycle rather than in step with the poller.
+pub async fn failovers<T: Target>(t: &T, trials: usize, seed: u64) -> Result<Vec<f64>, String> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let all = t.members();
+    let mut out = Vec::new();
+    for i in 1..=trials {
+        until_agreed(t, &all, |_| true)
+            .await
+            .ok_or(format!("{}: no agreed leader before trial {i}", t.name()))?;
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(300..600))).await;
+        let leader = until_agreed(t, &all, |_| true)
+            .await
+            .ok_or(format!("{}: no agreed leader before trial {i}", t.name()))?;
+        let survivors: Vec<NodeId> = all.iter().copied().filter(|m| *m != leader).collect();
+        let t0 = mono_ns();
+        t.kill(leader);
+        let next = until_agreed(t, &survivors, |l| l != leader)
+            .await
+            .ok_or(format!("{} trial {i}: no new leader", t.name()))?;
+        let dt = (mono_ns() - t0) as f64 / 1e6;
+        println!(
+            "{} trial {i:>3}: leader {leader} -> {next} in {dt:.0} ms",
+            t.name()
+        );
+        out.push(dt);
+        t.restart(leader)?;
+        until_agreed(t, &all, |_| true)
+            .await
+            .ok_or(format!("{} trial {i}: {leader} did not rejoin", t.name()))?;
+    }
+    Ok(out)
+}
+
+/// electd's side: a cluster directory run by [`Cluster`].
+pub struct Electd<'a> {
+    pub c: &'a Cluster,
+    client: reqwest::Client,
+    /// Kills and starts, for the split-brain check over the event logs.
+    procs: std::sync::Mutex<Vec<ProcEvent>>,
+}
+
+impl<'a> Electd<'a> {
+    pub fn new(c: &'a Cluster) -> Self {
+        Electd {
+            c,
+            client: poll_client(),
+            procs: Default::default(),
+        }
+    }
+
+    fn record(&self, node: NodeId, kind: ProcKind) {
+        self.procs.lock().expect("procs").push(ProcEvent {
+            t_ns: mono_ns(),
+            node,
+            kind,
+        });
+    }
+
+    /// The time two nodes claimed at once since `since_ns`, from the event logs, in ms.
+    pub fn split_brain_ms(&self, since_ns: u64, lease_ms: u64) -> f64 {
+        let log = RunLog {
+            nodes: self.c.ids(),
+            start_ns: since_ns,
+            end_ns: mono_ns(),
+            events: self.c.events(self.c.mode()),
+            procs: self.procs.lock().expect("procs").clone(),
+            quorum_mode: true,
+            ..RunLog::default()
+        };
+        split_brain(&cap_paused_claims(&log, crate::clock::ms(lease_ms))).split_brain_ns as f64
+            / 1e6
+    }
+}
+
+fn poll_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(crate::server::CLIENT_IDLE)
+        .timeout(POLL * 5)
+        .build()
+        .expect("client")
+}
+
+impl Target for Electd<'_> {
+    fn name(&self) -> &'static str {
+        "electd"
+    }
+    fn members(&self) -> Vec<NodeId> {
+        self.c.ids()
+    }
+    async fn named_leader(&self, member: NodeId) -> Option<String> {
+        let addr = &self.c.member(member).ok()?.addr;
+        let info: crate::api::LeaderInfo = self
+            .client
+            .get(format!("http://{addr}/v1/leader"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        info.leader.map(|l| l.id.to_string())
+    }
+    fn member_of(&self, leader: &str) -> Option<NodeId> {
+        leader.parse().ok()
+    }
+    fn kill(&self, member: NodeId) {
+        self.c.kill(member);
+        self.record(member, ProcKind::Kill);
+    }
+    fn restart(&self, member: NodeId) -> Result<(), String> {
+        self.record(member, ProcKind::Start);
+        self.c
+            .start(member, self.c.mode())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// etcd's side: five `etcd` processes on their own loopback addresses, each with a data dir
+/// in `dir`, ended by pid when dropped.
+pub struct Etcd {
+    bin: PathBuf,
+    dir: PathBuf,
+    block: AddrBlock,
+    heartbeat_ms: u64,
+    election_ms: u64,
+    pids: std::sync::Mutex<BTreeMap<NodeId, u32>>,
+    /// etcd's member ids (decimal strings, as its JSON gives them) to our member numbers.
+    ids: BTreeMap<String, NodeId>,
+    client: reqwest::Client,
+}
+
+const ETCD_MEMBERS: u64 = 5;
+
+impl Etcd {
+    /// Starts the five members and waits until each has reported its own member id.
+    pub async fn start(
+        bin: &Path,
+        dir: &Path,
+        heartbeat_ms: u64,
+        election_ms: u64,
+    ) -> Result<Etcd, String> {
+        let mut e = Etcd {
+            bin: bin.to_path_buf(),
+            dir: dir.to_path_buf(),
+            block: AddrBlock::claim(),
+            heartbeat_ms,
+            election_ms,
+            pids: Default::default(),
+            ids: BTreeMap::new(),
+            client: poll_client(),
+        };
+        for m in 1..=ETCD_MEMBERS {
+            e.restart(m)?;
+        }
+        let until = tokio::time::Instant::now() + WAIT;
+        for m in 1..=ETCD_MEMBERS {
+            loop {
+                if let Some(id) = e.status(m).await.and_then(|s| s.member_id) {
+                    e.ids.insert(id, m);
+                    break;
+                }
+                if tokio::time::Instant::now() >= until {
+                    return Err(format!(
+                        "etcd member {m} did not start (see {})",
+                        e.log(m).display()
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(e)
+    }
+
+    fn url(&self, m: NodeId, port: u16) -> String {
+        format!("http://{}:{port}", self.block.ip(m))
+    }
+
+    fn log(&self, m: NodeId) -> PathBuf {
+        self.dir.join(format!("m{m}.log"))
+    }
+
+    async fn status(&self, m: NodeId) -> Option<EtcdStatus> {
+        let v: serde_json::Value = self
+            .client
+            .post(format!("{}/v3/maintenance/status", self.url(m, 2379)))
+            .body("{}")
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        Some(EtcdStatus {
+            member_id: v["header"]["member_id"].as_str().map(str::to_string),
+            // Zero fields are left out of etcd's JSON: no `leader` means no leader.
+            leader: v["leader"].as_str().map(str::to_string),
+        })
+    }
+}
+
+struct EtcdStatus {
+    member_id: Option<String>,
+    leader: Option<String>,
+}
+
+impl Target for Etcd {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+    fn members(&self) -> Vec<NodeId> {
+        (1..=ETCD_MEMBERS).collect()
+    }
+    async fn named_leader(&self, member: NodeId) -> Option<String> {
+        self.status(member).await?.leader
+    }
+    fn member_of(&self, leader: &str) -> Option<NodeId> {
+        self.ids.get(leader).copied()
+    }
+    fn kill(&self, member: NodeId) {
+        if let Some(pid) = self.pids.lock().expect("pids").remove(&member) {
+            // SAFETY: plain syscalls on a pid this process started and has not reaped.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+                libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+    /// Starts member `m` on its data dir (the cluster flags only count the first time).
+    fn restart(&self, m: NodeId) -> Result<(), String> {
+        let cluster: Vec<String> = (1..=ETCD_MEMBERS)
+            .map(|i| format!("m{i}={}", self.url(i, 2380)))
+            .collect();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log(m))
+            .map_err(|e| e.to_string())?;
+        let child = Command::new(&self.bin)
+            .args(["--name", &format!("m{m}")])
+            .arg("--data-dir")
+            .arg(self.dir.join(format!("m{m}.data")))
+            .args(["--listen-client-urls", &self.url(m, 2379)])
+            .args(["--advertise-client-urls", &self.url(m, 2379)])
+            .args(["--listen-peer-urls", &self.url(m, 2380)])
+            .args(["--initial-advertise-peer-urls", &self.url(m, 2380)])
+            .args(["--initial-cluster", &cluster.join(",")])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", "electd-bench"])
+            .args(["--heartbeat-interval", &self.heartbeat_ms.to_string()])
+            .args(["--election-timeout", &self.election_ms.to_string()])
+            .args([
+                "--logger",
+                "zap",
+                "--log-outputs",
+                "stderr",
+                "--log-level",
+                "error",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.bin.display()))?;
+        self.pids.lock().expect("pids").insert(m, child.id());
+        Ok(())
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        for m in self.members() {
+            self.kill(m);
+        }
+    }
+}
+
+/// The profile of a comparison: electd's timings and etcd's equivalent flags.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Profile {
+    /// Heartbeat 30 ms, follower lease / election timeout 150 ms (the bundled defaults).
+    Default,
+    /// Heartbeat 10 ms, follower lease / election timeout 50 ms.
+    Fast,
+}
+
+impl Profile {
+    /// (heartbeat, follower lease = etcd's election timeout), ms.
+    pub fn timings(self) -> (u64, u64) {
+        match self {
+            Profile::Default => (30, 150),
+            Profile::Fast => (10, 50),
+        }
+    }
+}
+
+/// Waits until every node of `c` runs and names the same claiming leader.
+pub async fn electd_ready(c: &Cluster) -> Result<NodeId, String> {
+    let ok = c
+        .wait_for(WAIT, |s| {
+            s.values().all(|st| matches!(st, NodeState::Up(_)))
+                && crate::cluster::agreed(s).is_some()
+        })
+        .await;
+    if !ok {
+        return Err("electd: no agreed leader".into());
+    }
+    c.agreed_leader()
+        .await
+        .ok_or("electd: no agreed leader".into())
+}
+
+/// `electd ctl bench vs-etcd`: `trials` failovers of the cluster in `c` (which must be down:
+/// its nodes are started here with the profile's timings and stopped at the end), then of a
+/// 5-member etcd (`etcd_bin`) at the same timings with data under `work`; prints both
+/// distributions, the ratios, and electd's time with two claimants (from its event logs).
+/// Fails when two electd nodes ever claimed at once.
+pub async fn compare(
+    c: &mut Cluster,
+    trials: usize,
+    profile: Profile,
+    seed: u64,
+    etcd_bin: &Path,
+    work: &Path,
+) -> Result<(), String> {
+    use crate::bench::{percentile, summarize};
+    let (hb, lease) = profile.timings();
+    if let Some(id) = c.ids().into_iter().find(|id| c.pid(*id).is_some()) {
+        return Err(format!(
+            "node {id} of {} is running: stop the cluster first (scripts/cluster.sh down)",
+            c.dir.display()
+        ));
+    }
+    println!(
+        "profile {profile:?}: heartbeat {hb} ms, follower lease / election timeout {lease} ms; \
+         {trials} SIGKILLs of the leader each; poll every {} ms; seed {seed} (--seed)",
+        POLL.as_millis()
+    );
+    c.extra_args = vec![
+        "--heartbeat-ms".into(),
+        hb.to_string(),
+        "--follower-lease-ms".into(),
+        lease.to_string(),
+        "--lease-ms".into(),
+        "0".into(),
+    ];
+    c.die_with_parent = true;
+    c.ensure_secrets().map_err(|e| e.to_string())?;
+    let since = mono_ns();
+    for id in c.ids() {
+        c.start(id, crate::config::Mode::Quorum)
+            .map_err(|e| e.to_string())?;
+    }
+    let target = Electd::new(c);
+    let electd = match electd_ready(c).await {
+        Ok(_) => failovers(&target, trials, seed).await,
+        Err(e) => Err(e),
+    };
+    let split_ms = target.split_brain_ms(since, lease - lease / 5);
+    c.down(Duration::from_secs(2));
+    let electd = electd?;
+    let etcd = {
+        let e = Etcd::start(etcd_bin, work, hb, lease).await?;
+        failovers(&e, trials, seed).await?
+    };
+    let a = summarize("electd failover", electd);
+    let b = summarize("etcd   failover", etcd);
+    let ratio = |p: f64| percentile(&a, p) / percentile(&b, p);
+    println!(
+        "ratio electd/etcd: p50 {:.2}, p90 {:.2}, p99 {:.2}",
+        ratio(50.0),
+        ratio(90.0),
+        ratio(99.0)
+    );
+    println!("electd: {split_ms:.0} ms with two claimants (event logs of all trials)");
+    if split_ms > 0.0 {
+        return Err("two electd nodes claimed at once".into());
+    }
+    Ok(())
+}
