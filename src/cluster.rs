@@ -460,6 +460,32 @@ impl Cluster {
         serde_json::from_str(&text).map_err(|e| CtlError::Http(id, e.to_string()))
     }
 
+    /// `POST /v1/admin/resign` on node `id`, with `{"to": N}` when given: the HTTP status and
+    /// the JSON body, whatever they are (tests check the refusals too).
+    pub async fn resign(
+        &self,
+        id: NodeId,
+        to: Option<NodeId>,
+    ) -> Result<(u16, serde_json::Value), CtlError> {
+        let mut req = self.client.post(self.url(id, "/v1/admin/resign")?);
+        if let Some(to) = to {
+            req = req.json(&serde_json::json!({ "to": to }));
+        }
+        if let Some(t) = self.admin_token() {
+            req = req.bearer_auth(t);
+        }
+        let res = req
+            .send()
+            .await
+            .map_err(|e| CtlError::Http(id, e.to_string()))?;
+        let status = res.status().as_u16();
+        let body = res
+            .json()
+            .await
+            .map_err(|e| CtlError::Http(id, e.to_string()))?;
+        Ok((status, body))
+    }
+
     pub async fn set_faults(&self, id: NodeId, set: &FaultSet) -> Result<FaultSet, CtlError> {
         self.faults_request(id, Some(set)).await
     }

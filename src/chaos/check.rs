@@ -242,6 +242,15 @@ pub struct RunResult {
     /// of killed processes are lost, so runs with kills undercount.
     #[serde(default)]
     pub msgs_per_election: Option<BTreeMap<String, f64>>,
+    /// C5: terms gained by nodes cut off from every majority while they were cut off (summed
+    /// over the nodes and fault windows). With pre-vote, quorum mode gains none.
+    #[serde(default)]
+    pub minority_terms_gained: u64,
+    /// C5: leaders of a higher term than the one claiming when a fault window ended, elected
+    /// before the next window (a healed node deposing a healthy leader); `null` when no node
+    /// claimed at any window's end.
+    #[serde(default)]
+    pub heal_leader_changes: Option<u64>,
     /// C1; `null` outside quorum mode.
     pub election_safety: Option<bool>,
     pub passed: bool,
@@ -272,6 +281,8 @@ impl RunResult {
             messages: BTreeMap::new(),
             steady_msgs_per_s: BTreeMap::new(),
             msgs_per_election: None,
+            minority_terms_gained: 0,
+            heal_leader_changes: None,
             election_safety: None,
             passed: false,
             notes: Vec::new(),
@@ -341,6 +352,7 @@ pub fn evaluate(
     let avail = sweep.availability(log);
     let conv = sweep.convergence(log);
     let changes = leader_changes(log);
+    let c5 = disruption(log);
 
     let mut notes = Vec::new();
     if let Some(s) = &safety {
@@ -428,11 +440,81 @@ pub fn evaluate(
         messages: BTreeMap::new(),
         steady_msgs_per_s: BTreeMap::new(),
         msgs_per_election: None,
+        minority_terms_gained: c5.minority_terms_gained,
+        heal_leader_changes: c5.heal_leader_changes,
         election_safety: safety.map(|s| s.safe),
         passed,
         notes,
         skipped: None,
     }
+}
+
+/// C5 result: how much cut-off nodes disturbed the cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Disruption {
+    /// Terms gained by nodes cut off from every majority, while cut off.
+    pub minority_terms_gained: u64,
+    /// Leaders of a higher term elected after a window's end (before the next window) than the
+    /// node that claimed at that end; `None` when no node claimed at any window's end.
+    pub heal_leader_changes: Option<u64>,
+}
+
+/// C5 over every fault window of the log: a node is cut off when every group it belongs to
+/// is smaller than a majority of the membership.
+pub fn disruption(log: &RunLog) -> Disruption {
+    let nodes = members(log);
+    let majority = nodes.len() / 2 + 1;
+    let mut windows = log.faults.clone();
+    windows.sort_by_key(|w| w.start_ns);
+    let term_at = |node: NodeId, t: u64| {
+        log.events
+            .iter()
+            .filter(|e| e.node_id == node && e.t_mono_ns <= t)
+            .max_by_key(|e| (e.t_mono_ns, e.seq))
+            .map_or(0, |e| e.term)
+    };
+    let claims = claim_intervals(log);
+    let mut out = Disruption::default();
+    for (i, w) in windows.iter().enumerate() {
+        for &n in &nodes {
+            let in_groups: Vec<&Vec<NodeId>> = w.groups.iter().filter(|g| g.contains(&n)).collect();
+            let cut_off = !in_groups.is_empty() && in_groups.iter().all(|g| g.len() < majority);
+            if !cut_off {
+                continue;
+            }
+            let before = term_at(n, w.start_ns);
+            let max_during = log
+                .events
+                .iter()
+                .filter(|e| e.node_id == n && e.t_mono_ns > w.start_ns && e.t_mono_ns < w.end_ns)
+                .map(|e| e.term)
+                .max()
+                .unwrap_or(before);
+            out.minority_terms_gained += max_during.saturating_sub(before);
+        }
+        let Some(holder) = claims
+            .iter()
+            .find(|c| c.from_ns <= w.end_ns && w.end_ns < c.to_ns)
+        else {
+            continue;
+        };
+        let term = term_at(holder.node, w.end_ns);
+        let until = windows.get(i + 1).map_or(log.end_ns, |next| next.start_ns);
+        let deposed = log
+            .events
+            .iter()
+            .filter(|e| {
+                e.role == Role::Leader
+                    && e.term > term
+                    && e.t_mono_ns >= w.end_ns
+                    && e.t_mono_ns < until
+            })
+            .map(|e| e.term)
+            .collect::<std::collections::BTreeSet<u64>>()
+            .len() as u64;
+        *out.heal_leader_changes.get_or_insert(0) += deposed;
+    }
+    out
 }
 
 /// C1 (quorum mode only, else `None`): no term has leader events from two different nodes. Every
@@ -1037,6 +1119,31 @@ mod tests {
     }
 
     // ---- C2: overlaps that must be found ----
+
+    #[test]
+    fn c5_counts_terms_of_the_cut_off_and_leaders_deposed_by_a_heal() {
+        let mut l = log(10_000, all_follow(0, 1, 3));
+        l.events.push(lead(1, 1, 3));
+        l.faults
+            .push(window(1000, 5000, vec![vec![1, 2, 3], vec![4, 5]]));
+        // Node 4 campaigns twice while cut off (no pre-vote): terms 4 and 5.
+        l.events.push(ev(2000, 4, Role::Candidate, 4, None));
+        l.events.push(ev(3000, 4, Role::Candidate, 5, None));
+        let d = disruption(&l);
+        assert_eq!(d.minority_terms_gained, 2);
+        assert_eq!(d.heal_leader_changes, Some(0), "node 1 still leads");
+        // On heal, node 4's term 5 deposes node 1: node 2 is elected in term 6.
+        l.events.push(follow(5100, 1, 5, None));
+        l.events.push(lead(5200, 2, 6));
+        let d = disruption(&l);
+        assert_eq!(d.heal_leader_changes, Some(1));
+        // Without a claimant at the window's end there is nothing to depose.
+        let mut quiet = log(10_000, (1..=5).map(|n| follow(0, n, 3, None)).collect());
+        quiet
+            .faults
+            .push(window(1000, 5000, vec![vec![1, 2, 3], vec![4, 5]]));
+        assert_eq!(disruption(&quiet).heal_leader_changes, None);
+    }
 
     #[test]
     fn overlap_of_one_ms_is_found() {

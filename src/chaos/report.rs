@@ -77,6 +77,7 @@ pub fn report_md(runs: &[RunResult], timelines: &[(String, String)]) -> String {
     );
 
     out.push_str(&cost_section(runs));
+    out.push_str(&disruption_section(runs));
 
     for scenario in first_seen(runs.iter().map(|r| r.scenario.as_str())) {
         let in_scenario: Vec<&RunResult> = runs.iter().filter(|r| r.scenario == scenario).collect();
@@ -191,6 +192,29 @@ fn cost_section(runs: &[RunResult]) -> String {
             fmt(&steady),
             elections.len()
         );
+    }
+    out
+}
+
+/// C5 per mode and scenario: terms gained by cut-off nodes while cut off, and leaders of a
+/// higher term elected after a heal than the one claiming at the heal.
+fn disruption_section(runs: &[RunResult]) -> String {
+    let done: Vec<&RunResult> = runs.iter().filter(|r| r.skipped.is_none()).collect();
+    if done.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n## Disruption (C5)\n\nPer mode, summed over the runs: terms gained by nodes cut off \
+         from every majority while they were cut off, and leaders of a higher term elected after \
+         a fault window ended than the one claiming when it ended (a healed node deposing a \
+         healthy leader). Scenarios with no cut-off node or no claimant at a heal add nothing.\n\n\
+         | mode | terms gained by cut-off nodes | leaders deposed by a heal | runs |\n|---|---:|---:|---:|\n",
+    );
+    for mode in modes_in_order(&done) {
+        let of_mode: Vec<&&RunResult> = done.iter().filter(|r| r.mode == mode).collect();
+        let terms: u64 = of_mode.iter().map(|r| r.minority_terms_gained).sum();
+        let deposed: u64 = of_mode.iter().filter_map(|r| r.heal_leader_changes).sum();
+        let _ = writeln!(out, "| {mode} | {terms} | {deposed} | {} |", of_mode.len());
     }
     out
 }

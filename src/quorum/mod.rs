@@ -941,6 +941,101 @@ async fn snapshot(State(q): State<Arc<QuorumNode>>, body: Bytes) -> Result<Respo
 mod tests {
     use super::*;
     use crate::clock::testing::ManualClock;
+    use crate::config::Peer;
+
+    /// A one-member quorum node in this process (it elects itself), and its stop token.
+    async fn single_node(dir: &std::path::Path) -> (Arc<QuorumNode>, CancellationToken) {
+        let cfg = Config {
+            id: 1,
+            listen: None,
+            data_dir: dir.to_path_buf(),
+            mode: crate::config::Mode::Quorum,
+            cluster_id: "t".into(),
+            cluster_secret: None,
+            admin_token: None,
+            seed: Some(1),
+            timing: Timing::default(),
+            peers: vec![Peer {
+                id: 1,
+                addr: "127.0.0.1:9".into(),
+            }],
+        };
+        cfg.validate().unwrap();
+        let stats = Arc::new(Stats::default());
+        let faults = Arc::new(crate::faults::Faults::new(1));
+        let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
+        let events = Arc::new(EventLog::open(dir, 1).unwrap());
+        let q = QuorumNode::start(&cfg, transport, events, stats, 1, crate::clock::system())
+            .await
+            .unwrap();
+        let stop = CancellationToken::new();
+        tokio::spawn(q.clone().run(stop.clone()));
+        (q, stop)
+    }
+
+    async fn until_claiming(q: &QuorumNode) -> bool {
+        for _ in 0..200 {
+            if q.view().role == Role::Leader {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    /// Review finding L1: a vote request whose handler is dropped between suspending the
+    /// claim and resuming it (client gone, request timeout) must not leave the claim suspended.
+    // One thread, so that the handler's first poll is all that runs before the drop.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_dropped_vote_request_does_not_suspend_the_claim_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, stop) = single_node(dir.path()).await;
+        assert!(
+            until_claiming(&q).await,
+            "the single node claims within 2 s"
+        );
+        let term = q.metrics().current_term;
+        // A higher-term candidate with an empty log: openraft refuses it (log behind), but
+        // only after the claim was suspended.
+        let req = VoteRequest::<NodeId>::new(openraft::Vote::new(term + 1, 2), None);
+        let body = Bytes::from(serde_json::to_vec(&req).unwrap());
+        let call = vote(State(q.clone()), body);
+        // Poll the handler once (it suspends the claim and waits for openraft), then drop it.
+        use futures_util::FutureExt;
+        if let Some(r) = call.now_or_never() {
+            panic!("the handler answered at once: {:?}", r.map(|r| r.status()));
+        }
+        assert!(
+            until_claiming(&q).await,
+            "the claim came back after the dropped request: {:?}",
+            q.view()
+        );
+        stop.cancel();
+        q.shutdown().await;
+    }
+
+    /// Review finding G1: once stopping, a node never claims again in its process, even if a
+    /// probe in flight at the stop is acknowledged after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stopping_node_never_claims_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, stop) = single_node(dir.path()).await;
+        assert!(until_claiming(&q).await);
+        let term = q.metrics().current_term;
+        q.lease.lock().unwrap().close(q.clock.boot_ns());
+        // The role loop keeps running (its stop token is not cancelled) and keeps getting
+        // acknowledgements from its one-member quorum: none of them may claim.
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert_ne!(q.view().role, Role::Leader);
+            assert!(
+                !q.probe(term, ms(120)).await,
+                "a probe after the close claims nothing"
+            );
+        }
+        stop.cancel();
+        q.shutdown().await;
+    }
 
     /// Review finding G2: a claim is judged on CLOCK_BOOTTIME, so a leader whose host was
     /// suspended past its lease does not claim when it resumes (CLOCK_MONOTONIC stood still
