@@ -188,10 +188,17 @@ impl Node {
 
     /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm allows.
     pub async fn shutdown(&self) {
-        self.stop.cancel();
         match &self.engine {
-            Engine::Quorum(q) => q.shutdown().await,
-            Engine::Legacy(l) => l.shutdown(),
+            // Quorum: the claim is closed before the loops are stopped, so that the election
+            // driver cannot start a campaign on its way out.
+            Engine::Quorum(q) => {
+                q.shutdown().await;
+                self.stop.cancel();
+            }
+            Engine::Legacy(l) => {
+                self.stop.cancel();
+                l.shutdown();
+            }
         }
     }
 }

@@ -459,8 +459,8 @@ pub struct Disruption {
     pub heal_leader_changes: Option<u64>,
 }
 
-/// C5 over every fault window of the log: a node is cut off when every group it belongs to
-/// is smaller than a majority of the membership.
+/// C5 over every fault window of the log: a node is cut off when the nodes it can talk to (the
+/// union of the groups it belongs to, itself included) are fewer than a majority.
 pub fn disruption(log: &RunLog) -> Disruption {
     let nodes = members(log);
     let majority = nodes.len() / 2 + 1;

@@ -290,8 +290,9 @@ impl Harness {
     }
 
     fn hold(&self) -> Duration {
-        // Long enough for several election timeouts on each side.
-        Duration::from_millis(10 * self.timing.follower_lease_ms)
+        // Long enough for many follower leases on each side: 3 s at the default timings, as
+        // with the timings of earlier reports.
+        Duration::from_millis(20 * self.timing.follower_lease_ms)
     }
 }
 

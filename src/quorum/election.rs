@@ -48,8 +48,8 @@ pub struct ElectionTiming {
     pub stagger_ns: u64,
     /// How long a pre-vote round may take: two heartbeats.
     pub prevote_timeout_ns: u64,
-    /// How long a triggered election may take before it counts as failed (split vote): half
-    /// a follower lease, which is also openraft's vote RPC deadline.
+    /// How long a triggered election may take before it counts as failed (split vote):
+    /// openraft's vote RPC deadline ([`vote_deadline_ms`]).
     pub outcome_ns: u64,
     /// Upper bound of the seeded jitter after a failed attempt: half a follower lease.
     pub jitter_ns: u64,
@@ -61,10 +61,16 @@ impl ElectionTiming {
             follower_lease_ns: ms(t.follower_lease_ms),
             stagger_ns: ms((t.heartbeat_ms / 3).max(5)),
             prevote_timeout_ns: ms(2 * t.heartbeat_ms),
-            outcome_ns: ms(t.follower_lease_ms / 2),
+            outcome_ns: ms(vote_deadline_ms(t)),
             jitter_ns: ms(t.follower_lease_ms / 2),
         }
     }
+}
+
+/// openraft's vote RPC deadline (its `election_timeout_min`): half a follower lease, and more
+/// than a heartbeat, as openraft's config requires.
+pub fn vote_deadline_ms(t: &Timing) -> u64 {
+    (t.follower_lease_ms / 2).max(t.heartbeat_ms + 1)
 }
 
 /// What the node last heard from a leader (or did in its place), as the gate holds it.

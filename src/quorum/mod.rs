@@ -84,6 +84,9 @@ pub enum ResignError {
     /// answer the leader).
     #[error("node {0} cannot take over: {1}")]
     Unsuitable(NodeId, String),
+    /// No follower has the whole log: none could win the next election.
+    #[error("no follower has the leader's whole log, so none could take over")]
+    NoSuccessor,
 }
 
 impl From<ResignError> for ApiError {
@@ -92,6 +95,7 @@ impl From<ResignError> for ApiError {
             ResignError::NotLeader(_) => (StatusCode::CONFLICT, "not_leader"),
             ResignError::UnknownTarget(_) => (StatusCode::BAD_REQUEST, "unknown_target"),
             ResignError::Unsuitable(..) => (StatusCode::BAD_REQUEST, "unsuitable_target"),
+            ResignError::NoSuccessor => (StatusCode::CONFLICT, "no_successor"),
         };
         ApiError::new(status, code, e.to_string())
     }
@@ -167,7 +171,7 @@ impl QuorumNode {
             // Only the vote RPC deadline and the follower lease are still openraft's: its
             // `election_timeout_max` *is* the follower lease, and `election_timeout_min` is the
             // deadline of a vote request (half the lease).
-            election_timeout_min: (t.follower_lease_ms / 2).max(t.heartbeat_ms + 1),
+            election_timeout_min: election::vote_deadline_ms(&t),
             election_timeout_max: t.follower_lease_ms,
             install_snapshot_timeout: t.follower_lease_ms,
             // One blank entry per elected leader: snapshot and purge now and then so the
@@ -323,8 +327,15 @@ impl QuorumNode {
     /// Starts the node's two loops (the role loop and the election driver); the returned future
     /// ends when `stop` is cancelled, or with an error when openraft stops on its own.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
-        let driver = tokio::spawn(self.clone().drive_elections(stop.clone()));
-        let res = self.role_loop(stop).await;
+        let mut driver = tokio::spawn(self.clone().drive_elections(stop.clone()));
+        let res = tokio::select! {
+            res = self.role_loop(stop.clone()) => res,
+            // The driver ends by itself only when the node stops; a panic stops the node.
+            ended = &mut driver => match ended {
+                Err(e) if e.is_panic() => Err(format!("the election driver panicked: {e}")),
+                _ => Ok(()),
+            },
+        };
         driver.abort();
         res
     }
@@ -347,20 +358,22 @@ impl QuorumNode {
         let mut probes = 0u64;
         let mut next_probe = tokio::time::Instant::now();
         loop {
-            let (claim_left, leading) = {
+            let (claim_left, probing) = {
                 let now = self.clock.boot_ns();
                 let m = metrics.borrow();
-                let claim = self
-                    .lease
-                    .lock()
-                    .expect("lease")
+                let lease = self.lease.lock().expect("lease");
+                let claim = lease
                     .current(m.current_term, now)
                     .map(|c| Duration::from_nanos(c.until_ns - now));
-                (claim, m.state == ServerState::Leader)
+                let probing = m.state == ServerState::Leader
+                    && !lease.is_closed()
+                    && !lease.is_fenced(m.current_term)
+                    && quiet.may_probe(now);
+                (claim, probing)
             };
-            // A leader wakes for its next probe; anyone else re-judges its view every beat
-            // (a follower's leader expires with its lease).
-            let wake_at = if leading {
+            // A probing leader wakes for its next probe; anyone else (a follower, whose leader
+            // expires with its lease; a quiet, resigned or stopping leader) every beat.
+            let wake_at = if probing {
                 next_probe
             } else {
                 tokio::time::Instant::now() + hb
@@ -401,9 +414,11 @@ impl QuorumNode {
                     }
                 }
             } else {
-                // Not leading, resigned (fenced) or stopping: no probes, no heartbeats.
+                // Not leading, resigned (fenced) or stopping: no probes, no heartbeats. Should
+                // this node be elected, it probes at once.
                 quiet.not_leading();
                 probes = 0;
+                next_probe = tokio::time::Instant::now();
                 if m.state != ServerState::Leader {
                     self.lease.lock().expect("lease").revoke(now);
                 }
@@ -437,9 +452,9 @@ impl QuorumNode {
             "probe"
         );
         if granted {
-            // The leader's own contact: it refuses pre-votes while its quorum answers, and
-            // waits a whole lease before campaigning should it step down.
-            self.gate.heard(t0, None);
+            // The leader's own contact: it refuses pre-votes while its quorum answers, waits a
+            // whole lease before campaigning should it step down, and then goes last.
+            self.gate.heard(t0, Some((self.id, still.last_log_index)));
         }
         granted
     }
@@ -555,6 +570,9 @@ impl QuorumNode {
             .collect();
         let mut yes = 1;
         let mut waits = Vec::new();
+        if yes >= need {
+            return Ok(());
+        }
         while let Some(answer) = asks.next().await {
             match answer {
                 Some(r) if r.granted => yes += 1,
@@ -628,12 +646,16 @@ impl QuorumNode {
     pub async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
         let m = self.metrics();
         let term = m.current_term;
+        let holds = |lease: &Lease| {
+            judge_claim(lease, term, &*self.clock).filter(|_| m.state == ServerState::Leader)
+        };
+        if holds(&self.lease.lock().expect("lease")).is_none() {
+            return Err(ResignError::NotLeader(self.id));
+        }
         let successor = self.pick_successor(&m, to)?;
         {
             let mut lease = self.lease.lock().expect("lease");
-            let Some((_, now)) =
-                judge_claim(&lease, term, &*self.clock).filter(|_| m.state == ServerState::Leader)
-            else {
+            let Some((_, now)) = holds(&lease) else {
                 return Err(ResignError::NotLeader(self.id));
             };
             lease.resign(term, now);
@@ -647,7 +669,7 @@ impl QuorumNode {
     }
 
     /// The successor: `to` when it can take over, else the follower with the most of the log
-    /// (lowest id on a tie).
+    /// (lowest id on a tie), which must have all of it.
     fn pick_successor(
         &self,
         m: &RaftMetrics<NodeId, BasicNode>,
@@ -681,7 +703,8 @@ impl QuorumNode {
                 .filter(|id| **id != self.id)
                 .max_by_key(|id| (matched(**id), std::cmp::Reverse(**id)))
                 .copied()
-                .ok_or(ResignError::NotLeader(self.id)),
+                .filter(|id| matched(*id).is_some() && matched(*id) >= m.last_log_index)
+                .ok_or(ResignError::NoSuccessor),
         }
     }
 
@@ -830,10 +853,9 @@ async fn vote(State(q): State<Arc<QuorumNode>>, body: Bytes) -> Result<Response,
         let res = q.raft.vote(req).await;
         let granted = matches!(&res, Ok(r) if r.vote_granted);
         if higher {
-            q.lease
-                .lock()
-                .expect("lease")
-                .resume(granted.then_some(term));
+            // An error may come after openraft saved the grant: fence as if it had.
+            let fence = granted || res.is_err();
+            q.lease.lock().expect("lease").resume(fence.then_some(term));
             q.wake.notify_one();
         }
         if granted {
