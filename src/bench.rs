@@ -230,7 +230,8 @@ pub struct LoadReport {
 }
 
 /// `GET /v1/leader` at full rate from `connections` concurrent clients, spread over every
-/// node, for `seconds`; then counts the role changes the nodes logged meanwhile.
+/// node, for `seconds`; then counts the role changes the nodes logged meanwhile. With no
+/// connections it watches an idle cluster for `seconds`.
 pub async fn load(c: &Cluster, seconds: u64, connections: usize) -> Result<LoadReport, String> {
     let leader = c
         .wait_agreed(WAIT)
@@ -256,7 +257,7 @@ pub async fn load(c: &Cluster, seconds: u64, connections: usize) -> Result<LoadR
     let t0 = mono_ns();
     let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
     let mut workers = tokio::task::JoinSet::new();
-    for w in 0..connections.max(1) {
+    for w in 0..connections {
         let (client, url) = (client.clone(), urls[w % urls.len()].clone());
         workers.spawn(async move {
             let (mut ok, mut err, mut lat) = (0u64, 0u64, Vec::new());
@@ -276,6 +277,10 @@ pub async fn load(c: &Cluster, seconds: u64, connections: usize) -> Result<LoadR
             }
             (ok, err, lat)
         });
+    }
+    if connections == 0 {
+        // An idle soak: the window itself is the measurement.
+        tokio::time::sleep_until(until).await;
     }
     let mut out = LoadReport::default();
     while let Some(r) = workers.join_next().await {

@@ -74,6 +74,9 @@ fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// File under `run/` with the timing flags of the last `ctl up`.
+const TIMING_FLAGS: &str = "timing-flags";
+
 /// A cluster member as the control side sees it.
 #[derive(Clone, Debug)]
 pub struct Member {
@@ -156,12 +159,16 @@ impl Cluster {
         members.sort_by_key(|m| m.id);
         let run = dir.join("run");
         fs::create_dir_all(&run).map_err(io(&run))?;
+        // Timing flags of the last `up`, so that a node started later runs like the others.
+        let extra_args = fs::read_to_string(run.join(TIMING_FLAGS))
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
         Ok(Cluster {
             dir: dir.to_path_buf(),
             run,
             bin: bin.to_path_buf(),
             members,
-            extra_args: Vec::new(),
+            extra_args,
             die_with_parent: false,
             client: reqwest::Client::builder()
                 .pool_idle_timeout(crate::server::CLIENT_IDLE)
@@ -170,6 +177,20 @@ impl Cluster {
                 .build()
                 .expect("client"),
         })
+    }
+
+    /// Sets the flags every node of this cluster directory is started with from now on (timing
+    /// overrides of `ctl up --heartbeat-ms … --follower-lease-ms …`), and keeps them in
+    /// `run/timing-flags` for later `start N`; an empty list removes the file.
+    pub fn set_timing_flags(&mut self, flags: Vec<String>) -> Result<(), CtlError> {
+        let path = self.run.join(TIMING_FLAGS);
+        if flags.is_empty() {
+            let _ = fs::remove_file(&path);
+        } else {
+            fs::write(&path, flags.join(" ")).map_err(io(&path))?;
+        }
+        self.extra_args = flags;
+        Ok(())
     }
 
     /// Writes the configs of an `n`-node cluster into `dir` (tests and the chaos runner).

@@ -26,6 +26,13 @@ pub enum CtlCmd {
         /// Seconds to wait for an agreed leader.
         #[arg(long, default_value_t = 30)]
         wait: u64,
+        /// Run the nodes with this heartbeat instead of their config's (kept for later
+        /// `start N` until the next `up`), e.g. the fast profile: 10.
+        #[arg(long)]
+        heartbeat_ms: Option<u64>,
+        /// Run the nodes with this follower lease instead of their config's, e.g. 50.
+        #[arg(long)]
+        follower_lease_ms: Option<u64>,
     },
     /// SIGTERM to every node, then SIGKILL to what is left; removes pid files.
     Down,
@@ -132,7 +139,20 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
     let c = Cluster::open(&args.cluster_dir, &bin)?;
     let node = |id: NodeId| c.member(id).map(|_| id);
     match args.cmd {
-        CtlCmd::Up { mode, wait } => {
+        CtlCmd::Up {
+            mode,
+            wait,
+            heartbeat_ms,
+            follower_lease_ms,
+        } => {
+            let mut c = c;
+            let mut flags = Vec::new();
+            if let Some(v) = heartbeat_ms {
+                flags.extend(["--heartbeat-ms".to_string(), v.to_string()]);
+            }
+            if let Some(v) = follower_lease_ms {
+                flags.extend(["--follower-lease-ms".to_string(), v.to_string()]);
+            }
             let running: Vec<_> = c
                 .ids()
                 .into_iter()
@@ -144,6 +164,13 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
                     c.mode().as_str()
                 )));
             }
+            if !running.is_empty() && c.extra_args != flags {
+                return Err(CtlError::Usage(format!(
+                    "nodes {running:?} are running with timing flags {:?}; run `down` first",
+                    c.extra_args
+                )));
+            }
+            c.set_timing_flags(flags)?;
             c.ensure_secrets()?;
             for id in c.ids() {
                 let pid = c.start(id, mode)?;

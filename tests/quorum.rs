@@ -112,13 +112,11 @@ fn restarted_node_keeps_its_vote() {
     let mut tc = TestCluster::start(Mode::Quorum, 3);
     let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
     let follower = tc.c.ids().into_iter().find(|i| *i != leader).unwrap();
-    let state_file =
-        tc.c.data_dir(Mode::Quorum, follower)
-            .join(electd::quorum::storage::STATE_FILE);
+    let data = tc.c.data_dir(Mode::Quorum, follower);
+    // The vote as the node would read it at start (its newest valid state slot).
     let read_vote = || -> serde_json::Value {
-        let v: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
-        v["vote"].clone()
+        let store = electd::quorum::storage::Store::open(&data, follower, "electd-test").unwrap();
+        serde_json::to_value(store.vote()).unwrap()
     };
     let before = read_vote();
     assert!(

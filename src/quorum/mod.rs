@@ -174,10 +174,10 @@ impl QuorumNode {
             election_timeout_min: election::vote_deadline_ms(&t),
             election_timeout_max: t.follower_lease_ms,
             install_snapshot_timeout: t.follower_lease_ms,
-            // One blank entry per elected leader: snapshot and purge now and then so the
-            // state file stays small over thousands of elections.
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(200),
-            max_in_snapshot_log_to_keep: 20,
+            // One blank entry per elected leader: snapshot and purge often, so that the state
+            // written on every vote stays a few KiB over thousands of elections.
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(32),
+            max_in_snapshot_log_to_keep: 8,
             ..Default::default()
         }
         .validate()?;
@@ -399,7 +399,9 @@ impl QuorumNode {
                 quiet.leading(m.current_term, now);
                 if quiet.may_probe(now) && tokio::time::Instant::now() >= next_probe {
                     next_probe = tokio::time::Instant::now() + hb;
-                    if probes % HEARTBEAT_EVERY == 0 {
+                    // Not with the first probe of a term: the new leader's replication is already
+                    // on its way, and the followers answer the probe after it.
+                    if probes % HEARTBEAT_EVERY == HEARTBEAT_EVERY - 1 {
                         let _ = self.raft.trigger().heartbeat().await;
                     }
                     probes += 1;
