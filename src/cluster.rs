@@ -452,17 +452,13 @@ impl Cluster {
             .map_err(|e| CtlError::Http(id, e.to_string()))
     }
 
-    /// Any admin request to node `id`; answers the fault set now in force.
-    async fn faults_request(
+    /// Sends an admin request to node `id` with the admin token, if there is one; answers the
+    /// HTTP status and the body.
+    async fn admin(
         &self,
         id: NodeId,
-        set: Option<&FaultSet>,
-    ) -> Result<FaultSet, CtlError> {
-        let url = self.url(id, "/v1/admin/faults")?;
-        let mut req = match set {
-            Some(s) => self.client.put(url).json(s),
-            None => self.client.delete(url),
-        };
+        mut req: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::StatusCode, String), CtlError> {
         if let Some(t) = self.admin_token() {
             req = req.bearer_auth(t);
         }
@@ -475,6 +471,21 @@ impl Cluster {
             .text()
             .await
             .map_err(|e| CtlError::Http(id, e.to_string()))?;
+        Ok((status, text))
+    }
+
+    /// Any admin request to node `id`; answers the fault set now in force.
+    async fn faults_request(
+        &self,
+        id: NodeId,
+        set: Option<&FaultSet>,
+    ) -> Result<FaultSet, CtlError> {
+        let url = self.url(id, "/v1/admin/faults")?;
+        let req = match set {
+            Some(s) => self.client.put(url).json(s),
+            None => self.client.delete(url),
+        };
+        let (status, text) = self.admin(id, req).await?;
         if !status.is_success() {
             return Err(CtlError::Http(id, format!("{status}: {text}")));
         }
@@ -492,19 +503,9 @@ impl Cluster {
         if let Some(to) = to {
             req = req.json(&serde_json::json!({ "to": to }));
         }
-        if let Some(t) = self.admin_token() {
-            req = req.bearer_auth(t);
-        }
-        let res = req
-            .send()
-            .await
-            .map_err(|e| CtlError::Http(id, e.to_string()))?;
-        let status = res.status().as_u16();
-        let body = res
-            .json()
-            .await
-            .map_err(|e| CtlError::Http(id, e.to_string()))?;
-        Ok((status, body))
+        let (status, text) = self.admin(id, req).await?;
+        let body = serde_json::from_str(&text).map_err(|e| CtlError::Http(id, e.to_string()))?;
+        Ok((status.as_u16(), body))
     }
 
     pub async fn set_faults(&self, id: NodeId, set: &FaultSet) -> Result<FaultSet, CtlError> {

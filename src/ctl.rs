@@ -409,11 +409,30 @@ pub struct ChaosArgs {
     /// Output folder of report.json, report.md, the SVG timelines and the runs' logs.
     #[arg(long, default_value = "target/chaos")]
     pub out: PathBuf,
+    /// Run nothing: judge the stored runs of the report in --out again with this build's C5
+    /// checker (each run's `runs/*/runlog.json`) and rewrite report.json and report.md.
+    #[arg(long)]
+    pub rejudge: bool,
 }
 
 /// Entry point of `electd chaos`; exits 1 when a run failed.
 pub fn chaos_main(args: ChaosArgs) -> ExitCode {
     use crate::chaos::runner::{run_matrix, Layer, Matrix, SCENARIOS};
+    if args.rejudge {
+        return match crate::chaos::report::rejudge_c5(&args.out) {
+            Ok(n) => {
+                println!(
+                    "chaos: C5 judged again for {n} runs in {}",
+                    args.out.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("electd chaos --rejudge: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let bin = match std::env::current_exe() {
         Ok(b) => b,
         Err(e) => {

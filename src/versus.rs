@@ -150,6 +150,11 @@ impl<'a> Electd<'a> {
     }
 }
 
+/// The JSON answer of `req`, or `None` on any failure (the poller counts it as no answer).
+async fn fetch_json<T: serde::de::DeserializeOwned>(req: reqwest::RequestBuilder) -> Option<T> {
+    req.send().await.ok()?.json().await.ok()
+}
+
 fn poll_client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
@@ -169,15 +174,8 @@ impl Target for Electd<'_> {
     }
     async fn named_leader(&self, member: NodeId) -> Option<String> {
         let addr = &self.c.member(member).ok()?.addr;
-        let info: crate::api::LeaderInfo = self
-            .client
-            .get(format!("http://{addr}/v1/leader"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let req = self.client.get(format!("http://{addr}/v1/leader"));
+        let info: crate::api::LeaderInfo = fetch_json(req).await?;
         info.leader.map(|l| l.id.to_string())
     }
     fn member_of(&self, leader: &str) -> Option<NodeId> {
@@ -261,16 +259,11 @@ impl Etcd {
     }
 
     async fn status(&self, m: NodeId) -> Option<EtcdStatus> {
-        let v: serde_json::Value = self
+        let req = self
             .client
             .post(format!("{}/v3/maintenance/status", self.url(m, 2379)))
-            .body("{}")
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+            .body("{}");
+        let v: serde_json::Value = fetch_json(req).await?;
         Some(EtcdStatus {
             member_id: v["header"]["member_id"].as_str().map(str::to_string),
             // Zero fields are left out of etcd's JSON: no `leader` means no leader.

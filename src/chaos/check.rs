@@ -460,7 +460,8 @@ pub struct Disruption {
 }
 
 /// C5 over every fault window of the log: a node is cut off when the nodes it can talk to (the
-/// union of the groups it belongs to, itself included) are fewer than a majority.
+/// union of the groups it belongs to, itself included) are fewer than a majority. Windows
+/// without groups (delay, loss) cut nobody off.
 pub fn disruption(log: &RunLog) -> Disruption {
     let nodes = members(log);
     let majority = nodes.len() / 2 + 1;
@@ -476,10 +477,18 @@ pub fn disruption(log: &RunLog) -> Disruption {
     let claims = claim_intervals(log);
     let mut out = Disruption::default();
     for (i, w) in windows.iter().enumerate() {
-        for &n in &nodes {
-            let in_groups: Vec<&Vec<NodeId>> = w.groups.iter().filter(|g| g.contains(&n)).collect();
-            let cut_off = !in_groups.is_empty() && in_groups.iter().all(|g| g.len() < majority);
-            if !cut_off {
+        // A window without groups (delay, loss) cuts nobody off.
+        let partitioned = !w.groups.is_empty();
+        for &n in nodes.iter().filter(|_| partitioned) {
+            let reach: std::collections::BTreeSet<NodeId> = w
+                .groups
+                .iter()
+                .filter(|g| g.contains(&n))
+                .flatten()
+                .copied()
+                .chain([n])
+                .collect();
+            if reach.len() >= majority {
                 continue;
             }
             let before = term_at(n, w.start_ns);
@@ -1126,6 +1135,19 @@ mod tests {
         l.events.push(lead(1, 1, 3));
         l.faults
             .push(window(1000, 5000, vec![vec![1, 2, 3], vec![4, 5]]));
+        // Groups given as pairs that can talk: nodes 1, 2, 3 still reach a majority.
+        let mut pairs = l.clone();
+        pairs.faults = vec![window(
+            1000,
+            5000,
+            vec![vec![1, 2], vec![1, 3], vec![2, 3], vec![4, 5]],
+        )];
+        pairs.events.push(ev(2000, 1, Role::Candidate, 9, None));
+        assert_eq!(disruption(&pairs).minority_terms_gained, 0);
+        // Loss or delay on every link is no partition: nobody is cut off.
+        let mut lossy = l.clone();
+        lossy.faults = vec![window(1000, 5000, vec![])];
+        assert_eq!(disruption(&lossy).minority_terms_gained, 0);
         // Node 4 campaigns twice while cut off (no pre-vote): terms 4 and 5.
         l.events.push(ev(2000, 4, Role::Candidate, 4, None));
         l.events.push(ev(3000, 4, Role::Candidate, 5, None));

@@ -14,6 +14,44 @@ use serde::Serialize;
 use crate::chaos::check::{node_segments, split_brain, NodeState, ProcKind, RunLog, RunResult};
 use crate::role::Role;
 
+/// Reads `dir/report.json`, judges C5 again for every run from its stored
+/// `runs/<scenario>-<mode>-<layer>-<seed>/runlog.json`, and rewrites `report.json` and
+/// `report.md` (keeping the timelines already in `dir`). Returns how many runs were judged.
+pub fn rejudge_c5(dir: &Path) -> io::Result<usize> {
+    let text = fs::read_to_string(dir.join("report.json"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(io::Error::other)?;
+    let mut runs: Vec<RunResult> =
+        serde_json::from_value(v["runs"].clone()).map_err(io::Error::other)?;
+    let mut judged = 0;
+    for r in &mut runs {
+        let stored = dir
+            .join("runs")
+            .join(format!("{}-{}-{}-{}", r.scenario, r.mode, r.layer, r.seed));
+        let Ok(bytes) = fs::read(stored.join("runlog.json")) else {
+            continue;
+        };
+        let log: RunLog = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
+        let c5 = crate::chaos::check::disruption(&log);
+        r.minority_terms_gained = c5.minority_terms_gained;
+        r.heal_leader_changes = c5.heal_leader_changes;
+        judged += 1;
+    }
+    // The timelines already written: `![title](file.svg)` lines of the old report.md.
+    let old_md = fs::read_to_string(dir.join("report.md")).unwrap_or_default();
+    let pictures: Vec<(String, String)> = old_md
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("![")?;
+            let (title, rest) = rest.split_once("](")?;
+            let file = rest.strip_suffix(')')?;
+            Some((file.to_string(), title.to_string()))
+        })
+        .collect();
+    fs::write(dir.join("report.json"), report_json(&runs)?)?;
+    fs::write(dir.join("report.md"), report_md(&runs, &pictures))?;
+    Ok(judged)
+}
+
 /// Writes `report.json`, `report.md` and `<stem>.svg` for every timeline into `dir` (created if
 /// needed). A stem must be a plain file name (no path separator, not empty).
 pub fn write_report(

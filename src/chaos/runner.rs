@@ -87,7 +87,8 @@ struct Harness {
     delays: BTreeMap<NodeId, u64>,
     procs: Vec<ProcEvent>,
     faults: Vec<FaultWindow>,
-    open: Option<(u64, String)>,
+    /// The fault window in force: start, label, and who could talk to whom when it opened.
+    open: Option<(u64, String, Vec<Vec<NodeId>>)>,
     fault_ns: Option<u64>,
     heal_ns: Option<u64>,
     rng: StdRng,
@@ -189,7 +190,7 @@ impl Harness {
         // The window starts once every rule is in force.
         let t = mono_ns();
         self.mark_fault(t);
-        self.open = Some((t, label.to_string()));
+        self.open = Some((t, label.to_string(), self.groups()));
         Ok(())
     }
 
@@ -225,12 +226,14 @@ impl Harness {
     }
 
     fn close_window(&mut self) {
-        if let Some((start, label)) = self.open.take() {
+        // The groups of the window are those in force while it was open (taken when it
+        // opened: by the time it closes, a flapping scenario has set the next cuts).
+        if let Some((start, label, groups)) = self.open.take() {
             self.faults.push(FaultWindow {
                 start_ns: start,
                 end_ns: mono_ns(),
                 label,
-                groups: self.groups(),
+                groups,
             });
         }
     }

@@ -329,7 +329,10 @@ impl QuorumNode {
     pub async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
         let mut driver = tokio::spawn(self.clone().drive_elections(stop.clone()));
         let res = tokio::select! {
-            res = self.role_loop(stop.clone()) => res,
+            // openraft stopping after this node closed its claim is the node's own shutdown.
+            res = self.clone().role_loop(stop.clone()) => {
+                res.or_else(|e| if self.lease.lock().expect("lease").is_closed() { Ok(()) } else { Err(e) })
+            }
             // The driver ends by itself only when the node stops; a panic stops the node.
             ended = &mut driver => match ended {
                 Err(e) if e.is_panic() => Err(format!("the election driver panicked: {e}")),
