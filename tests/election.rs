@@ -13,8 +13,8 @@ use electd::config::Mode;
 use electd::role::{NodeId, Role};
 
 const WAIT: Duration = Duration::from_secs(15);
-/// How long a node stays cut off: ten follower leases at the default timings.
-const CUT: Duration = Duration::from_millis(1500);
+/// How long a node stays cut off: ten follower leases of the test clusters.
+const CUT: Duration = Duration::from_millis(10 * common::TEST_TIMING.follower_lease_ms);
 
 /// Cuts `group` off from the rest for [`CUT`], then heals. Asserts that no node of `group`
 /// raised its term meanwhile, and that the leader is the same, in the same term, after the

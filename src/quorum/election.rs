@@ -67,10 +67,16 @@ impl ElectionTiming {
     }
 }
 
+/// openraft's `heartbeat_interval`, which electd uses only as the deadline of its RPCs
+/// (AppendEntries and probes get 3/4 of it): a third of the follower lease, at least a beat.
+pub fn rpc_interval_ms(t: &Timing) -> u64 {
+    (t.follower_lease_ms / 3).max(t.heartbeat_ms)
+}
+
 /// openraft's vote RPC deadline (its `election_timeout_min`): half a follower lease, and more
-/// than a heartbeat, as openraft's config requires.
+/// than [`rpc_interval_ms`], as openraft's config requires.
 pub fn vote_deadline_ms(t: &Timing) -> u64 {
-    (t.follower_lease_ms / 2).max(t.heartbeat_ms + 1)
+    (t.follower_lease_ms / 2).max(rpc_interval_ms(t) + 1)
 }
 
 /// What the node last heard from a leader (or did in its place), as the gate holds it.

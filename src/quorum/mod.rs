@@ -163,7 +163,11 @@ impl QuorumNode {
         let store = Store::open(&cfg.data_dir, cfg.id, &cfg.cluster_id)?;
         let raft_cfg = openraft::Config {
             cluster_name: cfg.cluster_id.clone(),
-            heartbeat_interval: t.heartbeat_ms,
+            // Not the beat (the role loop keeps that, every `heartbeat_ms`): openraft uses this
+            // value as the deadline of each AppendEntries, the probes' included (3/4 of it).
+            // A third of the follower lease, so that a follower that answers a little late on
+            // a busy host does not fail the probe, and so demote, a leader it still hears.
+            heartbeat_interval: election::rpc_interval_ms(&t),
             // electd decides when to campaign (election.rs): openraft's own timer is off. Its
             // heartbeats are sent by the role loop, in step with the quorum probes.
             enable_elect: false,
