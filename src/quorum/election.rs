@@ -192,10 +192,6 @@ impl Campaign {
         }
     }
 
-    pub fn timing(&self) -> ElectionTiming {
-        self.timing
-    }
-
     /// The earliest instant this node may start a pre-vote round, being `rank` in the order
     /// and in `term` now.
     pub fn due_at(&self, contact: &Contact, rank: u32, term: u64) -> u64 {

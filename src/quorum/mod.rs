@@ -113,6 +113,8 @@ pub struct QuorumNode {
     /// The follower-lease gate: last contact, shared by the append handler and the driver.
     gate: Gate,
     campaign: Mutex<Campaign>,
+    /// The election driver's timings (from the config; the campaign holds a copy).
+    election: ElectionTiming,
     /// The pre-vote this node granted last (or its own round), see [`Promise`].
     promise: Mutex<Option<Promise>>,
     /// The last leader whose AppendEntries this node accepted, and when (MONOTONIC).
@@ -220,6 +222,7 @@ impl QuorumNode {
             store,
             gate: Gate::new(clock.boot_ns()),
             campaign: Mutex::new(Campaign::new(timing, seed)),
+            election: timing,
             promise: Mutex::new(None),
             clock,
             lease: Mutex::new(Lease::default()),
@@ -551,7 +554,7 @@ impl QuorumNode {
             last_log_id: self.store.last_log_id(),
         };
         let need = self.members.len() / 2 + 1;
-        let timing = self.campaign.lock().expect("campaign").timing();
+        let timing = self.election;
         let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
         // This node's own round counts as its promise: it refuses other candidates meanwhile.
         {
@@ -605,7 +608,7 @@ impl QuorumNode {
     async fn elect_if_still_due(&self, seen_seq: u64) -> Option<u64> {
         let _exclusive = self.gate.exclusive().await;
         let c = self.gate.contact();
-        let lease_over = self.clock.boot_ns() >= c.at_ns + ms(self.timing.follower_lease_ms);
+        let lease_over = self.clock.boot_ns() >= c.at_ns + self.election.follower_lease_ns;
         let m = self.metrics();
         if c.seq != seen_seq
             || !lease_over
@@ -624,8 +627,7 @@ impl QuorumNode {
     /// passes; true when it leads.
     async fn await_outcome(&self, term: u64, seq: u64, stop: &CancellationToken) -> bool {
         let mut metrics = self.raft.metrics();
-        let limit =
-            Duration::from_nanos(self.campaign.lock().expect("campaign").timing().outcome_ns);
+        let limit = Duration::from_nanos(self.election.outcome_ns);
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             {
@@ -889,8 +891,8 @@ async fn prevote(
 ) -> Result<Response, ApiError> {
     let req: PreVoteRequest = decode(&q.stats, &body)?;
     q.stats.received("prevote");
-    let m = q.metrics();
-    let timing = q.campaign.lock().expect("campaign").timing();
+    let term = q.raft.metrics().borrow().current_term;
+    let timing = q.election;
     let (now, contact) = (q.clock.boot_ns(), q.gate.contact().at_ns);
     let verdict = {
         let mut promise = q.promise.lock().expect("promise");
@@ -919,7 +921,7 @@ async fn prevote(
         .then(|| (contact + timing.follower_lease_ns).saturating_sub(now) / 1000);
     Ok(Json(PreVoteResponse {
         granted: verdict.is_ok(),
-        term: m.current_term,
+        term,
         refused: verdict.err().map(|r| r.code().to_string()),
         lease_left_us,
     })
