@@ -140,11 +140,18 @@ impl Lease {
 
 /// When a leader without a quorum goes quiet (openraft.md, the bridge trap, openraft #2080).
 ///
-/// A leader whose probes have failed for a whole lease stops its heartbeats and its probes for
-/// `quiet_ns`, so that a voter it can still reach (a bridge) lets its follower lease run out
-/// and can vote for a candidate of the majority side. `quiet_ns` covers that voter's lease
-/// (`election_timeout_max`), one more election timeout for the majority's candidate to retry,
-/// and the claim lease itself: `quiet = 2 × election_timeout_max + lease`.
+/// A leader whose probes have failed for `after_ns` (two follower leases, 2F) stops its
+/// heartbeats and its probes for `quiet_ns`, so that a voter it can still reach (a bridge) lets
+/// its follower lease run out and can vote for a candidate of the majority side. `quiet_ns`
+/// covers that voter's lease (`election_timeout_max`), one more election timeout for the
+/// majority's candidate to retry, and the claim lease itself: `quiet = 2 × election_timeout_max
+/// + lease`.
+///
+/// Going quiet is for liveness only. The claim needs no help from it: it ends `lease` after the
+/// last acknowledged probe whatever happens here. So the leader waits well past its lease before
+/// it gives up on its followers: a host that stalls for a few beats (CPU steal, a debug build on
+/// 2 busy cores) loses the claim for the stall, then claims again with its next acknowledged
+/// probe, without an election.
 #[derive(Debug, Default)]
 pub struct Quiet {
     /// Start of the current leadership in openraft (state Leader), to time the first lease.
@@ -181,13 +188,14 @@ impl Quiet {
         self.quiet_until_ns.is_none_or(|q| now_ns >= q)
     }
 
-    /// After a failed probe: should the node go quiet now? Sets the quiet period if so.
-    pub fn failed(&mut self, now_ns: u64, lease_ns: u64, quiet_ns: u64) -> bool {
+    /// After a failed probe: should the node go quiet now (no acknowledgement for `after_ns`)?
+    /// Sets the quiet period if so.
+    pub fn failed(&mut self, now_ns: u64, after_ns: u64, quiet_ns: u64) -> bool {
         let since = self
             .last_ack_ns
             .or(self.leader_since_ns.map(|(_, s)| s))
             .unwrap_or(now_ns);
-        if now_ns >= since + lease_ns {
+        if now_ns >= since + after_ns {
             self.quiet_until_ns = Some(now_ns + quiet_ns);
             true
         } else {
@@ -305,18 +313,22 @@ mod tests {
     }
 
     #[test]
-    fn quiet_after_a_lease_without_acks() {
+    fn quiet_after_two_follower_leases_without_acks() {
+        const AFTER: u64 = 240;
         let mut q = Quiet::default();
         q.leading(5, 0);
-        assert!(!q.failed(100, L, 1000));
-        assert!(q.failed(240, L, 1000));
+        assert!(!q.failed(100, AFTER, 1000));
+        assert!(q.failed(240, AFTER, 1000));
         assert!(!q.may_probe(1239));
         assert!(q.may_probe(1240));
         q.acked(1240);
         assert!(q.may_probe(1241));
-        assert!(!q.failed(1300, L, 1000), "measured from the last ack");
+        assert!(!q.failed(1300, AFTER, 1000), "measured from the last ack");
         q.leading(6, 2000);
-        assert!(!q.failed(2100, L, 1000), "a new term starts a new lease");
+        assert!(
+            !q.failed(2100, AFTER, 1000),
+            "a new term starts a new lease"
+        );
     }
 
     #[test]

@@ -351,7 +351,7 @@ impl QuorumNode {
     }
 
     /// The role loop: while openraft has this node as leader, probe the quorum every heartbeat
-    /// and claim for a lease after each acknowledged probe; go quiet after a lease without acks;
+    /// and claim for a lease after each acknowledged probe; go quiet after 2F without acks;
     /// record every role change. Runs until `stop` is cancelled or openraft stops.
     ///
     /// The probes are the leader's heartbeats: one AppendEntries round every `heartbeat_ms`
@@ -362,6 +362,7 @@ impl QuorumNode {
         let t = self.timing;
         let hb = Duration::from_millis(t.heartbeat_ms);
         let lease_ns = ms(t.effective_lease_ms());
+        let quiet_after_ns = 2 * ms(t.follower_lease_ms);
         let quiet_ns = 2 * ms(t.follower_lease_ms) + lease_ns;
         let mut metrics = self.raft.metrics();
         let mut quiet = Quiet::default();
@@ -418,10 +419,10 @@ impl QuorumNode {
                     let t0 = self.clock.boot_ns();
                     if self.probe(m.current_term, lease_ns).await {
                         quiet.acked(t0);
-                    } else if quiet.failed(self.clock.boot_ns(), lease_ns, quiet_ns) {
+                    } else if quiet.failed(self.clock.boot_ns(), quiet_after_ns, quiet_ns) {
                         tracing::warn!(
                             quiet_ms = quiet_ns / 1_000_000,
-                            "no quorum for a whole lease: demoted, probes and heartbeats paused"
+                            "no quorum for two follower leases: probes and heartbeats paused"
                         );
                     }
                 }
