@@ -93,6 +93,9 @@ pub enum BenchCmd {
     VsEtcd {
         #[arg(long, default_value_t = 30)]
         trials: usize,
+        /// After the failovers, leave each cluster idle this long and count its elections.
+        #[arg(long, default_value_t = 0)]
+        idle_seconds: u64,
         #[arg(long, value_enum, default_value = "default")]
         profile: crate::versus::Profile,
         /// Seed of the random wait before each kill (default: random, printed).
@@ -228,6 +231,7 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
             what:
                 BenchCmd::VsEtcd {
                     trials,
+                    idle_seconds,
                     profile,
                     seed,
                     etcd,
@@ -240,7 +244,9 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
                 path: work.clone(),
                 source,
             })?;
-            match crate::versus::compare(&mut c, trials, profile, seed, &etcd, &work).await {
+            match crate::versus::compare(&mut c, trials, idle_seconds, profile, seed, &etcd, &work)
+                .await
+            {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e) => {
                     eprintln!("bench failed: {e}");

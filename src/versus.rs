@@ -35,6 +35,8 @@ pub trait Target {
     async fn named_leader(&self, member: NodeId) -> Option<String>;
     /// The member whose id `named_leader` reports as `leader`.
     fn member_of(&self, leader: &str) -> Option<NodeId>;
+    /// The term `member` is in, `None` when it does not answer within the poll interval.
+    async fn term(&self, member: NodeId) -> Option<u64>;
     fn kill(&self, member: NodeId);
     fn restart(&self, member: NodeId) -> Result<(), String>;
 }
@@ -109,6 +111,76 @@ pub async fn failovers<T: Target>(t: &T, trials: usize, seed: u64) -> Result<Vec
     Ok(out)
 }
 
+/// What an idle cluster did in a window: elections (terms gained) and what a once-a-second
+/// poll of every member saw.
+#[derive(Debug, Default)]
+pub struct Idle {
+    pub seconds: u64,
+    /// Highest term at the end less highest term at the start: elections begun.
+    pub terms: u64,
+    /// Polls whose agreed leader differed from the previous agreed one.
+    pub leader_changes: u64,
+    /// Polls in which the members did not all name one leader.
+    pub polls_without_leader: u64,
+    pub polls: u64,
+}
+
+/// The highest term any of `members` reports.
+async fn max_term<T: Target>(t: &T, members: &[NodeId]) -> Option<u64> {
+    let terms = futures_util::future::join_all(members.iter().map(|m| t.term(*m))).await;
+    terms.into_iter().flatten().max()
+}
+
+/// Leaves `t` idle for `seconds` (no load, no faults) once all members agree on a leader, and
+/// counts the elections it held meanwhile. The members are asked only once a second, so that
+/// the poller itself keeps the host about as idle as it is.
+pub async fn idle<T: Target>(t: &T, seconds: u64) -> Result<Idle, String> {
+    let all = t.members();
+    until_agreed(t, &all, |_| true).await.ok_or(format!(
+        "{}: no agreed leader before the idle window",
+        t.name()
+    ))?;
+    let before = max_term(t, &all)
+        .await
+        .ok_or(format!("{}: no member reports a term", t.name()))?;
+    let end = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut out = Idle {
+        seconds,
+        ..Idle::default()
+    };
+    let mut last: Option<NodeId> = None;
+    while tokio::time::Instant::now() < end {
+        tick.tick().await;
+        out.polls += 1;
+        match agreed(&round(t, &all).await).and_then(|l| t.member_of(&l)) {
+            Some(l) => {
+                if last.is_some_and(|p| p != l) {
+                    out.leader_changes += 1;
+                }
+                last = Some(l);
+            }
+            None => out.polls_without_leader += 1,
+        }
+    }
+    let after = max_term(t, &all)
+        .await
+        .ok_or(format!("{}: no member reports a term", t.name()))?;
+    out.terms = after.saturating_sub(before);
+    println!(
+        "{} idle {} s: {} elections (terms gained), {} changes of the agreed leader and {} of {} \
+         polls without one (a poll a second)",
+        t.name(),
+        out.seconds,
+        out.terms,
+        out.leader_changes,
+        out.polls_without_leader,
+        out.polls
+    );
+    Ok(out)
+}
+
 /// electd's side: a cluster directory run by [`Cluster`].
 pub struct Electd<'a> {
     pub c: &'a Cluster,
@@ -177,6 +249,12 @@ impl Target for Electd<'_> {
         let req = self.client.get(format!("http://{addr}/v1/leader"));
         let info: crate::api::LeaderInfo = fetch_json(req).await?;
         info.leader.map(|l| l.id.to_string())
+    }
+    async fn term(&self, member: NodeId) -> Option<u64> {
+        let addr = &self.c.member(member).ok()?.addr;
+        let req = self.client.get(format!("http://{addr}/v1/leader"));
+        let info: crate::api::LeaderInfo = fetch_json(req).await?;
+        Some(info.term)
     }
     fn member_of(&self, leader: &str) -> Option<NodeId> {
         leader.parse().ok()
@@ -268,6 +346,12 @@ impl Etcd {
             member_id: v["header"]["member_id"].as_str().map(str::to_string),
             // Zero fields are left out of etcd's JSON: no `leader` means no leader.
             leader: v["leader"].as_str().map(str::to_string),
+            // 64-bit numbers come as strings.
+            term: v["raftTerm"]
+                .as_str()
+                .or(v["raft_term"].as_str())
+                .or(v["header"]["raft_term"].as_str())
+                .and_then(|t| t.parse().ok()),
         })
     }
 }
@@ -275,6 +359,7 @@ impl Etcd {
 struct EtcdStatus {
     member_id: Option<String>,
     leader: Option<String>,
+    term: Option<u64>,
 }
 
 impl Target for Etcd {
@@ -286,6 +371,9 @@ impl Target for Etcd {
     }
     async fn named_leader(&self, member: NodeId) -> Option<String> {
         self.status(member).await?.leader
+    }
+    async fn term(&self, member: NodeId) -> Option<u64> {
+        self.status(member).await?.term
     }
     fn member_of(&self, leader: &str) -> Option<NodeId> {
         self.ids.get(leader).copied()
@@ -386,11 +474,13 @@ pub async fn electd_ready(c: &Cluster) -> Result<NodeId, String> {
 /// `electd ctl bench vs-etcd`: `trials` failovers of the cluster in `c` (which must be down:
 /// its nodes are started here with the profile's timings and stopped at the end), then of a
 /// 5-member etcd (`etcd_bin`) at the same timings with data under `work`; prints both
-/// distributions, the ratios, and electd's time with two claimants (from its event logs).
+/// distributions, the ratios, and electd's time with two claimants (from its event logs); then,
+/// with `idle_seconds` > 0, leaves each idle that long and counts its elections ([`idle`]).
 /// Fails when two electd nodes ever claimed at once.
 pub async fn compare(
     c: &mut Cluster,
     trials: usize,
+    idle_seconds: u64,
     profile: Profile,
     seed: u64,
     etcd_bin: &Path,
@@ -426,7 +516,10 @@ pub async fn compare(
     }
     let target = Electd::new(c);
     let electd = match electd_ready(c).await {
-        Ok(_) => failovers(&target, trials, seed).await,
+        Ok(_) => match failovers(&target, trials, seed).await {
+            Ok(v) if idle_seconds > 0 => idle(&target, idle_seconds).await.map(|_| v),
+            other => other,
+        },
         Err(e) => Err(e),
     };
     let split_ms = target.split_brain_ms(since, lease - lease / 5);
@@ -434,7 +527,11 @@ pub async fn compare(
     let electd = electd?;
     let etcd = {
         let e = Etcd::start(etcd_bin, work, hb, lease).await?;
-        failovers(&e, trials, seed).await?
+        let v = failovers(&e, trials, seed).await?;
+        if idle_seconds > 0 {
+            idle(&e, idle_seconds).await?;
+        }
+        v
     };
     let a = summarize("electd failover", electd);
     let b = summarize("etcd   failover", etcd);
