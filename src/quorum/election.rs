@@ -53,6 +53,8 @@ pub struct ElectionTiming {
     pub outcome_ns: u64,
     /// Upper bound of the seeded jitter after a failed attempt: half a follower lease.
     pub jitter_ns: u64,
+    /// The leader's beat.
+    pub heartbeat_ns: u64,
 }
 
 impl ElectionTiming {
@@ -63,7 +65,17 @@ impl ElectionTiming {
             prevote_timeout_ns: ms(2 * t.heartbeat_ms),
             outcome_ns: ms(vote_deadline_ms(t)),
             jitter_ns: ms(t.follower_lease_ms / 2),
+            heartbeat_ns: ms(t.heartbeat_ms),
         }
+    }
+
+    /// This node slept until its campaign slot `due_ns` and its clock woke it at `woke_ns`:
+    /// more than a beat late means its process or its host was stalled. Then the leader may
+    /// have been stalled with it, or its beats may be waiting unread in this node's sockets:
+    /// the driver gives the leader one more beat before it campaigns. This only ever delays a
+    /// campaign.
+    pub fn woke_late(&self, due_ns: u64, woke_ns: u64) -> bool {
+        woke_ns > due_ns + self.heartbeat_ns
     }
 }
 
@@ -360,6 +372,18 @@ mod tests {
             lease_ms: 0,
         });
         assert_eq!(fast.stagger_ns, ms(5), "never below 5 ms");
+    }
+
+    #[test]
+    fn a_node_that_woke_more_than_a_beat_late_gives_the_leader_one_more_beat() {
+        let t = timing();
+        let due = ms(1000);
+        assert!(!t.woke_late(due, due));
+        assert!(
+            !t.woke_late(due, due + ms(30)),
+            "a beat late is still on time"
+        );
+        assert!(t.woke_late(due, due + ms(31)));
     }
 
     #[test]

@@ -503,11 +503,23 @@ impl QuorumNode {
                     .due_at(&contact, my_rank, m.current_term);
             let now = self.clock.boot_ns();
             if now < due {
-                tokio::select! {
+                let slept = tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_nanos(due - now)) => {}
-                    _ = self.gate.changed() => {}
-                    r = metrics.changed() => if r.is_err() { return },
+                    _ = tokio::time::sleep(Duration::from_nanos(due - now)) => true,
+                    _ = self.gate.changed() => false,
+                    r = metrics.changed() => if r.is_err() { return } else { false },
+                };
+                let woke = self.clock.boot_ns();
+                if slept && self.election.woke_late(due, woke) {
+                    tracing::debug!(
+                        late_us = (woke - due) / 1000,
+                        "woke late for the campaign slot: one more beat for the leader"
+                    );
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_nanos(self.election.heartbeat_ns)) => {}
+                        _ = self.gate.changed() => {}
+                    }
                 }
                 continue;
             }
