@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The partition chaos suite: every mode under the same faults (design/chaos.md).
-#   scripts/chaos.sh --quick                 each scenario once per mode and layer (~20 min)
-#   scripts/chaos.sh                         the default run: 3 seeds each
+#   scripts/chaos.sh --quick                 each scenario once per mode and layer (~10 min)
+#   scripts/chaos.sh                         the default run: 3 seeds each (216 runs, ~25 min)
 #   scripts/chaos.sh --scenario S5 --mode bully --layer kernel --seed 7   replay one run
 #   --out DIR                                output folder (default target/chaos)
-# Kernel-layer runs need root and iptables; without them they are reported as skipped.
+# Kernel-layer runs need root and iptables (installed here as root when missing); without them
+# they are reported as skipped.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/scripts/lib/iptables.sh"
+need_iptables chaos.sh
 (cd "$root" && cargo build --release --quiet --bin electd)
 cd "$root"
 exec "$root/target/release/electd" chaos "$@"
