@@ -4,7 +4,8 @@
 # name one new leader). Prints p50/p90/p99 of each, the ratios, and electd's time with two
 # claimants (from its event logs; the run fails if it is not 0).
 #   scripts/bench-vs-etcd.sh [--trials 30] [--profile default|fast] [--idle-seconds 0] [--seed S]
-# --idle-seconds N: after the failovers, leave each cluster idle N s and count its elections.
+# --idle-seconds N: after the failovers, leave both clusters idle N s side by side and count
+# their elections.
 # default: heartbeat 30 ms, follower lease = etcd election timeout 150 ms; fast: 10 / 50 ms.
 # Installs Debian's etcd-server when etcd is missing (as root). The bundled cluster must be
 # down (scripts/cluster.sh down); it is started with the profile's timings and stopped again.

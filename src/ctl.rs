@@ -93,7 +93,8 @@ pub enum BenchCmd {
     VsEtcd {
         #[arg(long, default_value_t = 30)]
         trials: usize,
-        /// After the failovers, leave each cluster idle this long and count its elections.
+        /// After the failovers, leave both clusters idle this long side by side and count
+        /// their elections.
         #[arg(long, default_value_t = 0)]
         idle_seconds: u64,
         #[arg(long, value_enum, default_value = "default")]

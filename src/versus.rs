@@ -475,7 +475,8 @@ pub async fn electd_ready(c: &Cluster) -> Result<NodeId, String> {
 /// its nodes are started here with the profile's timings and stopped at the end), then of a
 /// 5-member etcd (`etcd_bin`) at the same timings with data under `work`; prints both
 /// distributions, the ratios, and electd's time with two claimants (from its event logs); then,
-/// with `idle_seconds` > 0, leaves each idle that long and counts its elections ([`idle`]).
+/// with `idle_seconds` > 0, leaves both idle that long at the same time and counts their
+/// elections ([`idle`]).
 /// Fails when two electd nodes ever claimed at once.
 pub async fn compare(
     c: &mut Cluster,
@@ -515,24 +516,25 @@ pub async fn compare(
             .map_err(|e| e.to_string())?;
     }
     let target = Electd::new(c);
-    let electd = match electd_ready(c).await {
-        Ok(_) => match failovers(&target, trials, seed).await {
-            Ok(v) if idle_seconds > 0 => idle(&target, idle_seconds).await.map(|_| v),
-            other => other,
-        },
-        Err(e) => Err(e),
-    };
+    // electd first, then etcd, each with the other idle beside it; then both idle at once, so
+    // that the host's stalls (which come and go by the minute here) fall on both alike.
+    let measured = async {
+        electd_ready(c).await?;
+        let electd = failovers(&target, trials, seed).await?;
+        let e = Etcd::start(etcd_bin, work, hb, lease).await?;
+        let etcd = failovers(&e, trials, seed).await?;
+        if idle_seconds > 0 {
+            println!("both clusters idle for {idle_seconds} s, side by side");
+            let (a, b) = tokio::join!(idle(&target, idle_seconds), idle(&e, idle_seconds));
+            a?;
+            b?;
+        }
+        Ok::<_, String>((electd, etcd))
+    }
+    .await;
     let split_ms = target.split_brain_ms(since, lease - lease / 5);
     c.down(Duration::from_secs(2));
-    let electd = electd?;
-    let etcd = {
-        let e = Etcd::start(etcd_bin, work, hb, lease).await?;
-        let v = failovers(&e, trials, seed).await?;
-        if idle_seconds > 0 {
-            idle(&e, idle_seconds).await?;
-        }
-        v
-    };
+    let (electd, etcd) = measured?;
     let a = summarize("electd failover", electd);
     let b = summarize("etcd   failover", etcd);
     let ratio = |p: f64| percentile(&a, p) / percentile(&b, p);
