@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The partition chaos suite: every mode under the same faults (design/chaos.md).
+# The partition chaos suite: every mode under the same faults (docs/design/chaos.md).
 #   scripts/chaos.sh --quick                 each scenario once per mode and layer (~10 min)
 #   scripts/chaos.sh                         the default run: 3 seeds each (216 runs, ~25 min)
 #   scripts/chaos.sh --scenario S5 --mode bully --layer kernel --seed 7   replay one run

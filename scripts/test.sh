@@ -20,7 +20,7 @@ else
   cargo test --no-fail-fast "$@"
 fi
 
-# Fuzzing (issue 5): each target of fuzz/ (src/fuzzing.rs) for a bounded time, from the seeds in
+# Fuzzing (README, "Hardening"): each target of fuzz/ (src/fuzzing.rs) for a bounded time, from the seeds in
 # fuzz/seeds/ plus a scratch corpus in a temp dir. cargo-fuzz runs here on the stable toolchain
 # with --sanitizer none (libFuzzer's coverage guidance, no ASan; the code is safe Rust).
 # A crash fails the suite and leaves its input under fuzz/artifacts/<target>/.

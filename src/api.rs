@@ -1,4 +1,4 @@
-//! The HTTP API of `api-v1.md`: the read API (`/v1/leader`, `/v1/status`, `/v1/events`,
+//! The HTTP API of `docs/design/api-v1.md`: the read API (`/v1/leader`, `/v1/status`, `/v1/events`,
 //! `/v1/health`, `/metrics`), the admin fault API, and the engine's `/peer/` routes behind the
 //! transport guard. [`app`] builds the router, testable without a socket.
 //!

@@ -95,7 +95,7 @@ pub struct Handoff {
     pub exited: Vec<f64>,
 }
 
-/// How long a node may take to exit after SIGTERM (issue 5).
+/// How long a node may take to exit after SIGTERM (README, "Hardening").
 pub const EXIT_LIMIT: Duration = Duration::from_secs(2);
 
 /// SIGTERM to the leader, `trials` times: see [`Handoff`]. A trial fails when the node takes

@@ -183,7 +183,7 @@ pub struct Config {
     /// Every peer request names its cluster; requests for another cluster are refused.
     #[serde(default = "default_cluster_id")]
     pub cluster_id: String,
-    /// Shared secret that authenticates peer requests (issue 5). Never logged or served.
+    /// Shared secret that authenticates peer requests (README, "Hardening"). Never logged or served.
     #[serde(default, skip_serializing)]
     pub cluster_secret: Option<Secret>,
     /// Bearer token for the admin API; when unset the admin API is open.

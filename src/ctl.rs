@@ -392,7 +392,7 @@ pub fn main(args: CtlArgs) -> ExitCode {
     }
 }
 
-/// `electd chaos`: the matrix of `design/chaos.md` on real clusters.
+/// `electd chaos`: the matrix of `docs/design/chaos.md` on real clusters.
 #[derive(clap::Args, Debug)]
 pub struct ChaosArgs {
     /// One run of each scenario per mode (and per layer where it matters), seed 1.

@@ -16,7 +16,7 @@
 //!   that runs either on the shared transport.
 //! - [`node`]: a running node: engine of the configured mode, view, shutdown.
 //! - [`chaos`]: the partition chaos suite: checkers C1–C4 over merged event logs, the report.
-//! - [`api`]: the HTTP API of `api-v1.md`, built by [`api::app`]; [`server`]: the loop that
+//! - [`api`]: the HTTP API of `docs/design/api-v1.md`, built by [`api::app`]; [`server`]: the loop that
 //!   serves it (header read timeout, drain at shutdown).
 //! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
 //! - [`fuzzing`]: the entry points of the fuzz targets in `fuzz/` (peer messages, config, auth).

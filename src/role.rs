@@ -1,7 +1,7 @@
 //! The vocabulary every mode shares: node ids, roles, and the (role, term, leader) triple
 //! whose every change becomes an event.
 
-/// A node's effective role as the API reports it (see `api-v1.md`).
+/// A node's effective role as the API reports it (see `docs/design/api-v1.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {

@@ -1,4 +1,4 @@
-//! Checkers C1–C4 and the cost count, as pure functions over a [`RunLog`] (`design/chaos.md`).
+//! Checkers C1–C4 and the cost count, as pure functions over a [`RunLog`] (`docs/design/chaos.md`).
 //!
 //! # How a node's state is read from the log
 //! - A node's state at time `t` is the one given by its latest event at or before `t` (changes
@@ -215,7 +215,7 @@ pub struct Convergence {
     pub from_ns: Option<u64>,
 }
 
-/// One run's verdict: the `report.json` row of `design/chaos.md`.
+/// One run's verdict: the `report.json` row of `docs/design/chaos.md`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     pub mode: String,

@@ -1,4 +1,4 @@
-//! The report of a matrix run (`design/chaos.md`): `report.json` (every run), `report.md` (a
+//! The report of a matrix run (`docs/design/chaos.md`): `report.json` (every run), `report.md` (a
 //! table per scenario and a short generated reading) and one SVG timeline per run the caller picks.
 //! The SVG is built by hand: one lane per node coloured by role, fault windows shaded, process
 //! faults marked, and a strip on top that turns red wherever two or more nodes claim at once.

@@ -24,7 +24,7 @@ use crate::config::{Mode, Timing};
 use crate::faults::FaultSet;
 use crate::role::NodeId;
 
-/// Every scenario of chaos.md.
+/// Every scenario of `docs/design/chaos.md`.
 pub const SCENARIOS: [&str; 14] = [
     "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "S13", "S14",
 ];

@@ -10,7 +10,7 @@
 //!    write side and enqueues `elect` before releasing it, so openraft processes every append
 //!    the driver did not see *after* the election (where it is refused as a lower vote). This
 //!    matters for safety, not only for liveness: `trigger().elect()` votes for itself without
-//!    checking its own lease (openraft.md), and a self-vote inside the lease could complete a
+//!    checking its own lease (`docs/design/openraft.md`), and a self-vote inside the lease could complete a
 //!    majority that excludes every voter that acknowledged the current leader.
 //! 2. **Pre-vote** ([`judge_prevote`]): a majority (this node included) answered that it would
 //!    vote for this node in the next term: each judges by its own follower lease and by log

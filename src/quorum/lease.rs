@@ -138,7 +138,7 @@ impl Lease {
     }
 }
 
-/// When a leader without a quorum goes quiet (openraft.md, the bridge trap, openraft #2080).
+/// When a leader without a quorum goes quiet (`docs/design/openraft.md`, the bridge trap, openraft #2080).
 ///
 /// A leader whose probes have failed for `after_ns` (two follower leases, 2F) stops its
 /// heartbeats and its probes for `quiet_ns`, so that a voter it can still reach (a bridge) lets

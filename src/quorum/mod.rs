@@ -10,7 +10,7 @@
 //!   (probe, claim, demote, record events) and the election driver, and serves `/peer/raft/*`.
 //!
 //! We enable openraft's `single-term-leader` feature: a term has at most one leader, so the term
-//! alone is a fencing token, as `api-v1.md` promises (`term` in `/v1/leader`). Without it
+//! alone is a fencing token, as `docs/design/api-v1.md` promises (`term` in `/v1/leader`). Without it
 //! openraft may elect several leaders in one term, told apart only by node id.
 
 pub mod election;

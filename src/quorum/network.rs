@@ -1,7 +1,7 @@
 //! openraft's network over the shared peer transport: `/peer/raft/append`, `/peer/raft/vote`
 //! and `/peer/raft/snapshot`. The remote answers `Result<Response, RaftError>` as JSON.
 //!
-//! Error mapping (openraft.md): a refused connection is `Unreachable` (the replication stream
+//! Error mapping (`docs/design/openraft.md`): a refused connection is `Unreachable` (the replication stream
 //! then backs off for one heartbeat interval, well below the election timeout, so a healed peer
 //! is back within a heartbeat); a timeout is `Timeout`; anything else is `Network`.
 
