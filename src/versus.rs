@@ -206,6 +206,12 @@ impl<'a> Electd<'a> {
         });
     }
 
+    /// `GET /v1/leader` of `member`, `None` on any failure.
+    async fn leader_info(&self, member: NodeId) -> Option<crate::api::LeaderInfo> {
+        let addr = &self.c.member(member).ok()?.addr;
+        fetch_json(self.client.get(format!("http://{addr}/v1/leader"))).await
+    }
+
     /// The time two nodes claimed at once since `since_ns`, from the event logs, in ms.
     pub fn split_brain_ms(&self, since_ns: u64, lease_ms: u64) -> f64 {
         let log = RunLog {
@@ -245,16 +251,11 @@ impl Target for Electd<'_> {
         self.c.ids()
     }
     async fn named_leader(&self, member: NodeId) -> Option<String> {
-        let addr = &self.c.member(member).ok()?.addr;
-        let req = self.client.get(format!("http://{addr}/v1/leader"));
-        let info: crate::api::LeaderInfo = fetch_json(req).await?;
+        let info = self.leader_info(member).await?;
         info.leader.map(|l| l.id.to_string())
     }
     async fn term(&self, member: NodeId) -> Option<u64> {
-        let addr = &self.c.member(member).ok()?.addr;
-        let req = self.client.get(format!("http://{addr}/v1/leader"));
-        let info: crate::api::LeaderInfo = fetch_json(req).await?;
-        Some(info.term)
+        Some(self.leader_info(member).await?.term)
     }
     fn member_of(&self, leader: &str) -> Option<NodeId> {
         leader.parse().ok()
@@ -347,11 +348,7 @@ impl Etcd {
             // Zero fields are left out of etcd's JSON: no `leader` means no leader.
             leader: v["leader"].as_str().map(str::to_string),
             // 64-bit numbers come as strings.
-            term: v["raftTerm"]
-                .as_str()
-                .or(v["raft_term"].as_str())
-                .or(v["header"]["raft_term"].as_str())
-                .and_then(|t| t.parse().ok()),
+            term: v["raftTerm"].as_str().and_then(|t| t.parse().ok()),
         })
     }
 }

@@ -363,7 +363,7 @@ impl QuorumNode {
         let hb = Duration::from_millis(t.heartbeat_ms);
         let lease_ns = ms(t.effective_lease_ms());
         let quiet_after_ns = 2 * ms(t.follower_lease_ms);
-        let quiet_ns = 2 * ms(t.follower_lease_ms) + lease_ns;
+        let quiet_ns = quiet_after_ns + lease_ns;
         let mut metrics = self.raft.metrics();
         let mut quiet = Quiet::default();
         let mut probes = 0u64;
