@@ -24,7 +24,8 @@ if [ -z "$etcd" ]; then
   fi
 fi
 echo "bench-vs-etcd: $("$etcd" --version | head -1), electd $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores"
-(cd "$root" && cargo build --release --quiet --bin electd)
+. "$root/scripts/lib/build.sh"
+build_release
 work="$(mktemp -d "${TMPDIR:-/tmp}/electd-vs-etcd.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-"$root/target/release/electd" ctl --cluster-dir "$root/cluster" bench vs-etcd --etcd "$etcd" --work "$work" "$@"
+"$lab" ctl --cluster-dir "$root/cluster" bench vs-etcd --etcd "$etcd" --work "$work" "$@"

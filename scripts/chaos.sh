@@ -10,6 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/lib/iptables.sh"
 need_iptables chaos.sh
-(cd "$root" && cargo build --release --quiet --bin electd)
+. "$root/scripts/lib/build.sh"
+build_release
 cd "$root"
-exec "$root/target/release/electd" chaos "$@"
+exec "$lab" chaos "$@"

@@ -4,9 +4,10 @@
 # Works from any directory; runtime files (data, logs, pid files, tokens) go to cluster/run/.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bin="${ELECTD_BIN:-$root/target/release/electd}"
-if [ "${1:-}" = "up" ] || [ ! -x "$bin" ]; then
-  # Builds only what changed; a no-op when the binary is up to date.
-  (cd "$root" && cargo build --release --quiet --bin electd)
+. "$root/scripts/lib/build.sh"
+lab="$root/target/release/electd-lab"
+if [ "${1:-}" = "up" ] || [ ! -x "$lab" ] || [ ! -x "$root/target/release/electd" ]; then
+  build_release
 fi
-exec "$bin" ctl --cluster-dir "$root/cluster" "$@"
+# The lab runs the nodes: from $ELECTD_BIN when set, else target/release/electd.
+exec "$lab" ctl --cluster-dir "$root/cluster" "$@"

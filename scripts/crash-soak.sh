@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Crash soak (README, "Hardening"): SIGKILL the bundled cluster's nodes at random moments, 1000 times by
 # default, restarting each on its own data; then check one agreed leader and (quorum mode) that no
-# term was led twice. The suite runs the same loop for 50 cycles (tests/crash.rs).
+# term was led twice. The suite runs the same loop for 50 cycles (lab/tests/crash.rs).
 #   scripts/crash-soak.sh [--cycles 1000] [--mode quorum|bully|ring] [--seed N]
 # Brings the bundled cluster up (scripts/cluster.sh up) and takes it down again at the end.
 set -euo pipefail
@@ -16,6 +16,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 "$root/scripts/cluster.sh" up --mode "$mode"
-ctl=("$root/target/release/electd" ctl --cluster-dir "$root/cluster")
+ctl=("$root/target/release/electd-lab" ctl --cluster-dir "$root/cluster")
 trap '"${ctl[@]}" down' EXIT
 "${ctl[@]}" crash-loop --cycles "$cycles" "${seed[@]}"

@@ -7,7 +7,7 @@
 # requests; any leader change in the window fails it).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ctl=("$root/target/release/electd" ctl --cluster-dir "$root/cluster")
+ctl=("$root/target/release/electd-lab" ctl --cluster-dir "$root/cluster")
 timing=()
 if [ "${1:-}" = "--profile" ]; then
   case "${2:-}" in
@@ -17,7 +17,8 @@ if [ "${1:-}" = "--profile" ]; then
   esac
   shift 2
 fi
-(cd "$root" && cargo build --release --quiet --bin electd)
+. "$root/scripts/lib/build.sh"
+build_release
 if ! "${ctl[@]}" leader >/dev/null 2>&1; then
   "${ctl[@]}" up "${timing[@]}"
   trap '"${ctl[@]}" down' EXIT

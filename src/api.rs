@@ -5,7 +5,6 @@
 //! Every error is a 4xx/5xx with `{"error": {"code": "...", "message": "..."}}`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, State};
@@ -13,111 +12,44 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Json, Router};
-use serde::{Deserialize, Serialize};
+use electd_client::{
+    EventsPage, Health, LeaderInfo, LeaderRef, PeerStatus, ResignRequest, Status, Timings,
+};
+use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
+use crate::engine::ResignError;
+use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 use crate::faults::FaultSet;
 use crate::metrics;
 use crate::node::Node;
-use crate::role::{NodeId, Role};
+use crate::role::Resigned;
 use crate::transport;
 
-/// Largest request body any route accepts.
-pub const BODY_LIMIT: usize = 1 << 20;
-
-/// An API error: status, stable snake_case code, human message.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-        }
+impl From<ResignError> for ApiError {
+    fn from(e: ResignError) -> ApiError {
+        let code = match e {
+            ResignError::NotLeader(_) => "not_leader",
+            ResignError::UnknownTarget(_) => "unknown_target",
+            ResignError::Unsuitable(..) => "unsuitable_target",
+            ResignError::NoSuccessor => "no_successor",
+            ResignError::NotSupported(_) => "not_supported",
+        };
+        let status = match e {
+            ResignError::UnknownTarget(_) | ResignError::Unsuitable(..) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::CONFLICT,
+        };
+        ApiError::new(status, code, e.to_string())
     }
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
-    }
-    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> ApiError {
-        Self::new(StatusCode::UNAUTHORIZED, code, message)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(r: JsonRejection) -> ApiError {
-        match r {
-            JsonRejection::JsonDataError(e) => ApiError::bad_request("invalid_body", e.body_text()),
-            JsonRejection::JsonSyntaxError(e) => {
-                ApiError::bad_request("malformed_json", e.body_text())
-            }
-            JsonRejection::MissingJsonContentType(e) => ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                e.body_text(),
-            ),
-            JsonRejection::BytesRejection(e) => from_bytes_rejection(e),
-            other => ApiError::bad_request("bad_request", other.body_text()),
-        }
-    }
-}
-
-fn from_bytes_rejection(e: BytesRejection) -> ApiError {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        too_large()
-    } else {
-        ApiError::bad_request("bad_body", e.body_text())
-    }
-}
-
-impl From<BytesRejection> for ApiError {
-    fn from(e: BytesRejection) -> ApiError {
-        from_bytes_rejection(e)
-    }
-}
-
-impl From<QueryRejection> for ApiError {
-    fn from(r: QueryRejection) -> ApiError {
-        ApiError::bad_request("invalid_query", r.body_text())
-    }
-}
-
-/// `leader` in `/v1/leader`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaderRef {
-    pub id: NodeId,
-    pub addr: String,
-}
-
-/// The body of `GET /v1/leader`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaderInfo {
-    pub node_id: NodeId,
-    pub mode: String,
-    pub role: Role,
-    pub term: u64,
-    pub leader: Option<LeaderRef>,
-    pub lease_ms: Option<u64>,
 }
 
 /// Judges the node's role now and renders it as the contract says.
 pub fn leader_info(node: &Node) -> LeaderInfo {
-    let v = node.view();
+    let judged = node.view();
+    let v = judged.view;
     LeaderInfo {
         node_id: node.cfg.id,
-        mode: node.mode().as_str().to_string(),
+        mode: node.mode(),
         role: v.role,
         term: v.term,
         leader: v.leader.map(|id| LeaderRef {
@@ -125,7 +57,7 @@ pub fn leader_info(node: &Node) -> LeaderInfo {
             addr: node.cfg.peer_addr(id).unwrap_or_default().to_string(),
         }),
         // Rounded down: never promise more lease than there is.
-        lease_ms: v.lease_remaining_ns.map(|ns| ns / 1_000_000),
+        lease_ms: judged.lease_remaining_ns.map(|ns| ns / 1_000_000),
     }
 }
 
@@ -153,18 +85,6 @@ pub fn app(node: Arc<Node>) -> Router {
         .layer(middleware::from_fn(limits))
 }
 
-/// Every request is answered within this time (body reading included), or gets 408.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// 413 with the JSON error body.
-pub fn too_large() -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "body_too_large",
-        format!("request body exceeds {BODY_LIMIT} bytes"),
-    )
-}
-
 /// On every request: a body announced above [`BODY_LIMIT`] gets 413 before any of it is read
 /// (a body that turns out larger is cut off by the extractors' limit); a request that takes
 /// longer than [`REQUEST_TIMEOUT`] (a client that sends its body slowly, a handler that hangs)
@@ -176,19 +96,11 @@ async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if announced.is_some_and(|n| n > BODY_LIMIT as u64) {
-        return too_large().into_response();
+        return ApiError::too_large().into_response();
     }
     match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
         Ok(res) => res,
-        Err(_) => ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
-            format!(
-                "the request was not complete within {} ms",
-                REQUEST_TIMEOUT.as_millis()
-            ),
-        )
-        .into_response(),
+        Err(_) => ApiError::request_timeout().into_response(),
     }
 }
 
@@ -196,51 +108,49 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
-async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"status": "ok"}))
+async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
 }
 
 async fn get_leader(State(node): State<Arc<Node>>) -> Json<LeaderInfo> {
     Json(leader_info(&node))
 }
 
-async fn get_status(State(node): State<Arc<Node>>) -> Json<serde_json::Value> {
-    let info = leader_info(&node);
+async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
     let now = crate::clock::mono_ns();
-    let peers: Vec<_> = node
+    let peers = node
         .cfg
         .peers
         .iter()
         .filter(|p| p.id != node.cfg.id)
-        .map(|p| {
-            serde_json::json!({
-                "id": p.id,
-                "addr": p.addr,
-                "last_contact_ms": node.stats.last_contact_ns(p.id).map(|t| now.saturating_sub(t) / 1_000_000),
-            })
+        .map(|p| PeerStatus {
+            id: p.id,
+            addr: p.addr.clone(),
+            last_contact_ms: node
+                .stats
+                .last_contact_ns(p.id)
+                .map(|t| now.saturating_sub(t) / 1_000_000),
         })
         .collect();
     let t = node.cfg.timing;
-    let mut body = serde_json::to_value(&info).expect("serialises");
-    let extra = serde_json::json!({
-        "cluster_id": node.cfg.cluster_id,
-        "peers": peers,
-        "counters": node.stats.snapshot(),
-        "timings": {
-            "heartbeat_ms": t.heartbeat_ms,
-            "follower_lease_ms": t.follower_lease_ms,
-            "lease_ms": t.effective_lease_ms(),
+    Json(Status {
+        leader: leader_info(&node),
+        cluster_id: node.cfg.cluster_id.clone(),
+        peers,
+        counters: node.stats.snapshot(),
+        timings: Timings {
+            heartbeat_ms: t.heartbeat_ms,
+            follower_lease_ms: t.follower_lease_ms,
+            lease_ms: t.effective_lease_ms(),
         },
-        "uptime_ms": node.uptime_ms(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "seed": node.seed,
-        "faults": node.transport.faults.get(),
-        "engine": node.engine_status(),
-    });
-    if let (Some(b), serde_json::Value::Object(e)) = (body.as_object_mut(), extra) {
-        b.extend(e);
-    }
-    Json(body)
+        uptime_ms: node.uptime_ms(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        seed: node.seed,
+        faults: node.transport.faults.get(),
+        engine: node.engine_status(),
+    })
 }
 
 #[derive(Deserialize)]
@@ -258,10 +168,10 @@ fn default_limit() -> usize {
 async fn get_events(
     State(node): State<Arc<Node>>,
     q: Result<Query<EventsQuery>, QueryRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<EventsPage>, ApiError> {
     let Query(q) = q?;
     let (events, next) = node.events.since(q.since, q.limit.clamp(1, 10_000));
-    Ok(Json(serde_json::json!({"events": events, "next": next})))
+    Ok(Json(EventsPage { events, next }))
 }
 
 async fn get_metrics(State(node): State<Arc<Node>>) -> Response {
@@ -330,20 +240,12 @@ async fn delete_faults(
     Ok(Json(FaultSet::default()))
 }
 
-/// The optional body of `POST /v1/admin/resign`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResignRequest {
-    /// The member that should campaign first; default: the follower with the most of the log.
-    to: Option<NodeId>,
-}
-
 /// `POST /v1/admin/resign [{"to": N}]`: answers once the old claim is fenced.
 async fn post_resign(
     State(node): State<Arc<Node>>,
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
-) -> Result<Json<crate::quorum::Resigned>, ApiError> {
+) -> Result<Json<Resigned>, ApiError> {
     check_admin(&node, &headers)?;
     let body = body?;
     let req: ResignRequest = if body.iter().all(u8::is_ascii_whitespace) {

@@ -10,44 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::role::Mode;
 use crate::role::NodeId;
-
-/// The election algorithm a cluster runs. One per cluster: every node must agree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Raft-style majority vote on openraft, plus lease-bound claims (self-demotion).
-    #[default]
-    Quorum,
-    /// Garcia-Molina's bully algorithm, textbook form, no quorum.
-    Bully,
-    /// Ring election that skips dead successors, textbook form, no quorum.
-    Ring,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Quorum => "quorum",
-            Mode::Bully => "bully",
-            Mode::Ring => "ring",
-        }
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "quorum" => Ok(Mode::Quorum),
-            "bully" => Ok(Mode::Bully),
-            "ring" => Ok(Mode::Ring),
-            other => Err(format!(
-                "unknown mode {other:?}: expected quorum, bully or ring"
-            )),
-        }
-    }
-}
 
 /// One member of the cluster, self included.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

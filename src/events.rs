@@ -8,20 +8,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
+use crate::role::{NodeId, View};
 
-use crate::role::{NodeId, Role, RoleState};
-
-/// One change of (role, term, leader) on one node; `t_mono_ns` is CLOCK_MONOTONIC (one clock for the host).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Event {
-    pub seq: u64,
-    pub t_mono_ns: u64,
-    pub node_id: NodeId,
-    pub role: Role,
-    pub term: u64,
-    pub leader: Option<NodeId>,
-}
+pub use electd_client::Event;
 
 /// How many events stay in memory for `/v1/events`; the file keeps them all.
 const KEEP_IN_MEMORY: usize = 10_000;
@@ -50,7 +39,7 @@ struct Inner {
     file: File,
     events: VecDeque<Event>,
     next_seq: u64,
-    last: Option<RoleState>,
+    last: Option<View>,
 }
 
 impl EventLog {
@@ -104,7 +93,7 @@ impl EventLog {
 
     /// Records `state` stamped `t_mono_ns` if it differs from the last recorded state, and
     /// returns the new event. The line is written to the file before this returns.
-    pub fn record(&self, t_mono_ns: u64, state: RoleState) -> Option<Event> {
+    pub fn record(&self, t_mono_ns: u64, state: View) -> Option<Event> {
         let mut inner = self.inner.lock().expect("event log lock");
         if inner.last == Some(state) {
             return None;
@@ -113,9 +102,7 @@ impl EventLog {
             seq: inner.next_seq,
             t_mono_ns,
             node_id: self.node_id,
-            role: state.role,
-            term: state.term,
-            leader: state.leader,
+            view: state,
         };
         inner.next_seq += 1;
         inner.last = Some(state);
@@ -129,9 +116,9 @@ impl EventLog {
             inner.events.pop_front();
         }
         tracing::info!(
-            role = ev.role.as_str(),
-            term = ev.term,
-            leader = ?ev.leader,
+            role = state.role.as_str(),
+            term = state.term,
+            leader = ?state.leader,
             seq = ev.seq,
             "role change"
         );
@@ -139,7 +126,7 @@ impl EventLog {
     }
 
     /// The last recorded state, if any.
-    pub fn last(&self) -> Option<RoleState> {
+    pub fn last(&self) -> Option<View> {
         self.inner.lock().expect("event log lock").last
     }
 
@@ -176,9 +163,10 @@ pub fn read_events_file(path: &Path) -> std::io::Result<Vec<Event>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::role::Role;
 
-    fn st(role: Role, term: u64, leader: Option<NodeId>) -> RoleState {
-        RoleState { role, term, leader }
+    fn st(role: Role, term: u64, leader: Option<NodeId>) -> View {
+        View { role, term, leader }
     }
 
     #[test]

@@ -11,62 +11,14 @@
 //! A lost message is never reported as such to the sender: the sender waits until its request
 //! deadline and sees a timeout, as it would behind an iptables DROP rule.
 
-use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub use electd_client::{FaultSet, MAX_DELAY_MS};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 
 use crate::role::NodeId;
-
-/// A node's fault set, as `PUT /v1/admin/faults` takes and answers it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FaultSet {
-    #[serde(default)]
-    pub block_to: BTreeSet<NodeId>,
-    #[serde(default)]
-    pub block_from: BTreeSet<NodeId>,
-    #[serde(default)]
-    pub drop_rate: f64,
-    #[serde(default)]
-    pub delay_ms: u64,
-}
-
-/// Longest delay the fault layer accepts.
-pub const MAX_DELAY_MS: u64 = 60_000;
-
-impl FaultSet {
-    /// Checks the values against the membership; the error names the field.
-    pub fn validate(&self, members: &[NodeId]) -> Result<(), (String, String)> {
-        for (field, set) in [
-            ("block_to", &self.block_to),
-            ("block_from", &self.block_from),
-        ] {
-            if let Some(bad) = set.iter().find(|id| !members.contains(id)) {
-                return Err((
-                    field.to_string(),
-                    format!("node {bad} is not a member of the cluster {members:?}"),
-                ));
-            }
-        }
-        if !(0.0..=1.0).contains(&self.drop_rate) || self.drop_rate.is_nan() {
-            return Err((
-                "drop_rate".into(),
-                format!("{} must be between 0.0 and 1.0", self.drop_rate),
-            ));
-        }
-        if self.delay_ms > MAX_DELAY_MS {
-            return Err((
-                "delay_ms".into(),
-                format!("{} must be at most {MAX_DELAY_MS}", self.delay_ms),
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// What the fault layer decides for one message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,25 +109,5 @@ mod tests {
         assert_eq!(count(7), count(7), "same seed, same decisions");
         let n = count(7);
         assert!((2_700..3_300).contains(&n), "30% of 10000, got {n}");
-    }
-
-    #[test]
-    fn validation_names_the_field() {
-        let members = [1, 2, 3];
-        let bad = FaultSet {
-            block_to: [9].into(),
-            ..Default::default()
-        };
-        assert_eq!(bad.validate(&members).unwrap_err().0, "block_to");
-        let bad = FaultSet {
-            drop_rate: 1.5,
-            ..Default::default()
-        };
-        assert_eq!(bad.validate(&members).unwrap_err().0, "drop_rate");
-        let bad = FaultSet {
-            delay_ms: MAX_DELAY_MS + 1,
-            ..Default::default()
-        };
-        assert_eq!(bad.validate(&members).unwrap_err().0, "delay_ms");
     }
 }

@@ -3,38 +3,43 @@
 //! two instances both believing they hold that role.
 //!
 //! # Layout
-//! - [`config`]: the TOML config, flag overrides, validation that names the field.
-//! - [`role`]: node ids, roles, the (role, term, leader) triple.
-//! - [`clock`]: `CLOCK_BOOTTIME` for claims and leases, `CLOCK_MONOTONIC` for event stamps.
-//! - [`events`]: the event log (`/v1/events`, `<data_dir>/events.jsonl`).
-//! - [`faults`]: the application-layer fault set (block to/from, drop rate, delay).
-//! - [`transport`]: the one peer transport (HTTP), with the fault layer inside it.
-//! - [`auth`]: peer authentication (HMAC-SHA256 over each request, replay window).
-//! - [`stats`]: counters by message type; [`metrics`]: `/metrics`.
-//! - [`quorum`]: quorum mode on openraft, with lease-bound claims and self-demotion.
-//! - [`legacy`]: bully and ring as I/O-free state machines, their simulator, and the one driver
-//!   that runs either on the shared transport.
-//! - [`node`]: a running node: engine of the configured mode, view, shutdown.
-//! - [`chaos`]: the partition chaos suite: checkers C1–C4 over merged event logs, the report.
-//! - [`api`]: the HTTP API of `docs/design/api-v1.md`, built by [`api::app`]; [`server`]: the loop that
-//!   serves it (header read timeout, drain at shutdown).
-//! - [`cluster`]: local cluster control by pid file (tests, chaos runner, `electd ctl`); [`ctl`]: its CLI.
-//! - [`fuzzing`]: the entry points of the fuzz targets in `fuzz/` (peer messages, config, auth).
-//! - [`bench`]: failover, graceful handoff and isolation benchmarks on a running cluster
-//!   (`electd ctl bench`); [`versus`]: failover against etcd with one poller;
-//!   [`crashloop`]: SIGKILL at random moments, then judge the run.
+//! Layers, lowest first; a module imports only from its own layer or below (checked by
+//! `tests/layers.rs`). The wire types of `docs/api-v1.md` live in the `electd-client` crate
+//! (`client/`), the lab (cluster control, chaos, benchmarks, simulators) in `electd-lab`
+//! (`lab/`); neither is part of this library.
+//!
+//! | layer | module | what it holds |
+//! |---|---|---|
+//! | 0 vocabulary | [`role`] | node ids, roles, modes, the (role, term, leader) [`View`] |
+//! | | [`config`] | the TOML config and the validation that names the field |
+//! | | [`clock`] | `CLOCK_BOOTTIME` for claims and leases, `CLOCK_MONOTONIC` for event stamps |
+//! | | [`error`] | the error answer of every route, and the request limits |
+//! | 1 plumbing | [`events`] | the event log (`/v1/events`, `<data_dir>/events.jsonl`) |
+//! | | [`faults`] | the application-layer fault set (block to/from, drop rate, delay) |
+//! | | [`auth`] | peer authentication (HMAC-SHA256 over each request, replay window) |
+//! | | [`stats`] | counters by message type |
+//! | 2 transport | [`transport`] | the one peer transport (HTTP), with the fault layer inside it |
+//! | 3 engines | [`engine`] | the [`Engine`] interface every mode implements |
+//! | | [`quorum`] | quorum mode on openraft, with lease-bound claims and self-demotion |
+//! | | [`legacy`] | bully and ring as I/O-free state machines, and the one driver for both |
+//! | 4 node | [`node`] | a running node: the engine of its mode, its view, its shutdown |
+//! | 5 serving | [`api`] | the HTTP API of `docs/api-v1.md`, built by [`api::app`] |
+//! | | [`metrics`] | `/metrics` in Prometheus form |
+//! | | [`server`] | the loop that serves it (header read timeout, drain at shutdown) |
+//! | 6 binary | `main.rs` | `electd`: flags, config, one node |
+//!
+//! [`fuzzing`] holds the entry points of the fuzz targets in `fuzz/` (peer messages, config,
+//! auth); it is public for them only.
 
 pub mod api;
 pub mod auth;
-pub mod bench;
-pub mod chaos;
 pub mod clock;
-pub mod cluster;
 pub mod config;
-pub mod crashloop;
-pub mod ctl;
+pub mod engine;
+pub mod error;
 pub mod events;
 pub mod faults;
+#[doc(hidden)]
 pub mod fuzzing;
 pub mod legacy;
 pub mod metrics;
@@ -44,4 +49,8 @@ pub mod role;
 pub mod server;
 pub mod stats;
 pub mod transport;
-pub mod versus;
+
+pub use crate::config::{Config, ConfigError, Timing};
+pub use crate::engine::{Engine, Judged};
+pub use crate::node::Node;
+pub use crate::role::{Mode, NodeId, Role, View};

@@ -18,10 +18,8 @@ const EXIT_RUNTIME: u8 = 1;
 ///
 /// Reads the TOML config given by --config; every flag overrides the file's value.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None, args_conflicts_with_subcommands = true)]
+#[command(version, about, long_about = None)]
 struct Cli {
-    #[command(subcommand)]
-    command: Option<Sub>,
     /// TOML config file (see README.md, "Configuration").
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
@@ -66,14 +64,6 @@ struct Cli {
     /// Check the config and exit (0 when valid).
     #[arg(long)]
     check_config: bool,
-}
-
-#[derive(clap::Subcommand, Debug)]
-enum Sub {
-    /// Control a local cluster (what scripts/cluster.sh runs).
-    Ctl(electd::ctl::CtlArgs),
-    /// Run the partition chaos suite (what scripts/chaos.sh runs).
-    Chaos(electd::ctl::ChaosArgs),
 }
 
 fn parse_peer(s: &str) -> Result<Peer, String> {
@@ -164,12 +154,6 @@ fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Sub::Ctl(args)) = cli.command {
-        return electd::ctl::main(args);
-    }
-    if let Some(Sub::Chaos(args)) = cli.command {
-        return electd::ctl::chaos_main(args);
-    }
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -29,7 +29,8 @@ fn counter_family<'a>(
 
 /// Renders the node's metrics.
 pub fn render(node: &Node) -> String {
-    let view = node.view();
+    let judged = node.view();
+    let view = judged.view;
     let snap = node.stats.snapshot();
     let mut reg = Registry::with_prefix("electd");
 
@@ -59,7 +60,8 @@ pub fn render(node: &Node) -> String {
     );
     let lease = Gauge::<i64>::default();
     lease.set(
-        view.lease_remaining_ns
+        judged
+            .lease_remaining_ns
             .map(|ns| (ns / 1_000_000) as i64)
             .unwrap_or(0),
     );
@@ -88,21 +90,23 @@ pub fn render(node: &Node) -> String {
         "messages_sent",
         "peer messages sent, by type",
         "type",
-        snap.messages_sent.iter().map(|(k, v)| (*k, *v)),
+        snap.messages_sent.iter().map(|(k, v)| (k.as_str(), *v)),
     );
     counter_family(
         &mut reg,
         "messages_received",
         "peer messages received, by type",
         "type",
-        snap.messages_received.iter().map(|(k, v)| (*k, *v)),
+        snap.messages_received.iter().map(|(k, v)| (k.as_str(), *v)),
     );
     counter_family(
         &mut reg,
         "peer_requests_rejected",
         "peer requests refused, by reason",
         "reason",
-        snap.rejected_peer_requests.iter().map(|(k, v)| (*k, *v)),
+        snap.rejected_peer_requests
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v)),
     );
     let uptime = Gauge::<i64>::default();
     uptime.set(node.uptime_ms() as i64);

@@ -1,5 +1,6 @@
 //! A running node: the config, the shared transport and fault layer, the event log, the
-//! counters, and the election engine of the configured mode. The API asks it for a [`View`].
+//! counters, and the election engine of the configured mode. The API asks it for a judged
+//! view ([`Judged`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,43 +8,15 @@ use std::time::Instant;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Mode};
+use crate::config::Config;
+use crate::engine::{Engine, Judged, ResignError};
 use crate::events::{EventLog, EventLogError};
 use crate::faults::Faults;
-use crate::legacy::driver::{LegacyEngine, LegacyNode};
-use crate::legacy::{Bully, Ring};
+use crate::legacy::{Bully, LegacyNode, Ring};
 use crate::quorum::{QuorumError, QuorumNode};
-use crate::role::{NodeId, Role};
+use crate::role::{Mode, NodeId, Resigned};
 use crate::stats::Stats;
 use crate::transport::Transport;
-
-/// What an engine says about the node at one moment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EngineView {
-    pub role: Role,
-    pub term: u64,
-    pub leader: Option<NodeId>,
-    /// Quorum mode, while leading: nanoseconds of claim left.
-    pub lease_remaining_ns: Option<u64>,
-}
-
-impl EngineView {
-    pub fn without_leader(role: Role, term: u64) -> EngineView {
-        EngineView {
-            role,
-            term,
-            leader: None,
-            lease_remaining_ns: None,
-        }
-    }
-}
-
-/// The election engine of the configured mode.
-pub enum Engine {
-    Quorum(Arc<QuorumNode>),
-    /// Bully or ring, behind the one legacy driver.
-    Legacy(Arc<dyn LegacyEngine>),
-}
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +34,7 @@ pub enum NodeError {
 
 pub struct Node {
     pub cfg: Arc<Config>,
-    pub engine: Engine,
+    engine: Arc<dyn Engine>,
     pub transport: Arc<Transport>,
     pub events: Arc<EventLog>,
     pub stats: Arc<Stats>,
@@ -89,7 +62,8 @@ impl Node {
         let faults = Arc::new(Faults::new(seed));
         let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
-        let engine = match cfg.mode {
+        // The one place the mode is matched: from here on the node talks to `dyn Engine`.
+        let engine: Arc<dyn Engine> = match cfg.mode {
             Mode::Quorum => {
                 let q = QuorumNode::start(
                     &cfg,
@@ -100,29 +74,23 @@ impl Node {
                     crate::clock::system(),
                 )
                 .await?;
-                let run = q.clone().run(stop.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = run.await {
-                        tracing::error!(error = %e, "quorum engine stopped");
-                        fatal.cancel();
-                    }
-                });
-                Engine::Quorum(q)
+                q.clone().spawn(stop.clone(), fatal);
+                q
             }
-            Mode::Bully => Engine::Legacy(LegacyNode::<Bully>::start(
+            Mode::Bully => LegacyNode::<Bully>::start(
                 &cfg,
                 transport.clone(),
                 events.clone(),
                 stats.clone(),
                 stop.clone(),
-            )),
-            Mode::Ring => Engine::Legacy(LegacyNode::<Ring>::start(
+            ),
+            Mode::Ring => LegacyNode::<Ring>::start(
                 &cfg,
                 transport.clone(),
                 events.clone(),
                 stats.clone(),
                 stop.clone(),
-            )),
+            ),
         };
         Ok(Arc::new(Node {
             cfg,
@@ -137,30 +105,14 @@ impl Node {
     }
 
     /// The node's effective role, judged now.
-    pub fn view(&self) -> EngineView {
-        match &self.engine {
-            Engine::Quorum(q) => q.view(),
-            Engine::Legacy(l) => l.view(),
-        }
+    pub fn view(&self) -> Judged {
+        self.engine.view()
     }
 
     /// Hands the leader role over (`POST /v1/admin/resign`): quorum mode only; bully and ring
     /// have no handoff in their textbook form.
-    pub async fn resign(
-        &self,
-        to: Option<NodeId>,
-    ) -> Result<crate::quorum::Resigned, crate::api::ApiError> {
-        match &self.engine {
-            Engine::Quorum(q) => Ok(q.resign(to).await?),
-            Engine::Legacy(_) => Err(crate::api::ApiError::new(
-                axum::http::StatusCode::CONFLICT,
-                "not_supported",
-                format!(
-                    "{} mode has no handoff: stop the node (SIGTERM) to make the others elect",
-                    self.cfg.mode.as_str()
-                ),
-            )),
-        }
+    pub async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
+        self.engine.resign(to).await
     }
 
     pub fn mode(&self) -> Mode {
@@ -172,34 +124,17 @@ impl Node {
     }
 
     pub fn engine_status(&self) -> serde_json::Value {
-        match &self.engine {
-            Engine::Quorum(q) => q.status_extra(),
-            Engine::Legacy(l) => l.status_extra(),
-        }
+        self.engine.status()
     }
 
     /// The engine's `/peer/...` routes (without the transport guard; the API adds it).
     pub fn peer_routes(&self) -> Router {
-        match &self.engine {
-            Engine::Quorum(q) => q.clone().routes(),
-            Engine::Legacy(l) => l.clone().routes(),
-        }
+        self.engine.clone().routes()
     }
 
     /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm allows.
     pub async fn shutdown(&self) {
-        match &self.engine {
-            // Quorum: the claim is closed before the loops are stopped, so that the election
-            // driver cannot start a campaign on its way out.
-            Engine::Quorum(q) => {
-                q.shutdown().await;
-                self.stop.cancel();
-            }
-            Engine::Legacy(l) => {
-                self.stop.cancel();
-                l.shutdown();
-            }
-        }
+        self.engine.shutdown(self.stop.clone()).await
     }
 }
 

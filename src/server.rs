@@ -19,9 +19,6 @@ use hyper_util::service::TowerToHyperService;
 /// How long a client has to send a request's headers; also how long a kept-alive connection
 /// may sit idle before the next request.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long our own clients (peers, `electd ctl`) keep an idle connection: well below
-/// [`HEADER_READ_TIMEOUT`], so that they never reuse one that the server is closing.
-pub const CLIENT_IDLE: Duration = Duration::from_secs(2);
 /// How long open connections may finish at shutdown.
 pub const DRAIN: Duration = Duration::from_millis(500);
 
@@ -60,4 +57,16 @@ pub async fn serve(
     drop(listener);
     let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// electd's clients (the peer transport, the client crate) drop idle connections before
+    /// the server closes them, so that none reuses a connection the server is closing.
+    #[test]
+    fn clients_drop_idle_connections_before_the_server_does() {
+        assert!(electd_client::CLIENT_IDLE < HEADER_READ_TIMEOUT);
+    }
 }

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use electd_client::Counters;
+
 use crate::role::NodeId;
 
 #[derive(Default)]
@@ -18,14 +20,13 @@ pub struct Stats {
     leader_changes: AtomicU64,
 }
 
-/// A copy of the counters at one moment.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct StatsSnapshot {
-    pub elections_started: u64,
-    pub leader_changes: u64,
-    pub messages_sent: BTreeMap<&'static str, u64>,
-    pub messages_received: BTreeMap<&'static str, u64>,
-    pub rejected_peer_requests: BTreeMap<&'static str, u64>,
+/// A copy of a counter map with owned keys, as the wire form has them.
+fn owned(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<String, u64> {
+    map.lock()
+        .expect("stats lock")
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect()
 }
 
 fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, key: &'static str) {
@@ -72,13 +73,14 @@ impl Stats {
             .copied()
     }
 
-    pub fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot {
+    /// A copy of the counters at one moment (`counters` in `/v1/status`).
+    pub fn snapshot(&self) -> Counters {
+        Counters {
             elections_started: self.elections_started.load(Ordering::Relaxed),
             leader_changes: self.leader_changes.load(Ordering::Relaxed),
-            messages_sent: self.sent.lock().expect("stats lock").clone(),
-            messages_received: self.received.lock().expect("stats lock").clone(),
-            rejected_peer_requests: self.rejected.lock().expect("stats lock").clone(),
+            messages_sent: owned(&self.sent),
+            messages_received: owned(&self.received),
+            rejected_peer_requests: owned(&self.rejected),
         }
     }
 }

@@ -22,10 +22,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::api::{ApiError, BODY_LIMIT};
 use crate::auth::{wall_ms, PeerAuth, Signed, HDR_AUTH, HDR_NONCE, HDR_TS};
 use crate::clock::mono_ns;
 use crate::config::Config;
+use crate::error::{ApiError, BODY_LIMIT};
 use crate::faults::{Faults, Verdict};
 use crate::role::NodeId;
 use crate::stats::Stats;
@@ -72,12 +72,8 @@ impl Transport {
     /// (unless it listens on all addresses), so that kernel-level faults can tell nodes apart.
     pub fn new(cfg: &Config, faults: Arc<Faults>, stats: Arc<Stats>) -> Transport {
         let listen: SocketAddr = cfg.listen_addr();
-        let mut builder = reqwest::Client::builder()
-            .no_proxy()
-            .tcp_nodelay(true)
-            // Below the server's idle cut-off (its header read timeout), so that a pooled
-            // connection is never reused just as the peer closes it.
-            .pool_idle_timeout(crate::server::CLIENT_IDLE)
+        // electd's client settings (idle connections dropped below the server's cut-off).
+        let mut builder = electd_client::http_client()
             .pool_max_idle_per_host(8)
             .connect_timeout(Duration::from_millis(cfg.timing.follower_lease_ms / 2));
         if !listen.ip().is_unspecified() {
@@ -219,7 +215,7 @@ impl Transport {
         let mac = mac.to_string();
         let bytes = axum::body::to_bytes(body, BODY_LIMIT)
             .await
-            .map_err(|_| crate::api::too_large())?;
+            .map_err(|_| ApiError::too_large())?;
         let path = parts
             .uri
             .path_and_query()
@@ -281,4 +277,13 @@ pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Ne
             res
         }
     }
+}
+
+/// Decodes the JSON body of a peer message; a malformed one is refused with 400 and counted
+/// (`rejected_peer_requests.bad_body`). The one decoder of every engine's `/peer/` handlers.
+pub fn decode_peer<T: DeserializeOwned>(stats: &Stats, body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        stats.rejected("bad_body");
+        ApiError::bad_request("bad_body", format!("malformed peer message: {e}"))
+    })
 }

@@ -1,18 +1,18 @@
 //! The binary's contract at start: config errors exit 2 naming the field; a corrupt state file
 //! stops the node with an error naming the file, and leaves the file as it was.
 
-mod common;
-
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_electd");
 
 fn write_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
-    // Nothing listens on these (the node is refused before it binds): any block will do.
-    let (_block, addrs) = common::block_addrs(3);
+    // No node of these tests talks to its peers: they are refused before (config) or right
+    // after binding (state file), and a node that binds is given `--listen 127.0.0.1:0`.
     let mut text = format!("id = 1\ndata_dir = \"data\"\n{extra}\n");
-    for (i, a) in addrs.iter().enumerate() {
-        text.push_str(&format!("[[peers]]\nid = {}\naddr = \"{a}\"\n", i + 1));
+    for id in 1..=3 {
+        text.push_str(&format!(
+            "[[peers]]\nid = {id}\naddr = \"127.0.0.1:{id}\"\n"
+        ));
     }
     let path = dir.join("node.toml");
     std::fs::write(&path, text).unwrap();
@@ -78,6 +78,7 @@ fn corrupt_state_file_refuses_to_start_and_is_left_alone() {
     let out = Command::new(BIN)
         .arg("--config")
         .arg(&cfg)
+        .args(["--listen", "127.0.0.1:0"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -31,10 +31,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    normalize_members, set_status, Algorithm, MsgKind, Outbox, Status, Ticks, INITIAL_STATUS,
-};
-use crate::role::{NodeId, Role};
+use super::core::{normalize_members, set_status, Algorithm, MsgKind, Outbox, Ticks};
+use crate::role::{NodeId, Role, View};
 
 /// Bully messages; every one carries the sender's highest known epoch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +89,7 @@ pub struct Bully {
     ticks: Ticks,
     /// Highest epoch seen in any message or held by this node.
     max_epoch: u64,
-    status: Status,
+    status: View,
     phase: Phase,
     outbox: Outbox<BullyMsg>,
 }
@@ -102,7 +100,7 @@ impl Bully {
     }
 
     fn broadcast_coordinator(&mut self) {
-        let epoch = self.status.epoch;
+        let epoch = self.status.term;
         for i in 0..self.members.len() {
             let m = self.members[i];
             if m != self.id {
@@ -125,7 +123,7 @@ impl Bully {
     /// Whether a COORDINATOR claim `(epoch, from)` ranks above what this node currently holds
     /// (a candidate holds `(last coordinator epoch, None)`, so it accepts that epoch again).
     fn claim_is_newer(&self, epoch: u64, from: NodeId) -> bool {
-        (epoch, Some(from)) > (self.status.epoch, self.status.leader)
+        (epoch, Some(from)) > (self.status.term, self.status.leader)
     }
 
     fn start_election(&mut self) {
@@ -155,9 +153,9 @@ impl Bully {
         self.phase = Phase::Leading {
             next_announce: self.ticks.announce_interval.max(1),
         };
-        let next = Status {
+        let next = View {
             role: Role::Leader,
-            epoch,
+            term: epoch,
             leader: Some(self.id),
         };
         set_status(&mut self.status, &mut self.outbox, next);
@@ -168,9 +166,9 @@ impl Bully {
     fn become_follower(&mut self, leader: NodeId, epoch: u64) {
         self.max_epoch = self.max_epoch.max(epoch);
         self.phase = Phase::Following { silent: 0 };
-        let next = Status {
+        let next = View {
             role: Role::Follower,
-            epoch,
+            term: epoch,
             leader: Some(leader),
         };
         set_status(&mut self.status, &mut self.outbox, next);
@@ -184,9 +182,9 @@ impl Bully {
             Phase::WaitingAnswers { .. } | Phase::WaitingCoordinator { .. }
         ));
         self.phase = phase;
-        let next = Status {
+        let next = View {
             role: Role::Candidate,
-            epoch: self.status.epoch,
+            term: self.status.term,
             leader: None,
         };
         set_status(&mut self.status, &mut self.outbox, next);
@@ -195,7 +193,7 @@ impl Bully {
     fn on_coordinator(&mut self, from: NodeId, epoch: u64) {
         if self.status.role == Role::Follower && self.status.leader == Some(from) {
             // Our coordinator: a (re-)announcement. An older epoch is a reordered message.
-            if epoch >= self.status.epoch {
+            if epoch >= self.status.term {
                 self.become_follower(from, epoch);
             }
             return;
@@ -224,7 +222,7 @@ impl Algorithm for Bully {
             members: normalize_members(id, members),
             ticks,
             max_epoch: 0,
-            status: INITIAL_STATUS,
+            status: View::INITIAL,
             phase: Phase::Idle,
             outbox: Outbox::default(),
         }
@@ -294,7 +292,7 @@ impl Algorithm for Bully {
                         // COORDINATOR ends the sender's wait. Only a sender that knows a newer
                         // epoch (which would not accept that announcement) makes it run its
                         // election again, to re-announce itself with a newer epoch.
-                        if epoch > self.status.epoch {
+                        if epoch > self.status.term {
                             self.start_election();
                         }
                     } else if !self.in_election() {
@@ -318,7 +316,7 @@ impl Algorithm for Bully {
         let _ = (to, msg);
     }
 
-    fn status(&self) -> Status {
+    fn status(&self) -> View {
         self.status
     }
 
@@ -356,7 +354,7 @@ mod tests {
     #[test]
     fn new_is_passive() {
         let mut n = node(3);
-        assert_eq!(n.status(), INITIAL_STATUS);
+        assert_eq!(n.status(), View::INITIAL);
         for _ in 0..100 {
             n.tick();
         }
@@ -379,9 +377,9 @@ mod tests {
         );
         assert_eq!(
             out.status_changes,
-            vec![Status {
+            vec![View {
                 role: Role::Candidate,
-                epoch: 0,
+                term: 0,
                 leader: None
             }]
         );
@@ -395,9 +393,9 @@ mod tests {
         assert_eq!(sent(&out), coordinator_to_all_but(5, 1));
         assert_eq!(
             out.status_changes,
-            vec![Status {
+            vec![View {
                 role: Role::Leader,
-                epoch: 1,
+                term: 1,
                 leader: Some(5)
             }]
         );
@@ -444,9 +442,9 @@ mod tests {
         n.step(5, BullyMsg::Coordinator { epoch: 1 });
         assert_eq!(
             n.status(),
-            Status {
+            View {
                 role: Role::Follower,
-                epoch: 1,
+                term: 1,
                 leader: Some(5)
             }
         );
@@ -480,9 +478,9 @@ mod tests {
         }
         assert_eq!(
             n.status(),
-            Status {
+            View {
                 role: Role::Leader,
-                epoch: 8,
+                term: 8,
                 leader: Some(3)
             }
         );
@@ -502,7 +500,7 @@ mod tests {
         let out = five.take_outbox();
         assert_eq!(out.msgs[0], (1, BullyMsg::Answer { epoch: 4 }));
         assert_eq!(out.msgs[1..], coordinator_to_all_but(5, 5)[..]);
-        assert_eq!(five.status().epoch, 5);
+        assert_eq!(five.status().term, 5);
         // The asker (which suspected 5) accepts the same epoch again while waiting.
         let mut two = node(2);
         two.step(5, BullyMsg::Coordinator { epoch: 1 });
@@ -514,9 +512,9 @@ mod tests {
         two.step(5, BullyMsg::Coordinator { epoch: 1 });
         assert_eq!(
             two.status(),
-            Status {
+            View {
                 role: Role::Follower,
-                epoch: 1,
+                term: 1,
                 leader: Some(5)
             }
         );
@@ -542,7 +540,7 @@ mod tests {
         let out = n.take_outbox();
         assert_eq!(out.msgs.len(), 3, "ELECTION to 3, 4, 5: {out:?}");
         assert_eq!(n.status().role, Role::Candidate);
-        assert_eq!(n.status().epoch, 3);
+        assert_eq!(n.status().term, 3);
     }
 
     #[test]
@@ -583,9 +581,9 @@ mod tests {
         n.step(5, BullyMsg::Coordinator { epoch: 1 });
         assert_eq!(
             n.status(),
-            Status {
+            View {
                 role: Role::Follower,
-                epoch: 1,
+                term: 1,
                 leader: Some(5)
             }
         );
@@ -613,9 +611,9 @@ mod tests {
         );
         assert_eq!(
             n.status(),
-            Status {
+            View {
                 role: Role::Follower,
-                epoch: 4,
+                term: 4,
                 leader: Some(5)
             }
         );
@@ -626,7 +624,7 @@ mod tests {
         // 4 leads at epoch 3; 5 restarts with no memory of epochs.
         let mut five = node(5);
         five.start();
-        assert_eq!(five.status().epoch, 1);
+        assert_eq!(five.status().term, 1);
         five.take_outbox();
         let mut four = node(4);
         four.step(1, BullyMsg::Election { epoch: 2 });
@@ -635,9 +633,9 @@ mod tests {
         }
         assert_eq!(
             four.status(),
-            Status {
+            View {
                 role: Role::Leader,
-                epoch: 3,
+                term: 3,
                 leader: Some(4)
             }
         );
@@ -653,9 +651,9 @@ mod tests {
         four.step(5, BullyMsg::Coordinator { epoch: 4 });
         assert_eq!(
             four.status(),
-            Status {
+            View {
                 role: Role::Follower,
-                epoch: 4,
+                term: 4,
                 leader: Some(5)
             }
         );
@@ -677,7 +675,7 @@ mod tests {
         let mut n = node(1);
         n.step(9, BullyMsg::Coordinator { epoch: 1 });
         n.step(1, BullyMsg::Coordinator { epoch: 1 });
-        assert_eq!(n.status(), INITIAL_STATUS);
+        assert_eq!(n.status(), View::INITIAL);
     }
 
     #[test]
@@ -688,9 +686,9 @@ mod tests {
         assert!(out.msgs.is_empty());
         assert_eq!(
             n.status(),
-            Status {
+            View {
                 role: Role::Leader,
-                epoch: 1,
+                term: 1,
                 leader: Some(7)
             }
         );

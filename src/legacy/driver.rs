@@ -12,31 +12,25 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use tokio_util::sync::CancellationToken;
 
-use super::{Algorithm, MsgKind, Status, Ticks};
-use crate::api::ApiError;
+use futures_util::future::BoxFuture;
+
+use super::core::{Algorithm, MsgKind, Ticks};
 use crate::clock::mono_ns;
 use crate::config::Config;
+use crate::engine::{Engine, Judged, ResignError};
+use crate::error::ApiError;
 use crate::events::EventLog;
-use crate::node::EngineView;
-use crate::role::{NodeId, Role, RoleState};
+use crate::role::{Mode, NodeId, Resigned, Role, View};
 use crate::stats::Stats;
-use crate::transport::{PeerId, Transport};
+use crate::transport::{decode_peer, PeerId, Transport};
 
 /// Path of every legacy peer message.
 pub const PATH_MSG: &str = "/peer/msg";
 
-/// What the rest of the node needs from a legacy engine, whatever its algorithm.
-pub trait LegacyEngine: Send + Sync {
-    fn view(&self) -> EngineView;
-    fn routes(self: Arc<Self>) -> Router;
-    fn shutdown(&self);
-    fn status_extra(&self) -> serde_json::Value;
-}
-
 /// A legacy-mode node running algorithm `A`.
 pub struct LegacyNode<A: Algorithm> {
     alg: Mutex<A>,
-    status: Mutex<Status>,
+    view: Mutex<View>,
     transport: Arc<Transport>,
     events: Arc<EventLog>,
     stats: Arc<Stats>,
@@ -44,6 +38,8 @@ pub struct LegacyNode<A: Algorithm> {
     /// skips that successor). One minimum election timeout.
     msg_timeout: Duration,
     ticks: Ticks,
+    /// Bully or ring, for what the API says about this mode.
+    mode: Mode,
 }
 
 impl<A: Algorithm + Send + 'static> LegacyNode<A>
@@ -62,16 +58,13 @@ where
         let ticks = Ticks::from_timing(t.heartbeat_ms, t.follower_lease_ms);
         let node = Arc::new(LegacyNode {
             alg: Mutex::new(A::new(cfg.id, cfg.member_ids(), ticks)),
-            status: Mutex::new(Status {
-                role: Role::Follower,
-                epoch: 0,
-                leader: None,
-            }),
+            view: Mutex::new(View::INITIAL),
             transport,
             events,
             stats,
             msg_timeout: Duration::from_millis(t.follower_lease_ms / 2),
             ticks,
+            mode: cfg.mode,
         });
         tracing::info!(?ticks, "legacy algorithm timeouts (ticks of one heartbeat)");
         node.apply(|a| a.start());
@@ -100,28 +93,23 @@ where
             input(&mut alg);
             let out = alg.take_outbox();
             if let Some(last) = out.status_changes.last() {
-                *self.status.lock().expect("status lock") = *last;
+                *self.view.lock().expect("view lock") = *last;
             }
             out
         };
         let after = mono_ns();
-        for st in &out.status_changes {
-            let prev = self.events.last().unwrap_or_else(RoleState::initial);
-            let state = RoleState {
-                role: st.role,
-                term: st.epoch,
-                leader: st.leader,
-            };
-            let stamp = if st.role == Role::Leader {
+        for &state in &out.status_changes {
+            let prev = self.events.last().unwrap_or(View::INITIAL);
+            let stamp = if state.role == Role::Leader {
                 before
             } else {
                 after
             };
             if self.events.record(stamp, state).is_some() {
-                if st.role == Role::Candidate && prev.role != Role::Candidate {
+                if state.role == Role::Candidate && prev.role != Role::Candidate {
                     self.stats.election_started();
                 }
-                if st.leader.is_some() && st.leader != prev.leader {
+                if state.leader.is_some() && state.leader != prev.leader {
                     self.stats.leader_changed();
                 }
             }
@@ -158,27 +146,18 @@ async fn receive<A: Algorithm + Send + 'static>(
 where
     A::Msg: MsgKind + Sync,
 {
-    let msg: A::Msg = serde_json::from_slice(&body).map_err(|e| {
-        node.stats.rejected("bad_body");
-        ApiError::bad_request("bad_body", format!("malformed peer message: {e}"))
-    })?;
+    let msg: A::Msg = decode_peer(&node.stats, &body)?;
     node.stats.received(msg.kind());
     node.apply(|a| a.step(from, msg));
     Ok(Json(serde_json::json!({"ok": true})))
 }
 
-impl<A: Algorithm + Send + 'static> LegacyEngine for LegacyNode<A>
+impl<A: Algorithm + Send + 'static> Engine for LegacyNode<A>
 where
     A::Msg: MsgKind + Sync,
 {
-    fn view(&self) -> EngineView {
-        let st = *self.status.lock().expect("status lock");
-        EngineView {
-            role: st.role,
-            term: st.epoch,
-            leader: st.leader,
-            lease_remaining_ns: None,
-        }
+    fn view(&self) -> Judged {
+        Judged::unleased(*self.view.lock().expect("view lock"))
     }
 
     fn routes(self: Arc<Self>) -> Router {
@@ -187,24 +166,7 @@ where
             .with_state(self)
     }
 
-    /// The algorithms have no handoff: a stopping coordinator simply stops announcing, and the
-    /// others notice after `failure_timeout`. The log records that it no longer leads.
-    fn shutdown(&self) {
-        let st = *self.status.lock().expect("status lock");
-        let state = RoleState {
-            role: Role::Follower,
-            term: st.epoch,
-            leader: None,
-        };
-        *self.status.lock().expect("status lock") = Status {
-            role: Role::Follower,
-            epoch: st.epoch,
-            leader: None,
-        };
-        self.events.record(mono_ns(), state);
-    }
-
-    fn status_extra(&self) -> serde_json::Value {
+    fn status(&self) -> serde_json::Value {
         serde_json::json!({
             "ticks": {
                 "answer_timeout": self.ticks.answer_timeout,
@@ -214,5 +176,22 @@ where
             },
             "message_timeout_ms": self.msg_timeout.as_millis() as u64,
         })
+    }
+
+    fn resign(&self, _to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>> {
+        Box::pin(async move { Err(ResignError::NotSupported(self.mode)) })
+    }
+
+    /// The algorithms have no handoff: a stopping coordinator simply stops announcing, and the
+    /// others notice after `failure_timeout`. The log records that it no longer leads.
+    fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()> {
+        stop.cancel();
+        let state = {
+            let mut view = self.view.lock().expect("view lock");
+            *view = View::without_leader(Role::Follower, view.term);
+            *view
+        };
+        self.events.record(mono_ns(), state);
+        Box::pin(async {})
     }
 }

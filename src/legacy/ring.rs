@@ -61,10 +61,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    normalize_members, set_status, Algorithm, MsgKind, Outbox, Status, Ticks, INITIAL_STATUS,
-};
-use crate::role::{NodeId, Role};
+use super::core::{normalize_members, set_status, Algorithm, MsgKind, Outbox, Ticks};
+use crate::role::{NodeId, Role, View};
 
 /// Ring messages.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,7 +123,7 @@ pub struct Ring {
     deadline: u32,
     /// Highest epoch seen in any message or held by this node.
     max_epoch: u64,
-    status: Status,
+    status: View,
     phase: Phase,
     outbox: Outbox<RingMsg>,
 }
@@ -150,9 +148,9 @@ impl Ring {
     /// Whether a coordinator claim `(epoch, leader)` ranks above what this node currently holds.
     fn claim_is_newer(&self, epoch: u64, leader: NodeId) -> bool {
         match self.status.role {
-            Role::Candidate => epoch > self.status.epoch,
+            Role::Candidate => epoch > self.status.term,
             Role::Leader | Role::Follower => {
-                (epoch, Some(leader)) > (self.status.epoch, self.status.leader)
+                (epoch, Some(leader)) > (self.status.term, self.status.leader)
             }
         }
     }
@@ -181,9 +179,9 @@ impl Ring {
         self.phase = Phase::Leading {
             next_announce: self.ticks.announce_interval.max(1),
         };
-        let next = Status {
+        let next = View {
             role: Role::Leader,
-            epoch,
+            term: epoch,
             leader: Some(self.id),
         };
         set_status(&mut self.status, &mut self.outbox, next);
@@ -193,9 +191,9 @@ impl Ring {
     fn become_follower(&mut self, leader: NodeId, epoch: u64) {
         self.max_epoch = self.max_epoch.max(epoch);
         self.phase = Phase::Following { silent: 0 };
-        let next = Status {
+        let next = View {
             role: Role::Follower,
-            epoch,
+            term: epoch,
             leader: Some(leader),
         };
         set_status(&mut self.status, &mut self.outbox, next);
@@ -209,16 +207,16 @@ impl Ring {
             epoch,
             left: self.deadline,
         };
-        let next = Status {
+        let next = View {
             role: Role::Candidate,
-            epoch: self.status.epoch,
+            term: self.status.term,
             leader: None,
         };
         set_status(&mut self.status, &mut self.outbox, next);
     }
 
     fn on_election(&mut self, initiator: NodeId, mut ids: Vec<NodeId>, epoch: u64) {
-        if epoch < self.status.epoch {
+        if epoch < self.status.term {
             // Started before the coordinator this node knows was elected.
             return;
         }
@@ -275,7 +273,7 @@ impl Ring {
     fn on_coordinator(&mut self, leader: NodeId, epoch: u64, initiator: NodeId) {
         let same = self.status.role != Role::Candidate
             && self.status.leader == Some(leader)
-            && self.status.epoch == epoch;
+            && self.status.term == epoch;
         if !same {
             if !self.claim_is_newer(epoch, leader) {
                 return; // stale result: its circulation ends here
@@ -311,7 +309,7 @@ impl Ring {
     fn on_announce(&mut self, leader: NodeId, epoch: u64) {
         if self.status.role == Role::Follower && self.status.leader == Some(leader) {
             // Our coordinator's heartbeat; an older epoch is a reordered message.
-            if epoch >= self.status.epoch {
+            if epoch >= self.status.term {
                 self.become_follower(leader, epoch);
             }
             return;
@@ -346,7 +344,7 @@ impl Algorithm for Ring {
             ticks,
             deadline,
             max_epoch: 0,
-            status: INITIAL_STATUS,
+            status: View::INITIAL,
             phase: Phase::Idle,
             outbox: Outbox::default(),
         }
@@ -384,7 +382,7 @@ impl Algorithm for Ring {
             }
             Phase::Leading { next_announce } => {
                 if next_announce <= 1 {
-                    let epoch = self.status.epoch;
+                    let epoch = self.status.term;
                     for i in 0..self.ring.len() {
                         let m = self.ring[i];
                         if m != self.id {
@@ -472,7 +470,7 @@ impl Algorithm for Ring {
             } => {
                 if self.status.role == Role::Candidate
                     || self.status.leader != Some(leader)
-                    || self.status.epoch != epoch
+                    || self.status.term != epoch
                 {
                     return; // this node has moved on; let the circulation end
                 }
@@ -492,7 +490,7 @@ impl Algorithm for Ring {
         }
     }
 
-    fn status(&self) -> Status {
+    fn status(&self) -> View {
         self.status
     }
 
@@ -532,10 +530,10 @@ mod tests {
         }
     }
 
-    fn follower(leader: NodeId, epoch: u64) -> Status {
-        Status {
+    fn follower(leader: NodeId, epoch: u64) -> View {
+        View {
             role: Role::Follower,
-            epoch,
+            term: epoch,
             leader: Some(leader),
         }
     }
@@ -568,9 +566,9 @@ mod tests {
         assert_eq!(out.msgs, vec![(4, election(1, &[1, 2, 3], 4))]);
         assert_eq!(
             n.status(),
-            Status {
+            View {
                 role: Role::Candidate,
-                epoch: 4,
+                term: 4,
                 leader: None
             }
         );
@@ -610,9 +608,9 @@ mod tests {
         assert_eq!(out.msgs, vec![(1, coord(5, 1, 5))]);
         assert_eq!(
             n.status(),
-            Status {
+            View {
                 role: Role::Leader,
-                epoch: 1,
+                term: 1,
                 leader: Some(5)
             }
         );
@@ -697,9 +695,9 @@ mod tests {
         assert!(n.take_outbox().msgs.is_empty());
         assert_eq!(
             n.status(),
-            Status {
+            View {
                 role: Role::Leader,
-                epoch: 1,
+                term: 1,
                 leader: Some(3)
             }
         );

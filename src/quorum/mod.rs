@@ -17,9 +17,9 @@ pub mod election;
 pub mod lease;
 pub mod network;
 pub mod storage;
+pub mod types;
 
 use std::collections::BTreeMap;
-use std::io::Cursor;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,12 +29,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
+use futures_util::future::BoxFuture;
 use openraft::error::{InitializeError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, VoteRequest,
 };
 use openraft::{BasicNode, Raft, RaftMetrics, ServerState, SnapshotPolicy};
-use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -45,20 +45,15 @@ use self::election::{
 use self::lease::{follower_leader, Claim, Lease, Quiet};
 use self::network::{RaftNet, PATH_APPEND, PATH_PREVOTE, PATH_RESIGN, PATH_SNAPSHOT, PATH_VOTE};
 use self::storage::{LogStore, StateMachine, Store, StoreError};
-use crate::api::ApiError;
+pub use self::types::TypeConfig;
 use crate::clock::{ms, Clock};
 use crate::config::{Config, Timing};
+use crate::engine::{Engine, Judged, ResignError};
+use crate::error::ApiError;
 use crate::events::EventLog;
-use crate::node::EngineView;
-use crate::role::{NodeId, Role, RoleState};
+use crate::role::{NodeId, Resigned, Role, View};
 use crate::stats::Stats;
-use crate::transport::{PeerId, Transport};
-
-// `declare_raft_types!` in 0.9 expects `Cursor` in scope for the default snapshot data type.
-openraft::declare_raft_types!(
-    /// openraft's type configuration: no application data, only elections.
-    pub TypeConfig: D = (), R = ()
-);
+use crate::transport::{decode_peer, PeerId, Transport};
 
 /// Why quorum mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -69,36 +64,6 @@ pub enum QuorumError {
     Config(#[from] openraft::ConfigError),
     #[error("openraft failed to start: {0}")]
     Start(String),
-}
-
-/// Why a resignation (`POST /v1/admin/resign`) was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ResignError {
-    /// This node does not hold the claim.
-    #[error("node {0} does not hold the claim")]
-    NotLeader(NodeId),
-    /// The named successor is not another member of the cluster.
-    #[error("node {0} is not another member of this cluster")]
-    UnknownTarget(NodeId),
-    /// The named successor cannot win the next election (its log is behind, or it does not
-    /// answer the leader).
-    #[error("node {0} cannot take over: {1}")]
-    Unsuitable(NodeId, String),
-    /// No follower has the whole log: none could win the next election.
-    #[error("no follower has the leader's whole log, so none could take over")]
-    NoSuccessor,
-}
-
-impl From<ResignError> for ApiError {
-    fn from(e: ResignError) -> ApiError {
-        let (status, code) = match e {
-            ResignError::NotLeader(_) => (StatusCode::CONFLICT, "not_leader"),
-            ResignError::UnknownTarget(_) => (StatusCode::BAD_REQUEST, "unknown_target"),
-            ResignError::Unsuitable(..) => (StatusCode::BAD_REQUEST, "unsuitable_target"),
-            ResignError::NoSuccessor => (StatusCode::CONFLICT, "no_successor"),
-        };
-        ApiError::new(status, code, e.to_string())
-    }
 }
 
 /// A running quorum-mode node.
@@ -132,13 +97,6 @@ pub struct QuorumNode {
 /// orders the next election, so safety never depends on it.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Resign {
-    pub term: u64,
-    pub successor: NodeId,
-}
-
-/// What `POST /v1/admin/resign` answers: the term whose claim is fenced, and the successor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Resigned {
     pub term: u64,
     pub successor: NodeId,
 }
@@ -239,27 +197,25 @@ impl QuorumNode {
     }
 
     /// The effective role now, judged from openraft's state and the claim at this moment.
-    pub fn view(&self) -> EngineView {
-        self.view_with(&self.metrics())
-    }
-
-    fn view_with(&self, m: &RaftMetrics<NodeId, BasicNode>) -> EngineView {
+    fn view_with(&self, m: &RaftMetrics<NodeId, BasicNode>) -> Judged {
         let term = m.current_term;
         match m.state {
             ServerState::Leader => {
                 match judge_claim(&self.lease.lock().expect("lease"), term, &*self.clock) {
-                    Some((c, now)) => EngineView {
-                        role: Role::Leader,
-                        term,
-                        leader: Some(self.id),
+                    Some((c, now)) => Judged {
+                        view: View {
+                            role: Role::Leader,
+                            term,
+                            leader: Some(self.id),
+                        },
                         lease_remaining_ns: Some(c.until_ns - now),
                     },
                     // Elected but not (or no longer) acknowledged by a majority: not a leader.
-                    None => EngineView::without_leader(Role::Candidate, term),
+                    None => Judged::unleased(View::without_leader(Role::Candidate, term)),
                 }
             }
-            ServerState::Candidate => EngineView::without_leader(Role::Candidate, term),
-            ServerState::Follower | ServerState::Learner => EngineView {
+            ServerState::Candidate => Judged::unleased(View::without_leader(Role::Candidate, term)),
+            ServerState::Follower | ServerState::Learner => Judged::unleased(View {
                 role: Role::Follower,
                 term,
                 leader: follower_leader(
@@ -268,14 +224,13 @@ impl QuorumNode {
                     self.clock.mono_ns(),
                     ms(self.timing.follower_lease_ms),
                 ),
-                lease_remaining_ns: None,
-            },
-            ServerState::Shutdown => EngineView::without_leader(Role::Follower, term),
+            }),
+            ServerState::Shutdown => Judged::unleased(View::without_leader(Role::Follower, term)),
         }
     }
 
     /// Extra status for `/v1/status`: what openraft itself says, and the election driver.
-    pub fn status_extra(&self) -> serde_json::Value {
+    fn status_extra(&self) -> serde_json::Value {
         let m = self.metrics();
         let c = self.gate.contact();
         let since_contact = self.clock.boot_ns().saturating_sub(c.at_ns) / 1_000_000;
@@ -298,13 +253,8 @@ impl QuorumNode {
     /// claim, "stopped leading" at the moment the claim ended, never earlier.
     fn observe(&self) {
         let m = self.metrics();
-        let v = self.view_with(&m);
-        let state = RoleState {
-            role: v.role,
-            term: v.term,
-            leader: v.leader,
-        };
-        let prev = self.events.last().unwrap_or_else(RoleState::initial);
+        let state = self.view_with(&m).view;
+        let prev = self.events.last().unwrap_or(View::INITIAL);
         if prev == state {
             return;
         }
@@ -313,7 +263,7 @@ impl QuorumNode {
             let lease = self.lease.lock().expect("lease");
             match (prev.role, state.role) {
                 (r, Role::Leader) if r != Role::Leader => lease
-                    .current(v.term, now)
+                    .current(state.term, now)
                     .map(|c| c.since_ns.min(now))
                     .unwrap_or(now),
                 (Role::Leader, r) if r != Role::Leader => {
@@ -348,6 +298,18 @@ impl QuorumNode {
         };
         driver.abort();
         res
+    }
+
+    /// Runs [`run`](Self::run) in the background; when openraft stops on its own (a storage
+    /// error), the reason is logged and `fatal` is cancelled, which stops the process.
+    pub fn spawn(self: Arc<Self>, stop: CancellationToken, fatal: CancellationToken) {
+        let run = self.run(stop);
+        tokio::spawn(async move {
+            if let Err(e) = run.await {
+                tracing::error!(error = %e, "quorum engine stopped");
+                fatal.cancel();
+            }
+        });
     }
 
     /// The role loop: while openraft has this node as leader, probe the quorum every heartbeat
@@ -667,7 +629,7 @@ impl QuorumNode {
     /// Hands leadership over (`POST /v1/admin/resign`): fences this node's claim in its term
     /// for good *before* anything else, stops heartbeats and probes, and tells the followers
     /// who should campaign first: `to`, else the follower with the most of the log.
-    pub async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
+    pub async fn hand_over(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
         let m = self.metrics();
         let term = m.current_term;
         let holds = |lease: &Lease| {
@@ -764,7 +726,7 @@ impl QuorumNode {
     /// Graceful stop (SIGTERM): the claim ends for good at once (no probe in flight can renew
     /// it), heartbeats stop so that the followers' leases run out, a leader names its
     /// successor, and openraft stops.
-    pub async fn shutdown(&self) {
+    pub async fn step_down(&self) {
         let m = self.metrics();
         let was_claiming = {
             let mut lease = self.lease.lock().expect("lease");
@@ -786,9 +748,15 @@ impl QuorumNode {
             tracing::warn!(error = %e, "openraft shutdown");
         }
     }
+}
+
+impl Engine for QuorumNode {
+    fn view(&self) -> Judged {
+        self.view_with(&self.metrics())
+    }
 
     /// The `/peer/raft/*` routes.
-    pub fn routes(self: Arc<Self>) -> Router {
+    fn routes(self: Arc<Self>) -> Router {
         Router::new()
             .route(PATH_APPEND, post(append))
             .route(PATH_PREVOTE, post(prevote))
@@ -796,6 +764,23 @@ impl QuorumNode {
             .route(PATH_VOTE, post(vote))
             .route(PATH_SNAPSHOT, post(snapshot))
             .with_state(self)
+    }
+
+    fn status(&self) -> serde_json::Value {
+        self.status_extra()
+    }
+
+    fn resign(&self, to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>> {
+        Box::pin(self.hand_over(to))
+    }
+
+    /// The claim is closed before the loops are stopped, so that the election driver cannot
+    /// start a campaign on its way out.
+    fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.step_down().await;
+            stop.cancel();
+        })
     }
 }
 
@@ -808,19 +793,12 @@ fn judge_claim(lease: &Lease, term: u64, clock: &dyn Clock) -> Option<(Claim, u6
     lease.current(term, now).map(|c| (c, now))
 }
 
-fn decode<T: DeserializeOwned>(stats: &Stats, body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        stats.rejected("bad_body");
-        ApiError::bad_request("bad_body", format!("malformed peer message: {e}"))
-    })
-}
-
 async fn append(
     State(q): State<Arc<QuorumNode>>,
     Extension(PeerId(from)): Extension<PeerId>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let req: AppendEntriesRequest<TypeConfig> = decode(&q.stats, &body)?;
+    let req: AppendEntriesRequest<TypeConfig> = decode_peer(&q.stats, &body)?;
     q.stats.received(if req.entries.is_empty() {
         "heartbeat"
     } else {
@@ -859,7 +837,7 @@ fn internal(e: tokio::task::JoinError) -> ApiError {
 }
 
 async fn vote(State(q): State<Arc<QuorumNode>>, body: Bytes) -> Result<Response, ApiError> {
-    let req: VoteRequest<NodeId> = decode(&q.stats, &body)?;
+    let req: VoteRequest<NodeId> = decode_peer(&q.stats, &body)?;
     q.stats.received("vote");
     // In a task of its own, so that the claim is resumed even if this request is dropped
     // between suspend and resume (review finding L1).
@@ -902,7 +880,7 @@ async fn prevote(
     Extension(PeerId(from)): Extension<PeerId>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let req: PreVoteRequest = decode(&q.stats, &body)?;
+    let req: PreVoteRequest = decode_peer(&q.stats, &body)?;
     q.stats.received("prevote");
     let term = q.raft.metrics().borrow().current_term;
     let timing = q.election;
@@ -948,7 +926,7 @@ async fn resign(
     Extension(PeerId(from)): Extension<PeerId>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let req: Resign = decode(&q.stats, &body)?;
+    let req: Resign = decode_peer(&q.stats, &body)?;
     q.stats.received("resign");
     let m = q.metrics();
     if m.current_leader == Some(from) && m.current_term == req.term {
@@ -967,7 +945,7 @@ async fn resign(
 }
 
 async fn snapshot(State(q): State<Arc<QuorumNode>>, body: Bytes) -> Result<Response, ApiError> {
-    let req: InstallSnapshotRequest<TypeConfig> = decode(&q.stats, &body)?;
+    let req: InstallSnapshotRequest<TypeConfig> = decode_peer(&q.stats, &body)?;
     q.stats.received("snapshot");
     let res = tokio::spawn(async move {
         let leader = req.vote.leader_id().voted_for();
@@ -1021,7 +999,7 @@ mod tests {
 
     async fn until_claiming(q: &QuorumNode) -> bool {
         for _ in 0..200 {
-            if q.view().role == Role::Leader {
+            if q.view().view.role == Role::Leader {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -1057,7 +1035,7 @@ mod tests {
             q.view()
         );
         stop.cancel();
-        q.shutdown().await;
+        q.step_down().await;
     }
 
     /// Review finding G1: once stopping, a node never claims again in its process, even if a
@@ -1073,14 +1051,14 @@ mod tests {
         // acknowledgements from its one-member quorum: none of them may claim.
         for _ in 0..20 {
             tokio::time::sleep(Duration::from_millis(10)).await;
-            assert_ne!(q.view().role, Role::Leader);
+            assert_ne!(q.view().view.role, Role::Leader);
             assert!(
                 !q.probe(term, ms(120)).await,
                 "a probe after the close claims nothing"
             );
         }
         stop.cancel();
-        q.shutdown().await;
+        q.step_down().await;
     }
 
     /// Review finding G2: a claim is judged on CLOCK_BOOTTIME, so a leader whose host was

@@ -20,7 +20,7 @@ use openraft::{BasicNode, RPCTypes};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::TypeConfig;
+use super::types::TypeConfig;
 use crate::role::NodeId;
 use crate::transport::{Transport, TransportError};
 

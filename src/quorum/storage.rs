@@ -41,7 +41,7 @@ use openraft::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::TypeConfig;
+use super::types::TypeConfig;
 use crate::role::NodeId;
 
 /// The two slot files of the Raft state inside the data dir.

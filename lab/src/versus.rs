@@ -16,9 +16,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::chaos::check::{cap_paused_claims, split_brain, ProcEvent, ProcKind, RunLog};
-use crate::clock::mono_ns;
-use crate::cluster::{AddrBlock, Cluster, NodeState};
-use crate::role::NodeId;
+use crate::cluster::{AddrBlock, Cluster, Observed};
+use electd::clock::mono_ns;
+use electd_client::NodeId;
 
 /// How often the poller asks every survivor.
 pub const POLL: Duration = Duration::from_millis(10);
@@ -207,7 +207,7 @@ impl<'a> Electd<'a> {
     }
 
     /// `GET /v1/leader` of `member`, `None` on any failure.
-    async fn leader_info(&self, member: NodeId) -> Option<crate::api::LeaderInfo> {
+    async fn leader_info(&self, member: NodeId) -> Option<electd_client::LeaderInfo> {
         let addr = &self.c.member(member).ok()?.addr;
         fetch_json(self.client.get(format!("http://{addr}/v1/leader"))).await
     }
@@ -223,7 +223,7 @@ impl<'a> Electd<'a> {
             quorum_mode: true,
             ..RunLog::default()
         };
-        split_brain(&cap_paused_claims(&log, crate::clock::ms(lease_ms))).split_brain_ns as f64
+        split_brain(&cap_paused_claims(&log, electd::clock::ms(lease_ms))).split_brain_ns as f64
             / 1e6
     }
 }
@@ -234,10 +234,7 @@ async fn fetch_json<T: serde::de::DeserializeOwned>(req: reqwest::RequestBuilder
 }
 
 fn poll_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_idle_timeout(crate::server::CLIENT_IDLE)
+    electd_client::http_client()
         .timeout(POLL * 5)
         .build()
         .expect("client")
@@ -456,7 +453,7 @@ impl Profile {
 pub async fn electd_ready(c: &Cluster) -> Result<NodeId, String> {
     let ok = c
         .wait_for(WAIT, |s| {
-            s.values().all(|st| matches!(st, NodeState::Up(_)))
+            s.values().all(|st| matches!(st, Observed::Up(_)))
                 && crate::cluster::agreed(s).is_some()
         })
         .await;
@@ -509,7 +506,7 @@ pub async fn compare(
     c.ensure_secrets().map_err(|e| e.to_string())?;
     let since = mono_ns();
     for id in c.ids() {
-        c.start(id, crate::config::Mode::Quorum)
+        c.start(id, electd::config::Mode::Quorum)
             .map_err(|e| e.to_string())?;
     }
     let target = Electd::new(c);

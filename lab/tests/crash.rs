@@ -21,7 +21,7 @@ fn crash_loop(mode: Mode) {
         mode.as_str()
     );
     let rt = TestCluster::rt();
-    let report = rt.block_on(electd::crashloop::crash_loop(
+    let report = rt.block_on(electd_lab::crashloop::crash_loop(
         &tc.c, tc.timing, CYCLES, seed, 10,
     ));
     match report {

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::chaos::check::{node_segments, split_brain, NodeState, ProcKind, RunLog, RunResult};
-use crate::role::Role;
+use crate::chaos::check::{node_segments, split_brain, LogState, ProcKind, RunLog, RunResult};
+use electd_client::{Role, View};
 
 /// Reads `dir/report.json`, judges C5 again for every run from its stored
 /// `runs/<scenario>-<mode>-<layer>-<seed>/runlog.json`, and rewrites `report.json` and
@@ -865,11 +865,11 @@ pub fn timeline_svg(log: &RunLog, title: &str) -> String {
     s
 }
 
-fn state_fill(state: &NodeState) -> Option<&'static str> {
+fn state_fill(state: &LogState) -> Option<&'static str> {
     match state {
-        NodeState::Unknown => None,
-        NodeState::Down => Some(C_DOWN),
-        NodeState::Up { role, .. } => Some(match role {
+        LogState::Unknown => None,
+        LogState::Down => Some(C_DOWN),
+        LogState::Up(View { role, .. }) => Some(match role {
             Role::Leader => C_LEADER,
             Role::Candidate => C_CANDIDATE,
             Role::Follower => C_FOLLOWER,
@@ -878,11 +878,11 @@ fn state_fill(state: &NodeState) -> Option<&'static str> {
 }
 
 /// The short text written into a segment: (text, colour, minimum width in px).
-fn segment_text(state: &NodeState) -> Option<(String, &'static str, f64)> {
+fn segment_text(state: &LogState) -> Option<(String, &'static str, f64)> {
     match state {
-        NodeState::Unknown => None,
-        NodeState::Down => Some(("down".to_string(), "#dddddd", 30.0)),
-        NodeState::Up { role, term, leader } => match role {
+        LogState::Unknown => None,
+        LogState::Down => Some(("down".to_string(), "#dddddd", 30.0)),
+        LogState::Up(View { role, term, leader }) => match role {
             Role::Leader => Some((format!("t{term}"), "#ffffff", 22.0)),
             Role::Candidate => Some((format!("t{term}"), "#5a3a00", 22.0)),
             Role::Follower => leader.map(|l| (format!("→n{l}"), "#3a5a80", 30.0)),
@@ -890,11 +890,11 @@ fn segment_text(state: &NodeState) -> Option<(String, &'static str, f64)> {
     }
 }
 
-fn state_text(state: &NodeState) -> String {
+fn state_text(state: &LogState) -> String {
     match state {
-        NodeState::Unknown => "unknown".to_string(),
-        NodeState::Down => "down".to_string(),
-        NodeState::Up { role, term, leader } => {
+        LogState::Unknown => "unknown".to_string(),
+        LogState::Down => "down".to_string(),
+        LogState::Up(View { role, term, leader }) => {
             let role = match role {
                 Role::Leader => "leader",
                 Role::Candidate => "candidate",
@@ -993,8 +993,8 @@ fn esc(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::chaos::check::{evaluate, FaultWindow, ProcEvent};
-    use crate::events::Event;
-    use crate::role::NodeId;
+    use electd_client::Event;
+    use electd_client::NodeId;
 
     const MS: u64 = 1_000_000;
 
@@ -1003,9 +1003,7 @@ mod tests {
             seq: t_ms,
             t_mono_ns: 5_000 * MS + t_ms * MS,
             node_id: node,
-            role,
-            term,
-            leader,
+            view: View { role, term, leader },
         }
     }
 

@@ -34,8 +34,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::events::Event;
-use crate::role::{NodeId, Role};
+use electd_client::Event;
+use electd_client::{NodeId, Role, View};
 
 /// How long the converged state must hold for C4 to accept it (or until the end of the window,
 /// when that comes first; a note then says how long it held).
@@ -102,29 +102,19 @@ pub struct RunLog {
 
 /// A node's state as the log tells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeState {
+pub enum LogState {
     /// No event yet (or none since a restart): claims nothing, reports no leader.
     Unknown,
     /// Killed or stopped.
     Down,
-    /// Running, with the state of its latest event.
-    Up {
-        role: Role,
-        term: u64,
-        leader: Option<NodeId>,
-    },
+    /// Running, with the view of its latest event.
+    Up(View),
 }
 
-impl NodeState {
+impl LogState {
     /// Whether this state claims leadership.
     pub fn claims(&self) -> bool {
-        matches!(
-            self,
-            NodeState::Up {
-                role: Role::Leader,
-                ..
-            }
-        )
+        matches!(self, LogState::Up(v) if v.claims())
     }
 }
 
@@ -133,7 +123,7 @@ impl NodeState {
 pub struct Segment {
     pub from_ns: u64,
     pub to_ns: u64,
-    pub state: NodeState,
+    pub state: LogState,
     /// SIGSTOPped during this stretch.
     pub paused: bool,
 }
@@ -472,7 +462,7 @@ pub fn disruption(log: &RunLog) -> Disruption {
             .iter()
             .filter(|e| e.node_id == node && e.t_mono_ns <= t)
             .max_by_key(|e| (e.t_mono_ns, e.seq))
-            .map_or(0, |e| e.term)
+            .map_or(0, |e| e.view.term)
     };
     let claims = claim_intervals(log);
     let mut out = Disruption::default();
@@ -496,7 +486,7 @@ pub fn disruption(log: &RunLog) -> Disruption {
                 .events
                 .iter()
                 .filter(|e| e.node_id == n && e.t_mono_ns > w.start_ns && e.t_mono_ns < w.end_ns)
-                .map(|e| e.term)
+                .map(|e| e.view.term)
                 .max()
                 .unwrap_or(before);
             out.minority_terms_gained += max_during.saturating_sub(before);
@@ -513,12 +503,12 @@ pub fn disruption(log: &RunLog) -> Disruption {
             .events
             .iter()
             .filter(|e| {
-                e.role == Role::Leader
-                    && e.term > term
+                e.view.role == Role::Leader
+                    && e.view.term > term
                     && e.t_mono_ns >= w.end_ns
                     && e.t_mono_ns < until
             })
-            .map(|e| e.term)
+            .map(|e| e.view.term)
             .collect::<std::collections::BTreeSet<u64>>()
             .len() as u64;
         *out.heal_leader_changes.get_or_insert(0) += deposed;
@@ -533,8 +523,8 @@ pub fn election_safety(log: &RunLog) -> Option<ElectionSafety> {
         return None;
     }
     let mut by_term: BTreeMap<u64, BTreeSet<NodeId>> = BTreeMap::new();
-    for e in log.events.iter().filter(|e| e.role == Role::Leader) {
-        by_term.entry(e.term).or_default().insert(e.node_id);
+    for e in log.events.iter().filter(|e| e.view.role == Role::Leader) {
+        by_term.entry(e.view.term).or_default().insert(e.node_id);
     }
     let conflicts: Vec<TermConflict> = by_term
         .into_iter()
@@ -669,11 +659,11 @@ pub fn cap_paused_claims(log: &RunLog, lease_ns: u64) -> RunLog {
             .filter(|p| p.node == node && p.kind == ProcKind::Pause)
         {
             let snap = track.at(p.t_ns);
-            let NodeState::Up {
+            let LogState::Up(View {
                 role: Role::Leader,
                 term,
                 ..
-            } = snap.state
+            }) = snap.state
             else {
                 continue;
             };
@@ -687,9 +677,7 @@ pub fn cap_paused_claims(log: &RunLog, lease_ns: u64) -> RunLog {
                     seq: u64::MAX,
                     t_mono_ns: cap,
                     node_id: node,
-                    role: Role::Follower,
-                    term,
-                    leader: None,
+                    view: View::without_leader(Role::Follower, term),
                 });
             }
         }
@@ -736,12 +724,12 @@ fn members(log: &RunLog) -> Vec<NodeId> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Snap {
-    state: NodeState,
+    state: LogState,
     paused: bool,
 }
 
 const INITIAL: Snap = Snap {
-    state: NodeState::Unknown,
+    state: LogState::Unknown,
     paused: false,
 };
 
@@ -778,29 +766,25 @@ impl Track {
             let mut next = cur;
             match change {
                 Change::Ev(e) => {
-                    if cur.state == NodeState::Down {
+                    if cur.state == LogState::Down {
                         ignored_while_down += 1;
                     } else {
-                        next.state = NodeState::Up {
-                            role: e.role,
-                            term: e.term,
-                            leader: e.leader,
-                        };
+                        next.state = LogState::Up(e.view);
                     }
                 }
                 Change::Proc(ProcKind::Kill | ProcKind::Stop) => {
                     next = Snap {
-                        state: NodeState::Down,
+                        state: LogState::Down,
                         paused: false,
                     };
                 }
                 Change::Proc(ProcKind::Start) => {
-                    if cur.state == NodeState::Down {
-                        next.state = NodeState::Unknown;
+                    if cur.state == LogState::Down {
+                        next.state = LogState::Unknown;
                     }
                 }
                 Change::Proc(ProcKind::Pause) => {
-                    if cur.state != NodeState::Down {
+                    if cur.state != LogState::Down {
                         next.paused = true;
                     }
                 }
@@ -846,7 +830,7 @@ impl Slice {
     }
 
     fn running(&self, i: usize) -> bool {
-        self.snaps[i].state != NodeState::Down && !self.snaps[i].paused
+        self.snaps[i].state != LogState::Down && !self.snaps[i].paused
     }
 
     fn reach(&self, i: usize) -> Vec<usize> {
@@ -860,7 +844,7 @@ impl Slice {
         if j == l {
             return self.snaps[j].state.claims();
         }
-        matches!(self.snaps[j].state, NodeState::Up { role, leader: Some(x), .. } if x == l_id && role != Role::Leader)
+        matches!(self.snaps[j].state, LogState::Up(View { role, leader: Some(x), .. }) if x == l_id && role != Role::Leader)
     }
 }
 
@@ -1083,9 +1067,7 @@ mod tests {
             seq: t_ns,
             t_mono_ns: t_ns,
             node_id: node,
-            role,
-            term,
-            leader,
+            view: View { role, term, leader },
         }
     }
     fn lead(t_ns: u64, node: NodeId, term: u64) -> Event {
@@ -1312,8 +1294,8 @@ mod tests {
         let segs = node_segments(&l);
         let n1 = &segs[0].1;
         assert_eq!(n1.len(), 3);
-        assert_eq!(n1[1].state, NodeState::Down);
-        assert_eq!((n1[2].from_ns, n1[2].state), (20 * MS, NodeState::Unknown));
+        assert_eq!(n1[1].state, LogState::Down);
+        assert_eq!((n1[2].from_ns, n1[2].state), (20 * MS, LogState::Unknown));
         assert_eq!(split_brain(&l).split_brain_ns, 0);
         let r = evaluate(&l, "bully", "S1", "app", 1, 1000);
         assert!(r.notes.iter().any(|n| n.contains("1 events stamped while")));
@@ -1332,11 +1314,11 @@ mod tests {
         let segs = node_segments(&l);
         assert_eq!(
             segs[0].1.last().unwrap().state,
-            NodeState::Up {
+            LogState::Up(View {
                 role: Role::Follower,
                 term: 1,
                 leader: Some(2)
-            }
+            })
         );
     }
 

@@ -18,11 +18,11 @@ use super::check::{
     cap_paused_claims, evaluate, FaultWindow, ProcEvent, ProcKind, RunLog, RunResult,
 };
 use super::kernel::{self, Chain};
-use crate::clock::{mono_ns, ms};
 use crate::cluster::{AddrBlock, Cluster};
-use crate::config::{Mode, Timing};
-use crate::faults::FaultSet;
-use crate::role::NodeId;
+use electd::clock::{mono_ns, ms};
+use electd::config::{Mode, Timing};
+use electd_client::FaultSet;
+use electd_client::NodeId;
 
 /// Every scenario of `docs/design/chaos.md`.
 pub const SCENARIOS: [&str; 14] = [
@@ -511,13 +511,11 @@ fn sweep_stale_dirs() {
 async fn messages(c: &Cluster) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for id in c.ids() {
-        let Ok(v) = c.status(id).await else {
+        let Ok(status) = c.status(id).await else {
             continue;
         };
-        if let Some(map) = v["counters"]["messages_sent"].as_object() {
-            for (k, n) in map {
-                *out.entry(k.clone()).or_default() += n.as_u64().unwrap_or(0);
-            }
+        for (kind, n) in status.counters.messages_sent {
+            *out.entry(kind).or_default() += n;
         }
     }
     out

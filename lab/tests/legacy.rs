@@ -7,10 +7,10 @@ mod common;
 use std::time::Duration;
 
 use common::{describe, TestCluster};
-use electd::chaos::check::split_brain;
 use electd::clock::mono_ns;
-use electd::cluster::claimants;
 use electd::config::Mode;
+use electd_lab::chaos::check::split_brain;
+use electd_lab::cluster::claimants;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -24,7 +24,7 @@ fn scenario(mode: Mode) {
     assert_eq!(agreed(&tc), Some(4), "{mode:?}: 4 leads after 5 is killed");
 
     tc.start_node(5);
-    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| electd::cluster::agreed(s) == Some(5)));
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| electd_lab::cluster::agreed(s) == Some(5)));
     assert!(
         ok,
         "{mode:?}: restarted 5 takes the role back:\n{}",
@@ -44,7 +44,7 @@ fn scenario(mode: Mode) {
     let heal = mono_ns();
     rt.block_on(tc.c.heal()).unwrap();
     let ok = rt.block_on(tc.c.wait_for(WAIT, |s| {
-        electd::cluster::agreed(s) == Some(5) && claimants(s) == vec![5]
+        electd_lab::cluster::agreed(s) == Some(5) && claimants(s) == vec![5]
     }));
     assert!(
         ok,

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use common::{describe, TestCluster};
 use electd::clock::mono_ns;
-use electd::cluster::NodeState;
 use electd::config::Mode;
-use electd::role::{NodeId, Role};
+use electd_client::{NodeId, Role};
+use electd_lab::cluster::Observed;
 
 const WAIT: Duration = Duration::from_secs(15);
 /// How long a node stays cut off: ten follower leases of the test clusters.
@@ -54,7 +54,7 @@ fn cut_off_and_heal(tc: &TestCluster, rt: &tokio::runtime::Runtime, group: &[Nod
     let back = rt.block_on(tc.c.wait_for(WAIT, |s| {
         group
             .iter()
-            .all(|id| matches!(s.get(id), Some(NodeState::Up(i)) if i.leader.as_ref().map(|l| l.id) == Some(leader)))
+            .all(|id| matches!(s.get(id), Some(Observed::Up(i)) if i.leader.as_ref().map(|l| l.id) == Some(leader)))
     }));
     assert!(
         back,
@@ -70,7 +70,9 @@ fn cut_off_and_heal(tc: &TestCluster, rt: &tokio::runtime::Runtime, group: &[Nod
     let changes: Vec<_> = tc
         .events()
         .into_iter()
-        .filter(|e| e.t_mono_ns >= cut_ns && e.leader.is_some() && e.leader != Some(leader))
+        .filter(|e| {
+            e.t_mono_ns >= cut_ns && e.view.leader.is_some() && e.view.leader != Some(leader)
+        })
         .collect();
     assert!(
         changes.is_empty(),
@@ -117,13 +119,17 @@ fn resign_fences_the_claim_then_hands_over_to_the_named_successor() {
             .unwrap();
 
     // Refusals: a follower does not hold the claim; unknown and self targets are refused.
-    let (status, body) = rt.block_on(tc.c.resign(follower, None)).unwrap();
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "not_leader");
+    let refused = rt
+        .block_on(tc.c.client(follower).unwrap().resign(None))
+        .unwrap_err();
+    assert_eq!(refused.status(), Some(409), "{refused}");
+    assert_eq!(refused.code(), Some("not_leader"));
     for bad in [99, leader] {
-        let (status, body) = rt.block_on(tc.c.resign(leader, Some(bad))).unwrap();
-        assert_eq!(status, 400, "to {bad}: {body}");
-        assert_eq!(body["error"]["code"], "unknown_target");
+        let refused = rt
+            .block_on(tc.c.client(leader).unwrap().resign(Some(bad)))
+            .unwrap_err();
+        assert_eq!(refused.status(), Some(400), "to {bad}: {refused}");
+        assert_eq!(refused.code(), Some("unknown_target"));
     }
     assert_eq!(
         rt.block_on(tc.c.leader_info(leader)).unwrap().role,
@@ -132,11 +138,12 @@ fn resign_fences_the_claim_then_hands_over_to_the_named_successor() {
     );
 
     let t0 = mono_ns();
-    let (status, body) = rt.block_on(tc.c.resign(leader, Some(successor))).unwrap();
+    let resigned = rt
+        .block_on(tc.c.client(leader).unwrap().resign(Some(successor)))
+        .expect("the leader resigns");
     let answered = mono_ns();
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["term"], term);
-    assert_eq!(body["successor"], successor);
+    assert_eq!(resigned.term, term);
+    assert_eq!(resigned.successor, successor);
     // The answer comes once the claim is fenced: the old leader no longer claims.
     assert_ne!(
         rt.block_on(tc.c.leader_info(leader)).unwrap().role,
@@ -160,8 +167,8 @@ fn resign_fences_the_claim_then_hands_over_to_the_named_successor() {
         .filter(|e| {
             e.node_id == leader
                 && e.t_mono_ns >= answered
-                && e.role == Role::Leader
-                && e.term == term
+                && e.view.role == Role::Leader
+                && e.view.term == term
         })
         .collect();
     assert!(

@@ -21,10 +21,10 @@ use rand::{Rng, SeedableRng};
 use crate::chaos::check::{
     election_safety, leader_changes, split_brain, ProcEvent, ProcKind, RunLog,
 };
-use crate::clock::mono_ns;
-use crate::cluster::{claimants, Cluster, NodeState};
-use crate::config::{Mode, Timing};
-use crate::role::NodeId;
+use crate::cluster::{claimants, Cluster, Observed};
+use electd::clock::mono_ns;
+use electd::config::{Mode, Timing};
+use electd_client::NodeId;
 
 /// What a crash loop did and saw.
 #[derive(Debug, Default)]
@@ -74,7 +74,7 @@ pub async fn crash_loop(
         tokio::time::sleep(Duration::from_millis(pause)).await;
         let states = c.states().await;
         for id in &ids {
-            if Some(*id) != just_started && matches!(states.get(id), Some(NodeState::Down)) {
+            if Some(*id) != just_started && matches!(states.get(id), Some(Observed::Down)) {
                 return Err(format!("cycle {cycle}: node {id} exited on its own"));
             }
         }
@@ -91,7 +91,7 @@ pub async fn crash_loop(
             report.early_kills += 1;
         }
         let term_before = match states.get(&victim) {
-            Some(NodeState::Up(info)) => Some(info.term),
+            Some(Observed::Up(info)) => Some(info.term),
             _ => None,
         };
         c.kill(victim);
@@ -144,13 +144,13 @@ pub async fn crash_loop(
         .ok_or(format!("no agreed leader within {WAIT:?} after the loop"))?;
     let states = c.states().await;
     for id in &ids {
-        if !matches!(states.get(id), Some(NodeState::Up(_))) {
+        if !matches!(states.get(id), Some(Observed::Up(_))) {
             return Err(format!("node {id} is not up at the end"));
         }
     }
     report.final_leader = leader;
     report.final_term = match states.get(&leader) {
-        Some(NodeState::Up(info)) => info.term,
+        Some(Observed::Up(info)) => info.term,
         _ => 0,
     };
     let end_ns = mono_ns();

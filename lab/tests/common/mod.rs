@@ -4,18 +4,17 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use electd::chaos::check::{
-    cap_paused_claims, election_safety, split_brain, ProcEvent, ProcKind, RunLog,
-};
 use electd::clock::mono_ns;
 use electd::clock::ms;
-use electd::cluster::{AddrBlock, Cluster, NodeState};
 use electd::config::{Mode, Timing};
-use electd::events::Event;
-use electd::role::NodeId;
+use electd_client::Event;
+use electd_client::NodeId;
+use electd_lab::chaos::check::{
+    cap_paused_claims, election_safety, split_brain, ProcEvent, ProcKind, RunLog,
+};
+use electd_lab::cluster::{AddrBlock, Cluster, Observed};
 
 pub struct TestCluster {
     pub c: Cluster,
@@ -56,8 +55,11 @@ impl TestCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let (block, addrs) = block_addrs(n);
         Cluster::write_configs(dir.path(), &addrs, mode, timing, "electd-test").unwrap();
-        let mut c = Cluster::open(dir.path(), &PathBuf::from(env!("CARGO_BIN_EXE_electd")))
-            .expect("open cluster");
+        let mut c = Cluster::open(
+            dir.path(),
+            &electd_lab::bin::electd_bin().expect("the electd binary"),
+        )
+        .expect("open cluster");
         c.extra_args = vec!["--log".into(), "info,openraft=warn".into()];
         c.die_with_parent = true;
         c.ensure_secrets().unwrap();
@@ -172,10 +174,10 @@ impl Drop for TestCluster {
 }
 
 /// Role of every answering node, for assertion messages.
-pub fn describe(states: &BTreeMap<NodeId, NodeState>) -> String {
+pub fn describe(states: &BTreeMap<NodeId, Observed>) -> String {
     states
         .iter()
-        .map(|(id, s)| electd::cluster::status_row(*id, s))
+        .map(|(id, s)| electd_lab::cluster::status_row(*id, s))
         .collect::<Vec<_>>()
         .join("\n")
 }

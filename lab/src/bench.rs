@@ -10,9 +10,9 @@
 
 use std::time::Duration;
 
-use crate::clock::mono_ns;
-use crate::cluster::{Cluster, NodeState};
-use crate::role::{NodeId, Role};
+use crate::cluster::{Cluster, Observed};
+use electd::clock::mono_ns;
+use electd_client::{NodeId, Role};
 
 /// Percentile (nearest rank) of a sample, in ms.
 pub fn percentile(sorted_ms: &[f64], p: f64) -> f64 {
@@ -73,7 +73,7 @@ async fn restart_and_rejoin(c: &Cluster, id: NodeId, trial: usize) -> Result<(),
     let rejoined = c
         .wait_for(
             WAIT,
-            |s| matches!(s.get(&id), Some(NodeState::Up(i)) if i.leader.is_some()),
+            |s| matches!(s.get(&id), Some(Observed::Up(i)) if i.leader.is_some()),
         )
         .await;
     if rejoined {
@@ -142,7 +142,7 @@ pub async fn handoff(c: &Cluster, trials: usize) -> Result<Handoff, String> {
         let stopped = c
             .events(c.mode())
             .iter()
-            .filter(|e| e.node_id == leader && e.t_mono_ns >= t0 && e.role != Role::Leader)
+            .filter(|e| e.node_id == leader && e.t_mono_ns >= t0 && e.view.role != Role::Leader)
             .map(|e| since(e.t_mono_ns))
             .reduce(f64::min);
         println!(
@@ -187,12 +187,14 @@ pub async fn isolate(c: &Cluster, trials: usize) -> Result<(Vec<f64>, Vec<f64>),
         let evs = c.events(c.mode());
         let stop = evs
             .iter()
-            .filter(|e| e.node_id == leader && e.t_mono_ns >= cut && e.role != Role::Leader)
+            .filter(|e| e.node_id == leader && e.t_mono_ns >= cut && e.view.role != Role::Leader)
             .map(|e| e.t_mono_ns)
             .min();
         let new = evs
             .iter()
-            .filter(|e| rest.contains(&e.node_id) && e.t_mono_ns >= cut && e.role == Role::Leader)
+            .filter(|e| {
+                rest.contains(&e.node_id) && e.t_mono_ns >= cut && e.view.role == Role::Leader
+            })
             .map(|e| e.t_mono_ns)
             .min();
         let (Some(stop), Some(new)) = (stop, new) else {
@@ -226,7 +228,7 @@ pub struct LoadReport {
     pub after: (NodeId, u64),
     /// Role, term or leader changes on any node during the run, from the event logs: with no
     /// fault injected, every one of them is spurious.
-    pub changes: Vec<crate::events::Event>,
+    pub changes: Vec<electd_client::Event>,
 }
 
 /// `GET /v1/leader` at full rate from `connections` concurrent clients, spread over every
@@ -237,9 +239,8 @@ pub async fn load(c: &Cluster, seconds: u64, connections: usize) -> Result<LoadR
         .wait_agreed(WAIT)
         .await
         .ok_or("no agreed leader before the run")?;
-    let term_of = |s: &std::collections::BTreeMap<NodeId, NodeState>, id: NodeId| match s.get(&id) {
-        Some(NodeState::Up(info)) => info.term,
-        _ => 0,
+    let term_of = |s: &std::collections::BTreeMap<NodeId, Observed>, id: NodeId| {
+        s.get(&id).and_then(Observed::term).unwrap_or(0)
     };
     let before = (leader, term_of(&c.states().await, leader));
     let urls: Vec<String> = c
@@ -248,9 +249,7 @@ pub async fn load(c: &Cluster, seconds: u64, connections: usize) -> Result<LoadR
         .map(|id| c.member(id).map(|m| format!("http://{}/v1/leader", m.addr)))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .pool_idle_timeout(crate::server::CLIENT_IDLE)
+    let client = electd_client::http_client()
         .timeout(Duration::from_secs(5))
         .build()
         .map_err(|e| e.to_string())?;

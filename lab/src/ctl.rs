@@ -1,12 +1,12 @@
-//! `electd ctl`: the command line of [`crate::cluster`], run by `scripts/cluster.sh`.
+//! `electd-lab ctl` and `electd-lab chaos`: the command line of [`crate::cluster`], run by `scripts/cluster.sh`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cluster::{agreed, status_row, Cluster, CtlError};
-use crate::config::Mode;
-use crate::role::NodeId;
+use electd::config::Mode;
+use electd_client::NodeId;
 
 #[derive(clap::Args, Debug)]
 pub struct CtlArgs {
@@ -136,10 +136,7 @@ async fn print_status(c: &Cluster) {
 }
 
 async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
-    let bin = std::env::current_exe().map_err(|source| CtlError::Io {
-        path: "current_exe".into(),
-        source,
-    })?;
+    let bin = crate::bin::electd_bin().map_err(CtlError::Usage)?;
     let c = Cluster::open(&args.cluster_dir, &bin)?;
     let node = |id: NodeId| c.member(id).map(|_| id);
     match args.cmd {
@@ -334,7 +331,7 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
         CtlCmd::CrashLoop { cycles, seed } => {
             let seed = seed.unwrap_or_else(rand::random);
             println!("crash loop: {cycles} cycles, seed {seed} (replay with --seed {seed})");
-            let timing = crate::config::Config::load(&c.member(c.ids()[0])?.config)?.timing;
+            let timing = electd::config::Config::load(&c.member(c.ids()[0])?.config)?.timing;
             match crate::crashloop::crash_loop(&c, timing, cycles, seed, 50).await {
                 Ok(r) => {
                     println!(
@@ -386,7 +383,7 @@ pub fn main(args: CtlArgs) -> ExitCode {
     match rt.block_on(run(args)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("electd ctl: {e}");
+            eprintln!("electd-lab ctl: {e}");
             ExitCode::from(2)
         }
     }
@@ -422,7 +419,7 @@ pub struct ChaosArgs {
     pub rejudge: bool,
 }
 
-/// Entry point of `electd chaos`; exits 1 when a run failed.
+/// Entry point of `electd-lab chaos`; exits 1 when a run failed.
 pub fn chaos_main(args: ChaosArgs) -> ExitCode {
     use crate::chaos::runner::{run_matrix, Layer, Matrix, SCENARIOS};
     if args.rejudge {
@@ -435,15 +432,15 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("electd chaos --rejudge: {e}");
+                eprintln!("electd-lab chaos --rejudge: {e}");
                 ExitCode::FAILURE
             }
         };
     }
-    let bin = match std::env::current_exe() {
+    let bin = match crate::bin::electd_bin() {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("electd chaos: {e}");
+            eprintln!("electd-lab chaos: {e}");
             return ExitCode::from(2);
         }
     };
@@ -453,7 +450,7 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
         args.scenario.clone()
     };
     if let Some(bad) = scenarios.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
-        eprintln!("electd chaos: unknown scenario {bad}; expected S1..S14");
+        eprintln!("electd-lab chaos: unknown scenario {bad}; expected S1..S14");
         return ExitCode::from(2);
     }
     let mut layers = Vec::new();
@@ -461,7 +458,7 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
         match Layer::parse(l) {
             Some(l) => layers.push(l),
             None => {
-                eprintln!("electd chaos: unknown layer {l}; expected app, kernel or process");
+                eprintln!("electd-lab chaos: unknown layer {l}; expected app, kernel or process");
                 return ExitCode::from(2);
             }
         }
@@ -493,10 +490,10 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
     let run = rt.block_on(async {
         tokio::select! {
             r = run_matrix(&m, &bin) => Some(r),
-            sig = crate::node::terminate_signal() => {
+            sig = electd::node::terminate_signal() => {
                 // Dropping the run removes its iptables chain and temp dir; its nodes die
                 // with this process (they were started with a parent-death signal).
-                eprintln!("electd chaos: {sig}, stopping; no report written");
+                eprintln!("electd-lab chaos: {sig}, stopping; no report written");
                 None
             }
         }
@@ -514,7 +511,7 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("electd chaos: cannot write the report: {e}");
+            eprintln!("electd-lab chaos: cannot write the report: {e}");
             ExitCode::from(1)
         }
     }

@@ -23,8 +23,8 @@ use std::fmt::Write as _;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Algorithm, MsgKind, Status, Ticks};
-use crate::role::{NodeId, Role};
+use electd::legacy::{Algorithm, MsgKind, Ticks};
+use electd_client::{NodeId, Role, View};
 
 /// Upper bound on the events handled within one step (protects against zero-latency loops).
 const MAX_EVENTS_PER_STEP: usize = 100_000;
@@ -57,7 +57,7 @@ struct Slot<A> {
 pub struct StatusEvent {
     pub at: u64,
     pub node: NodeId,
-    pub status: Status,
+    pub status: View,
 }
 
 /// The simulated cluster.
@@ -161,7 +161,7 @@ where
             .collect()
     }
 
-    pub fn status(&self, id: NodeId) -> Option<Status> {
+    pub fn status(&self, id: NodeId) -> Option<View> {
         self.slots.get(&id)?.node.as_ref().map(|n| n.status())
     }
 
@@ -529,7 +529,7 @@ where
         for &id in &self.members {
             match self.status(id) {
                 Some(st) => {
-                    let _ = write!(s, "[{id}: {:?} e{} l{:?}] ", st.role, st.epoch, st.leader);
+                    let _ = write!(s, "[{id}: {:?} e{} l{:?}] ", st.role, st.term, st.leader);
                 }
                 None => {
                     let _ = write!(s, "[{id}: dead] ");
@@ -609,7 +609,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::legacy::{Bully, Ring};
+    use electd::legacy::{Bully, Ring};
 
     const IDS: [NodeId; 5] = [1, 2, 3, 4, 5];
     const MAX_STEPS: u64 = 3000;

@@ -3,11 +3,10 @@
 //! split brain in the 2 | 3 partition and converge after heal. Kernel-layer runs need root and
 //! iptables; without them they print why and are skipped (this test then covers the app layer).
 
-use electd::chaos::runner::{run_one, Layer, RunSpec};
 use electd::config::Mode;
-use std::path::PathBuf;
+use electd_lab::chaos::runner::{run_one, Layer, RunSpec};
 
-fn run(mode: Mode, scenario: &str, layer: Layer) -> Option<electd::chaos::check::RunResult> {
+fn run(mode: Mode, scenario: &str, layer: Layer) -> Option<electd_lab::chaos::check::RunResult> {
     let spec = RunSpec {
         mode,
         scenario: scenario.into(),
@@ -21,7 +20,7 @@ fn run(mode: Mode, scenario: &str, layer: Layer) -> Option<electd::chaos::check:
         .unwrap();
     let (res, _log) = rt.block_on(run_one(
         &spec,
-        &PathBuf::from(env!("CARGO_BIN_EXE_electd")),
+        &electd_lab::bin::electd_bin().expect("the electd binary"),
         None,
     ));
     if let Some(why) = &res.skipped {

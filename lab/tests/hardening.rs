@@ -132,7 +132,7 @@ fn hardening(mode: Mode) {
         let addr = tc.c.member(target).unwrap().addr.clone();
         let read = |name: &str| std::fs::read_to_string(tc.c.run.join(name)).unwrap().trim().to_string();
         let p = Probe {
-            client: reqwest::Client::builder().no_proxy().pool_idle_timeout(electd::server::CLIENT_IDLE).timeout(Duration::from_secs(10)).build().unwrap(),
+            client: electd_client::http_client().timeout(Duration::from_secs(10)).build().unwrap(),
             base: format!("http://{addr}"),
             addr: addr.clone(),
             secret: read("cluster-secret"),
@@ -240,7 +240,7 @@ fn hardening(mode: Mode) {
             p.token
         );
         slow.write_all(head.as_bytes()).unwrap();
-        let (text, _) = read_until_closed(&mut slow, electd::api::REQUEST_TIMEOUT + Duration::from_secs(5));
+        let (text, _) = read_until_closed(&mut slow, electd::error::REQUEST_TIMEOUT + Duration::from_secs(5));
         assert!(text.starts_with("HTTP/1.1 408"), "{text}");
         assert!(text.contains("request_timeout"), "{text}");
 
@@ -280,7 +280,7 @@ fn graceful(mode: Mode) {
     let tc = TestCluster::start(mode, 5);
     let rt = TestCluster::rt();
     let h = rt
-        .block_on(electd::bench::handoff(&tc.c, 2))
+        .block_on(electd_lab::bench::handoff(&tc.c, 2))
         .unwrap_or_else(|e| {
             tc.dump_logs();
             panic!("handoff failed: {e}")

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use common::{describe, TestCluster};
 use electd::clock::{mono_ns, ms};
-use electd::cluster::{claimants, NodeState};
 use electd::config::Mode;
-use electd::role::Role;
+use electd_client::Role;
+use electd_lab::cluster::{claimants, Observed};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -34,7 +34,7 @@ fn elects_one_leader_that_all_agree_on_and_kill_gives_a_higher_term() {
     // The killed node comes back on its data dir and follows.
     tc.start_node(leader);
     let ok = rt.block_on(tc.c.wait_for(WAIT, |s| {
-        matches!(s.get(&leader), Some(NodeState::Up(i)) if i.role == Role::Follower && i.leader.is_some())
+        matches!(s.get(&leader), Some(Observed::Up(i)) if i.role == Role::Follower && i.leader.is_some())
     }));
     assert!(
         ok,
@@ -77,7 +77,7 @@ fn minority_leader_stops_claiming_within_lease_while_majority_elects_then_heals(
     let stop = tc
         .events()
         .into_iter()
-        .filter(|e| e.node_id == old && e.t_mono_ns >= cut_ns && e.role != Role::Leader)
+        .filter(|e| e.node_id == old && e.t_mono_ns >= cut_ns && e.view.role != Role::Leader)
         .map(|e| e.t_mono_ns)
         .min()
         .expect("the old leader recorded that it stopped leading");
@@ -127,7 +127,7 @@ fn restarted_node_keeps_its_vote() {
     assert_eq!(read_vote(), before, "the vote is on disk after SIGKILL");
     tc.start_node(follower);
     let ok =
-        rt.block_on(tc.c.wait_for(WAIT, |s| matches!(s.get(&follower), Some(NodeState::Up(_)))));
+        rt.block_on(tc.c.wait_for(WAIT, |s| matches!(s.get(&follower), Some(Observed::Up(_)))));
     assert!(ok);
     let info = rt.block_on(tc.c.leader_info(follower)).unwrap();
     assert!(info.term >= before["leader_id"]["term"].as_u64().unwrap());

@@ -1,0 +1,208 @@
+//! [`Client`]: the API of one node, typed. [`http_client`] is the one place where electd's HTTP
+//! clients are configured (the node's peer transport builds on it too).
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::wire::{
+    ErrorBody, EventsPage, FaultSet, Health, LeaderInfo, NodeId, ResignRequest, Resigned, Status,
+};
+
+/// How long electd's clients keep an idle connection: well below the server's header read
+/// timeout (5 s, `src/server.rs`), so that a client never reuses a connection the server is
+/// closing.
+pub const CLIENT_IDLE: Duration = Duration::from_secs(2);
+
+/// A reqwest builder with electd's settings: no proxy (nodes are on local or cluster addresses),
+/// no Nagle delay, and idle connections dropped after [`CLIENT_IDLE`].
+pub fn http_client() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(CLIENT_IDLE)
+}
+
+/// Why a request to a node failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No answer: connection refused, timeout, reset.
+    #[error("{addr}: {source}")]
+    Http {
+        addr: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The node answered with an error status and the contract's error body.
+    #[error("{addr}: {status} {}: {}", body.error.code, body.error.message)]
+    Api {
+        addr: String,
+        status: u16,
+        body: ErrorBody,
+    },
+    /// The node answered something that is not the contract's JSON.
+    #[error("{addr}: unexpected answer ({status}): {message}")]
+    Decode {
+        addr: String,
+        status: u16,
+        message: String,
+    },
+}
+
+impl Error {
+    /// The error code of an API error (`not_leader`, `unauthorized`, …).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Api { body, .. } => Some(&body.error.code),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status, when the node answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api { status, .. } | Error::Decode { status, .. } => Some(*status),
+            Error::Http { .. } => None,
+        }
+    }
+}
+
+/// The API of one node at `addr` (`ip:port`).
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    addr: String,
+    admin_token: Option<String>,
+}
+
+impl Client {
+    /// A client for the node at `addr`, whose every request ends after `timeout`.
+    pub fn new(addr: impl Into<String>, timeout: Duration) -> Client {
+        let http = http_client()
+            .timeout(timeout)
+            .build()
+            .expect("reqwest client builds");
+        Client::with_http(http, addr)
+    }
+
+    /// A client for the node at `addr` on a shared connection pool.
+    pub fn with_http(http: reqwest::Client, addr: impl Into<String>) -> Client {
+        Client {
+            http,
+            addr: addr.into(),
+            admin_token: None,
+        }
+    }
+
+    /// Sends `Authorization: Bearer <token>` with admin requests.
+    pub fn admin_token(mut self, token: Option<String>) -> Client {
+        self.admin_token = token;
+        self
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn admin(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.admin_token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, Error> {
+        let http = |source| Error::Http {
+            addr: self.addr.clone(),
+            source,
+        };
+        let res = req.send().await.map_err(http)?;
+        let status = res.status().as_u16();
+        let bytes = res.bytes().await.map_err(http)?;
+        let decode = |message: String| Error::Decode {
+            addr: self.addr.clone(),
+            status,
+            message,
+        };
+        if (200..300).contains(&status) {
+            return serde_json::from_slice(&bytes).map_err(|e| decode(e.to_string()));
+        }
+        match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(body) => Err(Error::Api {
+                addr: self.addr.clone(),
+                status,
+                body,
+            }),
+            Err(_) => Err(decode(String::from_utf8_lossy(&bytes).into_owned())),
+        }
+    }
+
+    /// `GET /v1/leader`.
+    pub async fn leader(&self) -> Result<LeaderInfo, Error> {
+        self.send(self.http.get(self.url("/v1/leader"))).await
+    }
+
+    /// `GET /v1/status`.
+    pub async fn status(&self) -> Result<Status, Error> {
+        self.send(self.http.get(self.url("/v1/status"))).await
+    }
+
+    /// `GET /v1/events?since=SEQ&limit=N`.
+    pub async fn events(&self, since: u64, limit: usize) -> Result<EventsPage, Error> {
+        let url = self.url(&format!("/v1/events?since={since}&limit={limit}"));
+        self.send(self.http.get(url)).await
+    }
+
+    /// `GET /v1/health`.
+    pub async fn health(&self) -> Result<Health, Error> {
+        self.send(self.http.get(self.url("/v1/health"))).await
+    }
+
+    /// `GET /metrics`, the Prometheus text.
+    pub async fn metrics_text(&self) -> Result<String, Error> {
+        let res = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .map_err(|source| Error::Http {
+                addr: self.addr.clone(),
+                source,
+            })?;
+        res.text().await.map_err(|source| Error::Http {
+            addr: self.addr.clone(),
+            source,
+        })
+    }
+
+    /// `GET /v1/admin/faults`.
+    pub async fn faults(&self) -> Result<FaultSet, Error> {
+        self.send(self.admin(self.http.get(self.url("/v1/admin/faults"))))
+            .await
+    }
+
+    /// `PUT /v1/admin/faults`: answers the fault set now in force.
+    pub async fn set_faults(&self, set: &FaultSet) -> Result<FaultSet, Error> {
+        let req = self.http.put(self.url("/v1/admin/faults")).json(set);
+        self.send(self.admin(req)).await
+    }
+
+    /// `DELETE /v1/admin/faults`.
+    pub async fn clear_faults(&self) -> Result<FaultSet, Error> {
+        self.send(self.admin(self.http.delete(self.url("/v1/admin/faults"))))
+            .await
+    }
+
+    /// `POST /v1/admin/resign`, with `{"to": N}` when given.
+    pub async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, Error> {
+        let mut req = self.http.post(self.url("/v1/admin/resign"));
+        if to.is_some() {
+            req = req.json(&ResignRequest { to });
+        }
+        self.send(self.admin(req)).await
+    }
+}

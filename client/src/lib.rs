@@ -1,0 +1,18 @@
+//! electd's public contract, typed: the wire types of `docs/api-v1.md` and an HTTP client for one
+//! node. The node serves these types, and everyone who talks to a node (the lab, tests, the
+//! `electd` client commands) reads them, so a field cannot drift between server and client.
+//!
+//! # Layout
+//! - [`wire`]: roles, modes, the (role, term, leader) [`View`], `/v1/leader`, `/v1/status`,
+//!   `/v1/events`, fault sets, resign, the error body.
+//! - [`http`]: [`Client`] for one node, and [`http_client`], the one place where electd's HTTP
+//!   clients (peers included) are configured.
+
+pub mod http;
+pub mod wire;
+
+pub use http::{http_client, Client, Error, CLIENT_IDLE};
+pub use wire::{
+    Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Health, LeaderInfo, LeaderRef,
+    Mode, NodeId, PeerStatus, ResignRequest, Resigned, Role, Status, Timings, View, MAX_DELAY_MS,
+};

@@ -1,0 +1,376 @@
+//! The wire types of `docs/api-v1.md`. Field names and JSON forms are the contract: change a
+//! field's meaning only with a new API version.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// Node ids are small positive integers taken from the config (`[[peers]] id`).
+pub type NodeId = u64;
+
+/// A node's effective role as the API reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Leader,
+    Follower,
+    Candidate,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+            Role::Candidate => "candidate",
+        }
+    }
+}
+
+/// The election algorithm a cluster runs. One per cluster: every node must agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Raft-style majority vote on openraft, plus lease-bound claims (self-demotion).
+    #[default]
+    Quorum,
+    /// Garcia-Molina's bully algorithm, textbook form, no quorum.
+    Bully,
+    /// Ring election that skips dead successors, textbook form, no quorum.
+    Ring,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Quorum, Mode::Bully, Mode::Ring];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Quorum => "quorum",
+            Mode::Bully => "bully",
+            Mode::Ring => "ring",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "quorum" => Ok(Mode::Quorum),
+            "bully" => Ok(Mode::Bully),
+            "ring" => Ok(Mode::Ring),
+            other => Err(format!(
+                "unknown mode {other:?}: expected quorum, bully or ring"
+            )),
+        }
+    }
+}
+
+/// What a node says about itself at one moment: (role, term, leader). Every change of it is
+/// one event. In bully and ring modes `term` is the coordinator epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct View {
+    pub role: Role,
+    /// Quorum: the Raft term. Bully and ring: the coordinator epoch.
+    pub term: u64,
+    /// The node this node takes to be the leader, if it knows one.
+    pub leader: Option<NodeId>,
+}
+
+impl View {
+    /// The view of a node that has just started and knows nothing yet.
+    pub const INITIAL: View = View {
+        role: Role::Follower,
+        term: 0,
+        leader: None,
+    };
+
+    /// A view with no known leader.
+    pub fn without_leader(role: Role, term: u64) -> View {
+        View {
+            role,
+            term,
+            leader: None,
+        }
+    }
+
+    /// Whether the node claims the leader role in this view.
+    pub fn claims(&self) -> bool {
+        self.role == Role::Leader
+    }
+}
+
+/// `leader` in `/v1/leader`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderRef {
+    pub id: NodeId,
+    pub addr: String,
+}
+
+/// The body of `GET /v1/leader` (and of `/v1/claim`, and the data of each `/v1/watch` event).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderInfo {
+    pub node_id: NodeId,
+    pub mode: Mode,
+    pub role: Role,
+    pub term: u64,
+    pub leader: Option<LeaderRef>,
+    /// While this node claims the leader role: milliseconds of claim left, rounded down.
+    pub lease_ms: Option<u64>,
+}
+
+impl LeaderInfo {
+    /// The (role, term, leader) of this answer.
+    pub fn view(&self) -> View {
+        View {
+            role: self.role,
+            term: self.term,
+            leader: self.leader.as_ref().map(|l| l.id),
+        }
+    }
+}
+
+/// One entry of `peers` in `/v1/status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerStatus {
+    pub id: NodeId,
+    pub addr: String,
+    /// Milliseconds since this node last heard from that peer; `null` when never.
+    pub last_contact_ms: Option<u64>,
+}
+
+/// `counters` in `/v1/status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub elections_started: u64,
+    pub leader_changes: u64,
+    /// Peer messages sent, by message type.
+    pub messages_sent: BTreeMap<String, u64>,
+    /// Peer messages received, by message type.
+    pub messages_received: BTreeMap<String, u64>,
+    /// Peer requests refused, by reason.
+    pub rejected_peer_requests: BTreeMap<String, u64>,
+}
+
+impl Counters {
+    /// Messages sent, all types together.
+    pub fn total_sent(&self) -> u64 {
+        self.messages_sent.values().sum()
+    }
+}
+
+/// `timings` in `/v1/status`, in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timings {
+    pub heartbeat_ms: u64,
+    pub follower_lease_ms: u64,
+    /// The leader's claim after an acknowledged probe.
+    pub lease_ms: u64,
+}
+
+/// The body of `GET /v1/status`: everything in `/v1/leader`, plus the node's surroundings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    #[serde(flatten)]
+    pub leader: LeaderInfo,
+    pub cluster_id: String,
+    pub peers: Vec<PeerStatus>,
+    pub counters: Counters,
+    pub timings: Timings,
+    pub uptime_ms: u64,
+    pub version: String,
+    /// Seed of the node's random source (fault-layer drops, election jitter).
+    pub seed: u64,
+    /// The fault set in force.
+    pub faults: FaultSet,
+    /// What the mode's engine adds (openraft's state, tick settings); not part of the contract.
+    pub engine: serde_json::Value,
+}
+
+/// One change of (role, term, leader) on one node: `GET /v1/events` and
+/// `<data_dir>/events.jsonl`. `t_mono_ns` is CLOCK_MONOTONIC (one clock for the host).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub t_mono_ns: u64,
+    pub node_id: NodeId,
+    #[serde(flatten)]
+    pub view: View,
+}
+
+/// The body of `GET /v1/events?since=SEQ`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsPage {
+    pub events: Vec<Event>,
+    /// The `since` of the next page.
+    pub next: u64,
+}
+
+/// The body of `GET /v1/health`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub status: String,
+}
+
+/// Longest delay the fault layer accepts.
+pub const MAX_DELAY_MS: u64 = 60_000;
+
+/// A node's fault set, as `PUT /v1/admin/faults` takes and answers it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSet {
+    #[serde(default)]
+    pub block_to: BTreeSet<NodeId>,
+    #[serde(default)]
+    pub block_from: BTreeSet<NodeId>,
+    #[serde(default)]
+    pub drop_rate: f64,
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+impl FaultSet {
+    /// Checks the values against the membership; the error names the field.
+    pub fn validate(&self, members: &[NodeId]) -> Result<(), (String, String)> {
+        for (field, set) in [
+            ("block_to", &self.block_to),
+            ("block_from", &self.block_from),
+        ] {
+            if let Some(bad) = set.iter().find(|id| !members.contains(id)) {
+                return Err((
+                    field.to_string(),
+                    format!("node {bad} is not a member of the cluster {members:?}"),
+                ));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.drop_rate) || self.drop_rate.is_nan() {
+            return Err((
+                "drop_rate".into(),
+                format!("{} must be between 0.0 and 1.0", self.drop_rate),
+            ));
+        }
+        if self.delay_ms > MAX_DELAY_MS {
+            return Err((
+                "delay_ms".into(),
+                format!("{} must be at most {MAX_DELAY_MS}", self.delay_ms),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The optional body of `POST /v1/admin/resign`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResignRequest {
+    /// The member that should campaign first; default: the follower with the most of the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<NodeId>,
+}
+
+/// The answer of `POST /v1/admin/resign`, sent once the old claim is fenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resigned {
+    /// The term whose claim was fenced.
+    pub term: u64,
+    /// The member asked to campaign first.
+    pub successor: NodeId,
+}
+
+/// The body of every 4xx/5xx answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// `error` in [`ErrorBody`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Stable snake_case code, e.g. `not_leader`.
+    pub code: String,
+    /// A human sentence.
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: code.into(),
+                message: message.into(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_json_keeps_its_flat_form() {
+        let e = Event {
+            seq: 1,
+            t_mono_ns: 123,
+            node_id: 1,
+            view: View {
+                role: Role::Leader,
+                term: 3,
+                leader: Some(1),
+            },
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            text,
+            r#"{"seq":1,"t_mono_ns":123,"node_id":1,"role":"leader","term":3,"leader":1}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), e);
+    }
+
+    #[test]
+    fn leader_info_reads_the_contract_example() {
+        let text = r#"{"node_id": 2, "mode": "quorum", "role": "follower", "term": 7,
+                       "leader": {"id": 3, "addr": "127.0.0.1:7003"}, "lease_ms": null}"#;
+        let info: LeaderInfo = serde_json::from_str(text).unwrap();
+        assert_eq!(info.mode, Mode::Quorum);
+        assert_eq!(
+            info.view(),
+            View {
+                role: Role::Follower,
+                term: 7,
+                leader: Some(3)
+            }
+        );
+    }
+
+    #[test]
+    fn fault_set_validation_names_the_field() {
+        let bad = FaultSet {
+            drop_rate: 1.5,
+            ..Default::default()
+        };
+        assert_eq!(bad.validate(&[1, 2, 3]).unwrap_err().0, "drop_rate");
+        let bad = FaultSet {
+            block_to: [9].into(),
+            ..Default::default()
+        };
+        assert_eq!(bad.validate(&[1, 2, 3]).unwrap_err().0, "block_to");
+        let bad = FaultSet {
+            delay_ms: MAX_DELAY_MS + 1,
+            ..Default::default()
+        };
+        assert_eq!(bad.validate(&[1, 2, 3]).unwrap_err().0, "delay_ms");
+        assert!(FaultSet::default().validate(&[1]).is_ok());
+    }
+
+    #[test]
+    fn unknown_fault_fields_are_refused() {
+        assert!(serde_json::from_str::<FaultSet>(r#"{"block":[1]}"#).is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! The nodes as processes: start on their data dirs, signal, wait, stop, kill, by pid file
+//! (never by name); zombies are reaped, a reused pid is told apart by its command line.
+
+use std::fs;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use electd_client::{Mode, NodeId};
+
+use super::{io, Cluster, CtlError};
+
+impl Cluster {
+    /// The pid of node `id` if its process is alive (a zombie counts as dead and is reaped).
+    pub fn pid(&self, id: NodeId) -> Option<i32> {
+        let pid: i32 = fs::read_to_string(self.pid_file(id))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        process_state(pid).filter(|s| *s != 'Z').map(|_| pid)
+    }
+
+    /// Starts node `id` in `mode` on its data dir, unless it is already running.
+    pub fn start(&self, id: NodeId, mode: Mode) -> Result<i32, CtlError> {
+        if let Some(pid) = self.pid(id) {
+            return Ok(pid);
+        }
+        let m = self.member(id)?;
+        let mode_file = self.run.join("mode");
+        fs::write(&mode_file, mode.as_str()).map_err(io(&mode_file))?;
+        let data = self.data_dir(mode, id);
+        fs::create_dir_all(&data).map_err(io(&data))?;
+        let log_path = self.log_file(id);
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io(&log_path))?;
+        let err = log.try_clone().map_err(io(&log_path))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--config")
+            .arg(&m.config)
+            .arg("--mode")
+            .arg(mode.as_str())
+            .arg("--data-dir")
+            .arg(&data)
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        if let Ok(secret) = fs::read_to_string(self.run.join("cluster-secret")) {
+            cmd.env("ELECTD_CLUSTER_SECRET", secret.trim());
+        }
+        if let Some(token) = self.admin_token() {
+            cmd.env("ELECTD_ADMIN_TOKEN", token);
+        }
+        // Own process group: a Ctrl-C in the shell that ran `up` does not reach the nodes.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        if self.die_with_parent {
+            let parent = std::process::id() as i32;
+            // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    if libc::getppid() != parent {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd.spawn().map_err(io(&self.bin))?;
+        let pid = child.id() as i32;
+        let pid_path = self.pid_file(id);
+        fs::write(&pid_path, format!("{pid}\n")).map_err(io(&pid_path))?;
+        // The child is reaped by `pid()` (waitpid) or by init once we exit.
+        std::mem::forget(child);
+        Ok(pid)
+    }
+
+    /// Sends `sig` to node `id`; `false` if it is not running.
+    pub fn signal(&self, id: NodeId, sig: i32) -> bool {
+        match self.pid(id) {
+            // SAFETY: plain kill(2) on a pid read from our own pid file and checked alive.
+            Some(pid) => unsafe { libc::kill(pid, sig) == 0 },
+            None => false,
+        }
+    }
+
+    /// Waits at most `limit` for node `id` to exit; removes its pid file once it has.
+    pub fn wait_exit(&self, id: NodeId, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if self.pid(id).is_none() {
+                let _ = fs::remove_file(self.pid_file(id));
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// SIGKILL, then wait until gone.
+    pub fn kill(&self, id: NodeId) -> bool {
+        let sent = self.signal(id, libc::SIGKILL);
+        self.wait_exit(id, Duration::from_secs(5));
+        sent
+    }
+
+    /// SIGTERM, wait at most `grace`, then SIGKILL what is left.
+    pub fn stop(&self, id: NodeId, grace: Duration) -> bool {
+        if !self.signal(id, libc::SIGTERM) {
+            let _ = fs::remove_file(self.pid_file(id));
+            return false;
+        }
+        // A paused process cannot act on SIGTERM.
+        self.signal(id, libc::SIGCONT);
+        if !self.wait_exit(id, grace) {
+            self.kill(id);
+        }
+        true
+    }
+
+    /// Stops every node: SIGTERM to all, then SIGKILL to what is left after `grace`.
+    pub fn down(&self, grace: Duration) {
+        for m in &self.members {
+            if self.signal(m.id, libc::SIGTERM) {
+                self.signal(m.id, libc::SIGCONT);
+            }
+        }
+        let until = Instant::now() + grace;
+        for m in &self.members {
+            let left = until.saturating_duration_since(Instant::now());
+            if !self.wait_exit(m.id, left) {
+                self.kill(m.id);
+            }
+            let _ = fs::remove_file(self.pid_file(m.id));
+        }
+    }
+}
+
+/// The state letter of a process from /proc (R, S, T, Z…), reaping it if it is our zombie.
+pub(super) fn process_state(pid: i32) -> Option<char> {
+    if pid <= 0 {
+        return None;
+    }
+    // SAFETY: waitpid with WNOHANG on a single pid; harmless if it is not our child.
+    unsafe {
+        libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+    }
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let cmd = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    if !String::from_utf8_lossy(&cmd).contains("electd") {
+        return None; // the pid was reused by another program
+    }
+    // Format: pid (comm) S ...; comm may contain spaces, so split after the last ')'.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
+}

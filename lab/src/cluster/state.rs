@@ -1,0 +1,140 @@
+//! What the nodes say: each running node's `/v1/leader`, the leader they agree on, who claims,
+//! and the `status` rows.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use electd_client::{LeaderInfo, NodeId, Role};
+
+use super::process::process_state;
+use super::Cluster;
+
+/// One row of `status`.
+#[derive(Clone, Debug)]
+pub enum Observed {
+    Down,
+    Paused,
+    Unreachable(String),
+    Up(LeaderInfo),
+}
+
+impl Observed {
+    /// The term the node reports, when it answers.
+    pub fn term(&self) -> Option<u64> {
+        match self {
+            Observed::Up(info) => Some(info.term),
+            _ => None,
+        }
+    }
+}
+
+impl Cluster {
+    /// The state of every node.
+    pub async fn states(&self) -> BTreeMap<NodeId, Observed> {
+        let mut out = BTreeMap::new();
+        for m in &self.members {
+            let st = match self.pid(m.id) {
+                None => Observed::Down,
+                Some(pid) if process_state(pid) == Some('T') => Observed::Paused,
+                Some(_) => match self.leader_info(m.id).await {
+                    Ok(info) => Observed::Up(info),
+                    Err(e) => Observed::Unreachable(e.to_string()),
+                },
+            };
+            out.insert(m.id, st);
+        }
+        out
+    }
+
+    /// The leader every running, unpaused node agrees on, which itself claims the role.
+    pub async fn agreed_leader(&self) -> Option<NodeId> {
+        agreed(&self.states().await)
+    }
+
+    /// Waits at most `limit` for an agreed leader (polling every 50 ms).
+    pub async fn wait_agreed(&self, limit: Duration) -> Option<NodeId> {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(l) = self.agreed_leader().await {
+                return Some(l);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits at most `limit` until `pred` holds for the states.
+    pub async fn wait_for(
+        &self,
+        limit: Duration,
+        pred: impl Fn(&BTreeMap<NodeId, Observed>) -> bool,
+    ) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            if pred(&self.states().await) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+/// The leader all answering nodes agree on, if it claims the role itself. Down and paused
+/// nodes are left out; a running node that does not answer breaks the agreement.
+pub fn agreed(states: &BTreeMap<NodeId, Observed>) -> Option<NodeId> {
+    let mut leader = None;
+    let mut any = false;
+    for st in states.values() {
+        match st {
+            Observed::Down | Observed::Paused => {}
+            Observed::Unreachable(_) => return None,
+            Observed::Up(info) => {
+                let l = info.leader.as_ref()?.id;
+                if leader.is_some_and(|x| x != l) {
+                    return None;
+                }
+                leader = Some(l);
+                any = true;
+            }
+        }
+    }
+    let l = leader?;
+    match states.get(&l) {
+        Some(Observed::Up(info)) if any && info.role == Role::Leader => Some(l),
+        _ => None,
+    }
+}
+
+/// Ids of the nodes that claim `role = leader` right now.
+pub fn claimants(states: &BTreeMap<NodeId, Observed>) -> Vec<NodeId> {
+    states
+        .iter()
+        .filter_map(|(id, s)| match s {
+            Observed::Up(i) if i.role == Role::Leader => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Formats one `status` row.
+pub fn status_row(id: NodeId, st: &Observed) -> String {
+    match st {
+        Observed::Down => format!("{id:<4} {:<10}", "down"),
+        Observed::Paused => format!("{id:<4} {:<10}", "paused"),
+        Observed::Unreachable(e) => format!("{id:<4} {:<10} {e}", "unreachable"),
+        Observed::Up(i) => format!(
+            "{id:<4} {:<10} term={:<5} leader={}",
+            i.role.as_str(),
+            i.term,
+            i.leader
+                .as_ref()
+                .map(|l| l.id.to_string())
+                .unwrap_or_else(|| "-".into())
+        ),
+    }
+}

@@ -1,0 +1,25 @@
+//! electd's lab: everything that runs nodes from the outside, to control, break and measure
+//! them. It depends on the node (`electd`) and its client (`electd-client`), never the reverse;
+//! none of it ships in the node binary.
+//!
+//! # Layout
+//! - [`cluster`]: a local cluster of `electd` processes by pid file (start, stop, signal, fault
+//!   sets, states); the tests, the chaos runner and `electd-lab ctl` all use it.
+//! - [`ctl`]: the command line of `electd-lab` (`ctl …` for `scripts/cluster.sh`, `chaos` for
+//!   `scripts/chaos.sh`).
+//! - [`chaos`]: the partition chaos suite: scenarios, the runner, the checkers C1–C5 over merged
+//!   event logs, the report and its timelines (`docs/design/chaos.md`).
+//! - [`bench`]: failover, graceful handoff, isolation and load benchmarks on a running cluster;
+//!   [`versus`]: failover against etcd with one poller.
+//! - [`crashloop`]: SIGKILL at random moments, then judge the run.
+//! - [`sim`]: the bully and ring state machines in simulated time (seeded schedules).
+//! - [`bin`]: where the node binary is found.
+
+pub mod bench;
+pub mod bin;
+pub mod chaos;
+pub mod cluster;
+pub mod crashloop;
+pub mod ctl;
+pub mod sim;
+pub mod versus;

@@ -1,0 +1,25 @@
+//! `electd-lab`: the lab's command line. `ctl …` controls a local cluster (what
+//! `scripts/cluster.sh`, `load.sh`, `crash-soak.sh` and `bench-vs-etcd.sh` run); `chaos` runs
+//! the partition chaos suite (what `scripts/chaos.sh` runs). Nodes are started from the
+//! `electd` binary beside this one, or `$ELECTD_BIN`.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// electd-lab: local clusters, chaos, benchmarks.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+enum Cli {
+    /// Control a local cluster (what scripts/cluster.sh runs).
+    Ctl(electd_lab::ctl::CtlArgs),
+    /// Run the partition chaos suite (what scripts/chaos.sh runs).
+    Chaos(electd_lab::ctl::ChaosArgs),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse() {
+        Cli::Ctl(args) => electd_lab::ctl::main(args),
+        Cli::Chaos(args) => electd_lab::ctl::chaos_main(args),
+    }
+}

@@ -1,0 +1,70 @@
+//! The engine interface: what a node asks of the election engine of its mode, whichever it is
+//! (quorum on openraft, or bully and ring behind the legacy driver). The node holds one
+//! `Arc<dyn Engine>` and never matches on the mode after starting it.
+
+use std::sync::Arc;
+
+use axum::Router;
+use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::role::{Mode, NodeId, Resigned, View};
+
+/// The node's view judged at one instant: the lease is a judgement made at that instant, not
+/// part of the view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Judged {
+    pub view: View,
+    /// Quorum mode, while leading: nanoseconds of claim left.
+    pub lease_remaining_ns: Option<u64>,
+}
+
+impl Judged {
+    /// A view without a lease (every view but a quorum leader's).
+    pub fn unleased(view: View) -> Judged {
+        Judged {
+            view,
+            lease_remaining_ns: None,
+        }
+    }
+}
+
+/// Why a resignation (`POST /v1/admin/resign`) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ResignError {
+    /// This node does not hold the claim.
+    #[error("node {0} does not hold the claim")]
+    NotLeader(NodeId),
+    /// The named successor is not another member of the cluster.
+    #[error("node {0} is not another member of this cluster")]
+    UnknownTarget(NodeId),
+    /// The named successor cannot win the next election (its log is behind, or it does not
+    /// answer the leader).
+    #[error("node {0} cannot take over: {1}")]
+    Unsuitable(NodeId, String),
+    /// No follower has the whole log: none could win the next election.
+    #[error("no follower has the leader's whole log, so none could take over")]
+    NoSuccessor,
+    /// The mode's algorithm has no handoff (bully and ring in their textbook form).
+    #[error("{0} mode has no handoff: stop the node (SIGTERM) to make the others elect")]
+    NotSupported(Mode),
+}
+
+/// The election engine of one mode.
+pub trait Engine: Send + Sync + 'static {
+    /// The node's effective role, judged now.
+    fn view(&self) -> Judged;
+
+    /// The engine's `/peer/...` routes (without the transport guard; the API adds it).
+    fn routes(self: Arc<Self>) -> Router;
+
+    /// What the engine adds to `/v1/status` (`engine`): not part of the contract.
+    fn status(&self) -> serde_json::Value;
+
+    /// Hands the leader role over to `to` (or to the engine's choice).
+    fn resign(&self, to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>>;
+
+    /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm
+    /// allows, and cancels `stop` (its background tasks) in the order its safety needs.
+    fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()>;
+}
