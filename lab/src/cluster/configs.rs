@@ -7,7 +7,7 @@ use std::path::Path;
 use electd::config::{Config, Peer, Timing};
 use electd_client::Mode;
 
-use super::{io, Cluster, CtlError, TIMING_FLAGS};
+use super::dir::{io, Cluster, CtlError, TIMING_FLAGS};
 
 impl Cluster {
     /// Sets the flags every node of this cluster directory is started with from now on (timing

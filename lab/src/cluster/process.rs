@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use electd_client::{Mode, NodeId};
 
-use super::{io, Cluster, CtlError};
+use super::dir::{io, Cluster, CtlError};
 
 impl Cluster {
     /// The pid of node `id` if its process is alive (a zombie counts as dead and is reaped).

@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use super::{io, Cluster, CtlError};
+use super::dir::{io, Cluster, CtlError};
 
 impl Cluster {
     /// Generates the admin token (`run/admin-token`) and the cluster secret

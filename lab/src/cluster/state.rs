@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use electd_client::{LeaderInfo, NodeId, Role};
 
+use super::dir::Cluster;
 use super::process::process_state;
-use super::Cluster;
 
 /// One row of `status`.
 #[derive(Clone, Debug)]

@@ -1,0 +1,87 @@
+//! The members' API through the typed client: `/v1/leader`, `/v1/status`, fault sets,
+//! partitions and heals.
+
+use std::collections::BTreeSet;
+
+use electd_client::{Client, Event, FaultSet, LeaderInfo, Mode, NodeId, Status};
+
+use super::dir::{Cluster, CtlError};
+
+impl Cluster {
+    /// The API client of node `id` (with the admin token, when the cluster has one).
+    pub fn client(&self, id: NodeId) -> Result<Client, CtlError> {
+        Ok(Client::with_http(self.http.clone(), &self.member(id)?.addr)
+            .admin_token(self.admin_token()))
+    }
+
+    /// `GET /v1/leader` of node `id`.
+    pub async fn leader_info(&self, id: NodeId) -> Result<LeaderInfo, CtlError> {
+        Ok(self.client(id)?.leader().await?)
+    }
+
+    /// `GET /v1/status` of node `id`.
+    pub async fn status(&self, id: NodeId) -> Result<Status, CtlError> {
+        Ok(self.client(id)?.status().await?)
+    }
+
+    /// Every node's events of `mode`, read from their `events.jsonl` files (which survive kills).
+    pub fn events(&self, mode: Mode) -> Vec<Event> {
+        self.ids()
+            .into_iter()
+            .flat_map(|id| {
+                electd::events::read_events_file(
+                    &self.data_dir(mode, id).join(electd::events::EVENTS_FILE),
+                )
+                .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    pub async fn set_faults(&self, id: NodeId, set: &FaultSet) -> Result<FaultSet, CtlError> {
+        Ok(self.client(id)?.set_faults(set).await?)
+    }
+
+    pub async fn clear_faults(&self, id: NodeId) -> Result<FaultSet, CtlError> {
+        Ok(self.client(id)?.clear_faults().await?)
+    }
+
+    /// Cuts all peer traffic between the groups (each listed node's fault set). Nodes in no
+    /// group are left alone.
+    pub async fn partition(&self, groups: &[Vec<NodeId>]) -> Result<(), CtlError> {
+        for g in groups {
+            for id in g {
+                self.member(*id)?;
+            }
+        }
+        for (gi, g) in groups.iter().enumerate() {
+            let others: BTreeSet<NodeId> = groups
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != gi)
+                .flat_map(|(_, o)| o.iter().copied())
+                .collect();
+            for id in g {
+                if self.pid(*id).is_none() {
+                    continue;
+                }
+                let set = FaultSet {
+                    block_to: others.clone(),
+                    block_from: others.clone(),
+                    ..Default::default()
+                };
+                self.set_faults(*id, &set).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Clears every running node's fault set.
+    pub async fn heal(&self) -> Result<(), CtlError> {
+        for m in &self.members {
+            if self.pid(m.id).is_some() {
+                self.clear_faults(m.id).await?;
+            }
+        }
+        Ok(())
+    }
+}

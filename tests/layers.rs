@@ -1,0 +1,329 @@
+//! The architecture, checked: in each crate of the workspace, no file imports a file of a
+//! higher layer, and no files import each other in a circle. Imports are read from the source
+//! (`crate::`, `super::` and `self::` paths outside comments and test modules), so a new file
+//! must be given its layer here before it can land.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The node's layers, lowest first: a module may import its own layer and those below.
+const NODE_LAYERS: &[&[&str]] = &[
+    &["role", "config", "clock", "error"],
+    &["events", "faults", "auth", "stats"],
+    &["transport"],
+    &["engine"],
+    &[
+        "quorum::types",
+        "quorum::lease",
+        "quorum::election",
+        "quorum::storage",
+        "quorum::network",
+        "legacy::core",
+        "legacy::bully",
+        "legacy::ring",
+    ],
+    &["quorum", "legacy::driver", "legacy"],
+    &["node"],
+    &["api", "metrics", "server", "fuzzing"],
+    &["lib"],
+];
+
+/// The lab's layers, lowest first.
+const LAB_LAYERS: &[&[&str]] = &[
+    &["bin", "cluster::addr", "cluster::dir", "chaos::kernel"],
+    &["cluster::configs", "cluster::secrets"],
+    &["cluster::process"],
+    &["cluster::control"],
+    &["cluster::state"],
+    &["cluster", "record", "sim", "chaos::check"],
+    &[
+        "bench",
+        "crashloop",
+        "chaos::timeline",
+        "chaos::report",
+        "chaos::scenario",
+    ],
+    &["chaos::runner", "versus"],
+    &["chaos", "ctl"],
+    &["lib"],
+];
+
+const CLIENT_LAYERS: &[&[&str]] = &[&["wire"], &["http"], &["lib"]];
+
+/// Module path of a source file: `src/quorum/mod.rs` → `quorum`, `src/lib.rs` → `lib`.
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.len() > 1 && parts.last().map(String::as_str) == Some("mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without comments, string contents and its `#[cfg(test)]` module.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every `crate::a::b`, `super::a` or `self::a` path in `code`, with the module prefix each
+/// resolves against, as raw segment lists (braces expanded one level).
+fn paths_in(code: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for root in ["crate::", "super::", "self::"] {
+        let mut rest = code;
+        while let Some(i) = rest.find(root) {
+            let before = rest[..i].chars().last();
+            rest = &rest[i + root.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let (segs, used) = leading_segments(rest);
+            let heads = if rest[used..].starts_with('{') {
+                let inner = &rest[used + 1..];
+                let end = inner.find('}').unwrap_or(inner.len());
+                inner[..end]
+                    .split(',')
+                    .map(|s| leading_segments(s.trim()).0)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| segs.iter().cloned().chain(s).collect())
+                    .collect()
+            } else {
+                vec![segs]
+            };
+            for h in heads {
+                out.push((root.trim_end_matches("::").to_string(), h));
+            }
+        }
+    }
+    out
+}
+
+/// The `a::b::c` path at the start of `s` as segments, and how many bytes it takes (with a
+/// trailing `::` before a brace group).
+fn leading_segments(s: &str) -> (Vec<String>, usize) {
+    let mut segs = Vec::new();
+    let mut used = 0;
+    loop {
+        let rest = &s[used..];
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        segs.push(rest[..end].to_string());
+        used += end;
+        if s[used..].starts_with("::") {
+            used += 2;
+        } else {
+            break;
+        }
+    }
+    (segs, used)
+}
+
+/// The longest known module named by `base` + `segs`.
+fn resolve(modules: &BTreeSet<String>, base: &[String], segs: &[String]) -> Option<String> {
+    let full: Vec<String> = base.iter().chain(segs).cloned().collect();
+    (1..=full.len())
+        .rev()
+        .map(|n| full[..n].join("::"))
+        .find(|m| modules.contains(m))
+}
+
+/// The import graph of the crate whose sources are in `src`: module → modules it imports.
+fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let files: Vec<(String, PathBuf)> = files
+        .into_iter()
+        .map(|f| (module_of(src, &f), f))
+        .filter(|(m, _)| m != "main")
+        .collect();
+    let modules: BTreeSet<String> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut g = BTreeMap::new();
+    for (module, file) in &files {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let here: Vec<String> = if module == "lib" {
+            Vec::new()
+        } else {
+            module.split("::").map(str::to_string).collect()
+        };
+        let mut deps = BTreeSet::new();
+        for (root, segs) in paths_in(&code) {
+            // `self::` is this module (`a/mod.rs` and `a.rs` are `a`), `super::` its parent.
+            let base: Vec<String> = match root.as_str() {
+                "crate" => Vec::new(),
+                "self" => here.clone(),
+                _ => here[..here.len().saturating_sub(1)].to_vec(),
+            };
+            if let Some(dep) = resolve(&modules, &base, &segs) {
+                if &dep != module {
+                    deps.insert(dep);
+                }
+            }
+        }
+        g.insert(module.clone(), deps);
+    }
+    g
+}
+
+/// Strongly connected components with more than one module (Tarjan).
+fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let i = t.index.len();
+        t.index.insert(v, i);
+        t.low.insert(v, i);
+        t.stack.push(v);
+        t.on.insert(v);
+        for w in t.g.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let l = t.low[w].min(t.low[v]);
+                t.low.insert(v, l);
+            } else if t.on.contains(w) {
+                let l = t.index[w].min(t.low[v]);
+                t.low.insert(v, l);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in g.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// Checks one crate: every module has a layer, imports point down or across, no circles.
+fn check(src: &Path, layers: &[&[&str]]) -> Vec<String> {
+    let g = graph(src);
+    let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));
+    let mut problems = Vec::new();
+    for (m, deps) in &g {
+        let Some(lm) = layer_of(m) else {
+            problems.push(format!("{m}: no layer (add it to tests/layers.rs)"));
+            continue;
+        };
+        for d in deps {
+            match layer_of(d) {
+                Some(ld) if ld > lm => problems.push(format!(
+                    "{m} (layer {lm}) imports {d} (layer {ld}), a higher layer"
+                )),
+                _ => {}
+            }
+        }
+    }
+    for c in circles(&g) {
+        problems.push(format!("import circle: {}", c.join(" ⇄ ")));
+    }
+    problems
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn the_node_imports_downward_only_and_without_circles() {
+    // The checker sees the imports it should (it is not reading an empty graph).
+    let g = graph(&root().join("src"));
+    assert!(
+        g["node"].contains("engine") && g["api"].contains("node"),
+        "{g:?}"
+    );
+    assert!(g["quorum::network"].contains("quorum::types"), "{g:?}");
+    let problems = check(&root().join("src"), NODE_LAYERS);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_lab_imports_downward_only_and_without_circles() {
+    let problems = check(&root().join("lab/src"), LAB_LAYERS);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_client_imports_downward_only_and_without_circles() {
+    let problems = check(&root().join("client/src"), CLIENT_LAYERS);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The checker itself can fail: a circle and an upward import are found.
+#[test]
+fn the_checker_finds_circles_and_upward_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::b::X;\n").unwrap();
+    std::fs::write(
+        src.join("b.rs"),
+        "use crate::a::Y;\n// use crate::lib::Z; (a comment)\n",
+    )
+    .unwrap();
+    let problems = check(src, &[&["a"], &["b"], &["lib"]]);
+    assert!(
+        problems.iter().any(|p| p.contains("a (layer 0) imports b")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("import circle: a ⇄ b")),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 2, "{problems:?}");
+}
