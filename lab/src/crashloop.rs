@@ -18,11 +18,9 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::chaos::check::{
-    election_safety, leader_changes, split_brain, ProcEvent, ProcKind, RunLog,
-};
+use crate::chaos::check::{election_safety, leader_changes, split_brain};
 use crate::cluster::{claimants, Cluster, Observed};
-use electd::clock::mono_ns;
+use crate::record::Recorder;
 use electd::config::{Mode, Timing};
 use electd_client::NodeId;
 
@@ -58,8 +56,7 @@ pub async fn crash_loop(
     let mode = c.mode();
     let ids = c.ids();
     let mut rng = StdRng::seed_from_u64(seed);
-    let start_ns = mono_ns();
-    let mut procs = Vec::new();
+    let mut rec = Recorder::new();
     let mut report = CrashReport {
         cycles,
         seed,
@@ -90,26 +87,13 @@ pub async fn crash_loop(
         if just_started == Some(victim) {
             report.early_kills += 1;
         }
-        let term_before = match states.get(&victim) {
-            Some(Observed::Up(info)) => Some(info.term),
-            _ => None,
-        };
-        c.kill(victim);
-        procs.push(ProcEvent {
-            t_ns: mono_ns(),
-            node: victim,
-            kind: ProcKind::Kill,
-        });
+        let term_before = states.get(&victim).and_then(Observed::term);
+        rec.kill(c, victim);
         // Down for up to lease + 2 election timeouts: long enough, often, for the others to
         // elect (a leader back within the followers' lease simply resumes its term).
         let down = timing.effective_lease_ms() + 2 * timing.follower_lease_ms;
         tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=down))).await;
-        procs.push(ProcEvent {
-            t_ns: mono_ns(),
-            node: victim,
-            kind: ProcKind::Start,
-        });
-        c.start(victim, mode)
+        rec.start(c, victim, mode)
             .map_err(|e| format!("cycle {cycle}: restarting node {victim}: {e}"))?;
         if rng.gen_ratio(1, 5) {
             just_started = Some(victim);
@@ -149,23 +133,9 @@ pub async fn crash_loop(
         }
     }
     report.final_leader = leader;
-    report.final_term = match states.get(&leader) {
-        Some(Observed::Up(info)) => info.term,
-        _ => 0,
-    };
-    let end_ns = mono_ns();
-    report.elapsed_ms = (end_ns - start_ns) / 1_000_000;
-    let log = RunLog {
-        nodes: ids.clone(),
-        start_ns,
-        end_ns,
-        events: c.events(mode),
-        procs,
-        faults: Vec::new(),
-        heal_ns: None,
-        fault_ns: None,
-        quorum_mode: mode == Mode::Quorum,
-    };
+    report.final_term = states.get(&leader).and_then(Observed::term).unwrap_or(0);
+    let log = rec.run_log(c, mode, Vec::new());
+    report.elapsed_ms = (log.end_ns - log.start_ns) / 1_000_000;
     report.leader_changes = leader_changes(&log);
     if mode == Mode::Quorum {
         let safety = election_safety(&log).ok_or("no quorum log")?;

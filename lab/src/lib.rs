@@ -11,6 +11,8 @@
 //!   event logs, the report and its timelines (`docs/design/chaos.md`).
 //! - [`bench`]: failover, graceful handoff, isolation and load benchmarks on a running cluster;
 //!   [`versus`]: failover against etcd with one poller.
+//! - [`record`]: the process events the lab causes (kill, start, pause…), recorded for the
+//!   checkers, and the run log they judge.
 //! - [`crashloop`]: SIGKILL at random moments, then judge the run.
 //! - [`sim`]: the bully and ring state machines in simulated time (seeded schedules).
 //! - [`bin`]: where the node binary is found.
@@ -21,5 +23,6 @@ pub mod chaos;
 pub mod cluster;
 pub mod crashloop;
 pub mod ctl;
+pub mod record;
 pub mod sim;
 pub mod versus;

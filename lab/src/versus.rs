@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::chaos::check::{cap_paused_claims, split_brain, ProcEvent, ProcKind, RunLog};
+use crate::chaos::check::{cap_paused_claims, split_brain, RunLog};
 use crate::cluster::{AddrBlock, Cluster, Observed};
+use crate::record::Recorder;
 use electd::clock::mono_ns;
 use electd_client::NodeId;
 
@@ -186,7 +187,7 @@ pub struct Electd<'a> {
     pub c: &'a Cluster,
     client: reqwest::Client,
     /// Kills and starts, for the split-brain check over the event logs.
-    procs: std::sync::Mutex<Vec<ProcEvent>>,
+    rec: std::sync::Mutex<Recorder>,
 }
 
 impl<'a> Electd<'a> {
@@ -194,16 +195,8 @@ impl<'a> Electd<'a> {
         Electd {
             c,
             client: poll_client(),
-            procs: Default::default(),
+            rec: Default::default(),
         }
-    }
-
-    fn record(&self, node: NodeId, kind: ProcKind) {
-        self.procs.lock().expect("procs").push(ProcEvent {
-            t_ns: mono_ns(),
-            node,
-            kind,
-        });
     }
 
     /// `GET /v1/leader` of `member`, `None` on any failure.
@@ -215,13 +208,12 @@ impl<'a> Electd<'a> {
     /// The time two nodes claimed at once since `since_ns`, from the event logs, in ms.
     pub fn split_brain_ms(&self, since_ns: u64, lease_ms: u64) -> f64 {
         let log = RunLog {
-            nodes: self.c.ids(),
             start_ns: since_ns,
-            end_ns: mono_ns(),
-            events: self.c.events(self.c.mode()),
-            procs: self.procs.lock().expect("procs").clone(),
-            quorum_mode: true,
-            ..RunLog::default()
+            ..self
+                .rec
+                .lock()
+                .expect("recorder")
+                .run_log(self.c, self.c.mode(), Vec::new())
         };
         split_brain(&cap_paused_claims(&log, electd::clock::ms(lease_ms))).split_brain_ns as f64
             / 1e6
@@ -258,13 +250,13 @@ impl Target for Electd<'_> {
         leader.parse().ok()
     }
     fn kill(&self, member: NodeId) {
-        self.c.kill(member);
-        self.record(member, ProcKind::Kill);
+        self.rec.lock().expect("recorder").kill(self.c, member);
     }
     fn restart(&self, member: NodeId) -> Result<(), String> {
-        self.record(member, ProcKind::Start);
-        self.c
-            .start(member, self.c.mode())
+        self.rec
+            .lock()
+            .expect("recorder")
+            .start(self.c, member, self.c.mode())
             .map(|_| ())
             .map_err(|e| e.to_string())
     }

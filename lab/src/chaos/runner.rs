@@ -14,11 +14,10 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use super::check::{
-    cap_paused_claims, evaluate, FaultWindow, ProcEvent, ProcKind, RunLog, RunResult,
-};
+use super::check::{cap_paused_claims, evaluate, FaultWindow, RunLog, RunResult};
 use super::kernel::{self, Chain};
 use crate::cluster::{AddrBlock, Cluster};
+use crate::record::Recorder;
 use electd::clock::{mono_ns, ms};
 use electd::config::{Mode, Timing};
 use electd_client::FaultSet;
@@ -85,7 +84,7 @@ struct Harness {
     cuts: BTreeSet<(NodeId, NodeId)>,
     loss: f64,
     delays: BTreeMap<NodeId, u64>,
-    procs: Vec<ProcEvent>,
+    rec: Recorder,
     faults: Vec<FaultWindow>,
     /// The fault window in force: start, label, and who could talk to whom when it opened.
     open: Option<(u64, String, Vec<Vec<NodeId>>)>,
@@ -109,33 +108,26 @@ impl Harness {
         }
     }
 
-    fn proc(&mut self, node: NodeId, kind: ProcKind) -> u64 {
-        let t_ns = mono_ns();
-        self.procs.push(ProcEvent { t_ns, node, kind });
-        t_ns
-    }
-
     fn kill(&mut self, id: NodeId) {
-        self.c.kill(id);
-        let t = self.proc(id, ProcKind::Kill);
-        self.mark_fault(t);
+        if let Some(t) = self.rec.kill(&self.c, id) {
+            self.mark_fault(t);
+        }
     }
 
     fn start(&mut self, id: NodeId) -> Result<(), String> {
-        self.proc(id, ProcKind::Start);
-        self.c.start(id, self.mode).map_err(|e| e.to_string())?;
+        self.rec
+            .start(&self.c, id, self.mode)
+            .map_err(|e| e.to_string())?;
         Ok(())
     }
 
     fn pause(&mut self, id: NodeId) {
-        self.c.signal(id, libc::SIGSTOP);
-        let t = self.proc(id, ProcKind::Pause);
+        let t = self.rec.pause(&self.c, id);
         self.mark_fault(t);
     }
 
     fn resume(&mut self, id: NodeId) {
-        self.proc(id, ProcKind::Resume);
-        self.c.signal(id, libc::SIGCONT);
+        self.rec.resume(&self.c, id);
     }
 
     async fn leader(&self) -> Result<NodeId, String> {
@@ -592,7 +584,7 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
         cuts: BTreeSet::new(),
         loss: 0.0,
         delays: BTreeMap::new(),
-        procs: Vec::new(),
+        rec: Recorder::new(),
         faults: Vec::new(),
         open: None,
         fault_ns: None,
@@ -636,7 +628,7 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
         start_ns,
         end_ns,
         events,
-        procs: h.procs.clone(),
+        procs: h.rec.procs().to_vec(),
         faults: h.faults.clone(),
         heal_ns: h.heal_ns,
         fault_ns: h.fault_ns,

@@ -6,22 +6,18 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use electd::clock::mono_ns;
 use electd::clock::ms;
 use electd::config::{Mode, Timing};
-use electd_client::Event;
-use electd_client::NodeId;
-use electd_lab::chaos::check::{
-    cap_paused_claims, election_safety, split_brain, ProcEvent, ProcKind, RunLog,
-};
-use electd_lab::cluster::{AddrBlock, Cluster, Observed};
+use electd_client::{Event, NodeId};
+use electd_lab::chaos::check::{cap_paused_claims, election_safety, split_brain, RunLog};
+use electd_lab::cluster::{claim_addrs, AddrBlock, Cluster, Observed};
+use electd_lab::record::Recorder;
 
 pub struct TestCluster {
     pub c: Cluster,
     pub mode: Mode,
     pub timing: Timing,
-    pub procs: Vec<ProcEvent>,
-    pub start_ns: u64,
+    pub rec: Recorder,
     _dir: tempfile::TempDir,
     _block: AddrBlock,
 }
@@ -29,9 +25,7 @@ pub struct TestCluster {
 /// Addresses of `n` nodes in a loopback block of this process's own (see [`AddrBlock`]): the
 /// block is held while the returned value lives.
 pub fn block_addrs(n: usize) -> (AddrBlock, Vec<String>) {
-    let block = AddrBlock::claim();
-    let addrs = block.addrs(n);
-    (block, addrs)
+    claim_addrs(n)
 }
 
 /// The timings of the test clusters: heartbeat 50 ms, follower lease 300 ms (claim lease 240).
@@ -67,8 +61,7 @@ impl TestCluster {
             c,
             mode,
             timing,
-            procs: Vec::new(),
-            start_ns: mono_ns(),
+            rec: Recorder::new(),
             _dir: dir,
             _block: block,
         };
@@ -78,27 +71,17 @@ impl TestCluster {
         tc
     }
 
-    fn proc_event(&mut self, node: NodeId, kind: ProcKind) {
-        self.procs.push(ProcEvent {
-            t_ns: mono_ns(),
-            node,
-            kind,
-        });
-    }
-
     pub fn start_node(&mut self, id: NodeId) {
-        self.proc_event(id, ProcKind::Start);
-        self.c.start(id, self.mode).expect("start node");
+        self.rec.start(&self.c, id, self.mode).expect("start node");
     }
 
     pub fn kill(&mut self, id: NodeId) {
-        assert!(self.c.kill(id), "node {id} was not running");
-        self.proc_event(id, ProcKind::Kill);
+        let killed = self.rec.kill(&self.c, id);
+        assert!(killed.is_some(), "node {id} was not running");
     }
 
     pub fn stop(&mut self, id: NodeId) {
-        self.c.stop(id, Duration::from_secs(5));
-        self.proc_event(id, ProcKind::Stop);
+        self.rec.stop(&self.c, id, Duration::from_secs(5));
     }
 
     pub fn rt() -> tokio::runtime::Runtime {
@@ -115,15 +98,9 @@ impl TestCluster {
     /// The run so far as the chaos checkers take it.
     pub fn run_log(&self, fault_ns: Option<u64>, heal_ns: Option<u64>) -> RunLog {
         RunLog {
-            nodes: self.c.ids(),
-            start_ns: self.start_ns,
-            end_ns: mono_ns(),
-            events: self.events(),
-            procs: self.procs.clone(),
-            faults: Vec::new(),
             heal_ns,
             fault_ns,
-            quorum_mode: self.mode == Mode::Quorum,
+            ..self.rec.run_log(&self.c, self.mode, Vec::new())
         }
     }
 

@@ -1,0 +1,105 @@
+//! What the lab does to a cluster's processes, recorded for the checkers: every kill, stop,
+//! start, pause and resume, stamped on the host's monotonic clock (the clock of the nodes'
+//! events), and the [`RunLog`] the checkers judge.
+//!
+//! Stamps err on the wide side: a node is recorded down (killed, stopped, paused) once it is,
+//! and up (started, resumed) just before it is, so a recorded down interval never covers a
+//! moment the node ran.
+
+use std::time::Duration;
+
+use electd::clock::mono_ns;
+use electd_client::{Mode, NodeId};
+
+use crate::chaos::check::{FaultWindow, ProcEvent, ProcKind, RunLog};
+use crate::cluster::{Cluster, CtlError};
+
+/// SIGSTOP and SIGCONT, as `Cluster::signal` takes them.
+const SIGSTOP: i32 = libc::SIGSTOP;
+const SIGCONT: i32 = libc::SIGCONT;
+
+/// The process events of one run, from its start.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    start_ns: u64,
+    procs: Vec<ProcEvent>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+impl Recorder {
+    /// A run that starts now.
+    pub fn new() -> Recorder {
+        Recorder {
+            start_ns: mono_ns(),
+            procs: Vec::new(),
+        }
+    }
+
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    pub fn procs(&self) -> &[ProcEvent] {
+        &self.procs
+    }
+
+    /// Records that `node` went through `kind` now; answers the stamp.
+    pub fn note(&mut self, node: NodeId, kind: ProcKind) -> u64 {
+        let t_ns = mono_ns();
+        self.procs.push(ProcEvent { t_ns, node, kind });
+        t_ns
+    }
+
+    /// Starts node `id` in `mode` (recorded first).
+    pub fn start(&mut self, c: &Cluster, id: NodeId, mode: Mode) -> Result<u64, CtlError> {
+        let t = self.note(id, ProcKind::Start);
+        c.start(id, mode)?;
+        Ok(t)
+    }
+
+    /// SIGKILLs node `id` and waits until it is gone; `None` when it was not running.
+    pub fn kill(&mut self, c: &Cluster, id: NodeId) -> Option<u64> {
+        let was_running = c.kill(id);
+        was_running.then(|| self.note(id, ProcKind::Kill))
+    }
+
+    /// SIGTERM to node `id`, SIGKILL after `grace`.
+    pub fn stop(&mut self, c: &Cluster, id: NodeId, grace: Duration) -> u64 {
+        c.stop(id, grace);
+        self.note(id, ProcKind::Stop)
+    }
+
+    /// SIGSTOP to node `id`.
+    pub fn pause(&mut self, c: &Cluster, id: NodeId) -> u64 {
+        c.signal(id, SIGSTOP);
+        self.note(id, ProcKind::Pause)
+    }
+
+    /// SIGCONT to node `id` (recorded first).
+    pub fn resume(&mut self, c: &Cluster, id: NodeId) -> u64 {
+        let t = self.note(id, ProcKind::Resume);
+        c.signal(id, SIGCONT);
+        t
+    }
+
+    /// The run from its start until now, as the checkers take it: the nodes' events (read
+    /// from their event logs), these process events, and the network fault windows given.
+    pub fn run_log(&self, c: &Cluster, mode: Mode, faults: Vec<FaultWindow>) -> RunLog {
+        RunLog {
+            nodes: c.ids(),
+            start_ns: self.start_ns,
+            end_ns: mono_ns(),
+            events: c.events(mode),
+            procs: self.procs.clone(),
+            faults,
+            heal_ns: None,
+            fault_ns: None,
+            quorum_mode: mode == Mode::Quorum,
+        }
+    }
+}
