@@ -18,6 +18,7 @@ use electd_client::{
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
+use crate::config::ExposeSecret;
 use crate::engine::ResignError;
 use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 use crate::faults::FaultSet;
@@ -196,7 +197,7 @@ fn check_admin(node: &Node, headers: &HeaderMap) -> Result<(), ApiError> {
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
     // Constant time (subtle), so that timing does not reveal the token.
-    if bool::from(given.as_bytes().ct_eq(token.expose().as_bytes())) {
+    if bool::from(given.as_bytes().ct_eq(token.expose_secret().as_bytes())) {
         Ok(())
     } else {
         Err(ApiError::unauthorized(

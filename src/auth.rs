@@ -26,7 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::config::Secret;
+use crate::config::{ExposeSecret, Secret};
 use crate::role::NodeId;
 
 pub const HDR_TS: &str = "x-electd-ts";
@@ -115,7 +115,7 @@ impl PeerAuth {
     }
 
     fn mac(&self, s: &Signed<'_>) -> HmacSha256 {
-        let mut mac = HmacSha256::new_from_slice(self.secret.expose().as_bytes())
+        let mut mac = HmacSha256::new_from_slice(self.secret.expose_secret().as_bytes())
             .expect("HMAC takes a key of any length");
         let head = format!(
             "electd-peer-v1\n{}\n{}\n{}\n{}\n{}\n{}\n",
@@ -196,7 +196,7 @@ mod tests {
     use super::*;
 
     fn auth(secret: &str) -> PeerAuth {
-        PeerAuth::new(Secret::new(secret))
+        PeerAuth::new(Secret::from(secret))
     }
 
     fn signed<'a>(p: &Proof, body: &'a [u8]) -> Signed<'a> {

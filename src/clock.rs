@@ -10,6 +10,7 @@
 //! (`CLOCK_MONOTONIC`): on a suspended follower host it lasts longer in real time, which only
 //! makes that follower refuse votes for longer (the safe direction).
 
+use rustix::time::{clock_gettime, ClockId};
 use std::sync::Arc;
 
 /// Where quorum mode reads the time. The node uses [`SystemClock`]; a test can stand in a
@@ -45,25 +46,19 @@ pub fn system() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
 
-fn read(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; both clocks always exist on Linux.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime({clock}) failed");
+fn read(clock: ClockId) -> u64 {
+    let ts = clock_gettime(clock);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Nanoseconds on `CLOCK_MONOTONIC`.
 pub fn mono_ns() -> u64 {
-    read(libc::CLOCK_MONOTONIC)
+    read(ClockId::Monotonic)
 }
 
 /// Nanoseconds on `CLOCK_BOOTTIME`.
 pub fn boot_ns() -> u64 {
-    read(libc::CLOCK_BOOTTIME)
+    read(ClockId::Boottime)
 }
 
 /// Milliseconds to nanoseconds.

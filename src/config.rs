@@ -109,29 +109,13 @@ impl Timing {
 }
 
 /// A secret (the cluster secret, the admin token): read from the config or the environment,
-/// never serialised, and redacted in `Debug`, so that no log line can carry it.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: impl Into<String>) -> Secret {
-        Secret(s.into())
-    }
-    /// The secret itself, for signing and comparing only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
+/// never serialised, redacted in `Debug` (so that no log line can carry it) and zeroed when
+/// dropped. Read it with [`ExposeSecret::expose_secret`], for signing and comparing only.
+pub type Secret = secrecy::SecretString;
+pub use secrecy::ExposeSecret;
 
 /// A node's whole configuration after the file and the flags are merged.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// This node's id; must be one of `peers`.
@@ -309,12 +293,12 @@ impl Config {
             ));
         }
         if let Some(secret) = &self.cluster_secret {
-            if secret.expose().len() < 16 {
+            if secret.expose_secret().len() < 16 {
                 return Err(invalid("cluster_secret", "must be at least 16 characters"));
             }
         }
         if let Some(token) = &self.admin_token {
-            if token.expose().len() < 16 {
+            if token.expose_secret().len() < 16 {
                 return Err(invalid("admin_token", "must be at least 16 characters"));
             }
         }
@@ -504,6 +488,6 @@ addr = "127.0.0.1:7003"
         assert!(!json.contains("0123456789abcdef"));
         let debug = format!("{c:?}");
         assert!(!debug.contains("0123456789abcdef"), "{debug}");
-        assert!(debug.contains("Secret(<redacted>)"));
+        assert!(debug.contains("REDACTED"), "{debug}");
     }
 }

@@ -79,7 +79,7 @@ pub fn peer_auth(data: &[u8]) {
     let nonce = field().parse::<u64>().unwrap_or(0);
     let mac = field().to_string();
     let body = data.splitn(4, |b| *b == b'\n').nth(3).unwrap_or_default();
-    let auth = PeerAuth::new(Secret::new("fuzzing-secret-0123456789"));
+    let auth = PeerAuth::new(Secret::from("fuzzing-secret-0123456789"));
     let signed = Signed {
         cluster: "fuzz",
         from: 2,

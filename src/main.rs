@@ -140,12 +140,12 @@ fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
     }
     if let Ok(secret) = std::env::var("ELECTD_CLUSTER_SECRET") {
         if !secret.is_empty() {
-            cfg.cluster_secret = Some(electd::config::Secret::new(secret));
+            cfg.cluster_secret = Some(electd::config::Secret::from(secret));
         }
     }
     if let Ok(token) = std::env::var("ELECTD_ADMIN_TOKEN") {
         if !token.is_empty() {
-            cfg.admin_token = Some(electd::config::Secret::new(token));
+            cfg.admin_token = Some(electd::config::Secret::from(token));
         }
     }
     cfg.validate()?;

@@ -105,7 +105,7 @@ pub async fn handoff(c: &Cluster, trials: usize) -> Result<Handoff, String> {
     for i in 0..trials {
         let leader = leader_before_trial(c).await?;
         let t0 = mono_ns();
-        if !c.signal(leader, libc::SIGTERM) {
+        if !c.signal(leader, rustix::process::Signal::TERM) {
             return Err(format!("trial {i}: leader {leader} is not running"));
         }
         let since = |t: u64| (t.saturating_sub(t0)) as f64 / 1e6;

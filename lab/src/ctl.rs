@@ -215,8 +215,12 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
             println!("node {id}: pid {pid}");
             Ok(ExitCode::SUCCESS)
         }
-        CtlCmd::Pause { id } => signal_result(c.signal(node(id)?, libc::SIGSTOP), id),
-        CtlCmd::Resume { id } => signal_result(c.signal(node(id)?, libc::SIGCONT), id),
+        CtlCmd::Pause { id } => {
+            signal_result(c.signal(node(id)?, rustix::process::Signal::STOP), id)
+        }
+        CtlCmd::Resume { id } => {
+            signal_result(c.signal(node(id)?, rustix::process::Signal::CONT), id)
+        }
         CtlCmd::Partition { groups } => {
             let groups = groups
                 .iter()

@@ -10,13 +10,10 @@ use std::time::Duration;
 
 use electd::clock::mono_ns;
 use electd_client::{Mode, NodeId};
+use rustix::process::Signal;
 
 use crate::chaos::check::{FaultWindow, ProcEvent, ProcKind, RunLog};
 use crate::cluster::{Cluster, CtlError};
-
-/// SIGSTOP and SIGCONT, as `Cluster::signal` takes them.
-const SIGSTOP: i32 = libc::SIGSTOP;
-const SIGCONT: i32 = libc::SIGCONT;
 
 /// The process events of one run, from its start.
 #[derive(Clone, Debug)]
@@ -76,14 +73,14 @@ impl Recorder {
 
     /// SIGSTOP to node `id`.
     pub fn pause(&mut self, c: &Cluster, id: NodeId) -> u64 {
-        c.signal(id, SIGSTOP);
+        c.signal(id, Signal::STOP);
         self.note(id, ProcKind::Pause)
     }
 
     /// SIGCONT to node `id` (recorded first).
     pub fn resume(&mut self, c: &Cluster, id: NodeId) -> u64 {
         let t = self.note(id, ProcKind::Resume);
-        c.signal(id, SIGCONT);
+        c.signal(id, Signal::CONT);
         t
     }
 

@@ -20,6 +20,7 @@ use crate::cluster::{AddrBlock, Cluster, Observed};
 use crate::record::Recorder;
 use electd::clock::mono_ns;
 use electd_client::NodeId;
+use rustix::process::{self, Pid, Signal};
 
 /// How often the poller asks every survivor.
 pub const POLL: Duration = Duration::from_millis(10);
@@ -366,10 +367,10 @@ impl Target for Etcd {
     }
     fn kill(&self, member: NodeId) {
         if let Some(pid) = self.pids.lock().expect("pids").remove(&member) {
-            // SAFETY: plain syscalls on a pid this process started and has not reaped.
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-                libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+            // A pid this process started and has not reaped: kill it, then reap it.
+            if let Some(pid) = Pid::from_raw(pid as i32) {
+                let _ = process::kill_process(pid, Signal::KILL);
+                let _ = process::waitpid(Some(pid), process::WaitOptions::empty());
             }
         }
     }

@@ -152,11 +152,11 @@ fn hardening(mode: Mode) {
         assert_eq!((s, error_code(&b)), (401, "wrong_cluster"), "{b}");
         let (s, b) = p.peer(path, from, Some("electd-test"), &[], b"{}".to_vec()).await;
         assert_eq!((s, error_code(&b)), (401, "missing_auth"), "{b}");
-        let wrong = PeerAuth::new(Secret::new("not the cluster secret"));
+        let wrong = PeerAuth::new(Secret::from("not the cluster secret"));
         let h = p.signed_headers(&wrong, from_id, path, b"{}");
         let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{}".to_vec()).await;
         assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
-        let right = PeerAuth::new(Secret::new(p.secret.clone()));
+        let right = PeerAuth::new(Secret::from(p.secret.clone()));
         // Signed for one body, sent with another.
         let h = p.signed_headers(&right, from_id, path, b"{}");
         let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{ }".to_vec()).await;

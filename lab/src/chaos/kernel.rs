@@ -12,7 +12,7 @@ use std::process::Command;
 /// Why the kernel layer cannot run here (reported as a skip, never as a pass).
 pub fn unavailable() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Some("kernel layer needs root (iptables)".into());
     }
     match Command::new("iptables").arg("-L").arg("-n").output() {

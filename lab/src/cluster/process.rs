@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use electd_client::{Mode, NodeId};
+use rustix::process::{self, Pid, Signal};
 
 use super::dir::{io, Cluster, CtlError};
 
@@ -57,13 +58,15 @@ impl Cluster {
         // Own process group: a Ctrl-C in the shell that ran `up` does not reach the nodes.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         if self.die_with_parent {
-            let parent = std::process::id() as i32;
-            // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated.
+            let parent = Pid::from_raw(std::process::id() as i32);
+            // SAFETY: runs in the child between fork and exec: the two calls are plain system
+            // calls (rustix, no libc state), and the error is built without allocating.
             unsafe {
                 std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    if libc::getppid() != parent {
-                        libc::_exit(1);
+                    process::set_parent_process_death_signal(Some(Signal::KILL))?;
+                    // The parent may have died before the death signal was armed.
+                    if process::getppid() != parent {
+                        return Err(std::io::ErrorKind::Other.into());
                     }
                     Ok(())
                 });
@@ -79,10 +82,9 @@ impl Cluster {
     }
 
     /// Sends `sig` to node `id`; `false` if it is not running.
-    pub fn signal(&self, id: NodeId, sig: i32) -> bool {
-        match self.pid(id) {
-            // SAFETY: plain kill(2) on a pid read from our own pid file and checked alive.
-            Some(pid) => unsafe { libc::kill(pid, sig) == 0 },
+    pub fn signal(&self, id: NodeId, sig: Signal) -> bool {
+        match self.pid(id).and_then(Pid::from_raw) {
+            Some(pid) => process::kill_process(pid, sig).is_ok(),
             None => false,
         }
     }
@@ -102,19 +104,19 @@ impl Cluster {
 
     /// SIGKILL, then wait until gone.
     pub fn kill(&self, id: NodeId) -> bool {
-        let sent = self.signal(id, libc::SIGKILL);
+        let sent = self.signal(id, Signal::KILL);
         self.wait_exit(id, Duration::from_secs(5));
         sent
     }
 
     /// SIGTERM, wait at most `grace`, then SIGKILL what is left.
     pub fn stop(&self, id: NodeId, grace: Duration) -> bool {
-        if !self.signal(id, libc::SIGTERM) {
+        if !self.signal(id, Signal::TERM) {
             let _ = fs::remove_file(self.pid_file(id));
             return false;
         }
         // A paused process cannot act on SIGTERM.
-        self.signal(id, libc::SIGCONT);
+        self.signal(id, Signal::CONT);
         if !self.wait_exit(id, grace) {
             self.kill(id);
         }
@@ -124,8 +126,8 @@ impl Cluster {
     /// Stops every node: SIGTERM to all, then SIGKILL to what is left after `grace`.
     pub fn down(&self, grace: Duration) {
         for m in &self.members {
-            if self.signal(m.id, libc::SIGTERM) {
-                self.signal(m.id, libc::SIGCONT);
+            if self.signal(m.id, Signal::TERM) {
+                self.signal(m.id, Signal::CONT);
             }
         }
         let until = Instant::now() + grace;
@@ -141,13 +143,8 @@ impl Cluster {
 
 /// The state letter of a process from /proc (R, S, T, Z…), reaping it if it is our zombie.
 pub(super) fn process_state(pid: i32) -> Option<char> {
-    if pid <= 0 {
-        return None;
-    }
-    // SAFETY: waitpid with WNOHANG on a single pid; harmless if it is not our child.
-    unsafe {
-        libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
-    }
+    // Reaps it if it is our exited child; harmless if it is not our child.
+    let _ = process::waitpid(Some(Pid::from_raw(pid)?), process::WaitOptions::NOHANG);
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let cmd = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     if !String::from_utf8_lossy(&cmd).contains("electd") {

@@ -144,7 +144,7 @@ impl Drop for TestCluster {
             self.dump_logs();
         }
         for id in self.c.ids() {
-            self.c.signal(id, libc::SIGCONT);
+            self.c.signal(id, rustix::process::Signal::CONT);
             self.c.kill(id);
         }
     }
