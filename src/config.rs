@@ -184,13 +184,51 @@ impl Config {
         })
     }
 
+    /// The config of a node: the file at `path` (if any), with `overrides` (a TOML table of the
+    /// same fields, from flags and environment variables) laid over it field by field; a
+    /// relative `data_dir` from the file is taken relative to the file. Not validated yet.
+    pub fn resolve(path: Option<&Path>, overrides: toml::Table) -> Result<Config, ConfigError> {
+        let mut table = match path {
+            Some(path) => {
+                let text = read(path)?;
+                let mut table: toml::Table =
+                    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                        path: path.to_path_buf(),
+                        message: e.message().to_string() + &span_hint(&text, e.span()),
+                    })?;
+                if let (Some(toml::Value::String(d)), Some(dir)) =
+                    (table.get_mut("data_dir"), path.parent())
+                {
+                    if Path::new(d.as_str()).is_relative() {
+                        *d = dir.join(&*d).to_string_lossy().into_owned();
+                    }
+                }
+                table
+            }
+            None => toml::Table::new(),
+        };
+        merge(&mut table, overrides);
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                let message = e.message().to_string();
+                match (path, message.strip_prefix("missing field `")) {
+                    (Some(path), _) => ConfigError::Parse {
+                        path: path.to_path_buf(),
+                        message,
+                    },
+                    (None, Some(rest)) => invalid(
+                        rest.trim_end_matches('`'),
+                        "is required (no --config file given)",
+                    ),
+                    (None, None) => invalid("flags", message),
+                }
+            })
+    }
+
     /// Reads and parses a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let mut cfg = Self::from_toml(&text, path)?;
+        let mut cfg = Self::from_toml(&read(path)?, path)?;
         // A relative data_dir is relative to the config file, so a cluster works from any cwd.
         if cfg.data_dir.is_relative() {
             if let Some(dir) = path.parent() {
@@ -350,6 +388,25 @@ impl Config {
 }
 
 /// Turns a TOML error span into " (line L)" so the message points into the file.
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Lays `over` onto `base`: tables are merged key by key, any other value replaces.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(key, v);
+            }
+        }
+    }
+}
+
 fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     match span {
         Some(r) => {

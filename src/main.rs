@@ -7,6 +7,7 @@ use clap::Parser;
 use electd::config::{Config, ConfigError, Mode, Peer};
 use electd::node::Node;
 use electd::server::serve;
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 /// Exit code for a config error (bad file, bad field, bad flag).
@@ -16,54 +17,112 @@ const EXIT_RUNTIME: u8 = 1;
 
 /// electd: a leader-election node (quorum, bully or ring mode).
 ///
-/// Reads the TOML config given by --config; every flag overrides the file's value.
+/// Every config field can be given in the TOML file (--config), as an environment variable
+/// ELECTD_<FIELD>, or as a flag; a flag wins over the environment, the environment over the
+/// file, the file over the default.
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
 struct Cli {
     /// TOML config file (see README.md, "Configuration").
-    #[arg(long, short = 'c', value_name = "FILE")]
+    #[arg(long, short = 'c', value_name = "FILE", env = "ELECTD_CONFIG")]
     config: Option<PathBuf>,
-    /// This node's id (must be one of the peers).
-    #[arg(long)]
-    id: Option<u64>,
-    /// Address to bind, ip:port (default: this node's own peer address).
-    #[arg(long, value_name = "IP:PORT")]
-    listen: Option<std::net::SocketAddr>,
-    /// Directory for the vote, the log and events.jsonl.
-    #[arg(long, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    /// Election mode: quorum, bully or ring.
-    #[arg(long)]
-    mode: Option<Mode>,
-    /// Cluster id carried by every peer request.
-    #[arg(long)]
-    cluster_id: Option<String>,
-    /// A cluster member as ID=IP:PORT; repeat for each (replaces the file's [[peers]]).
-    #[arg(long = "peer", value_name = "ID=IP:PORT", value_parser = parse_peer)]
-    peers: Vec<Peer>,
-    /// Leader heartbeat (and quorum probe) interval, ms.
-    #[arg(long)]
-    heartbeat_ms: Option<u64>,
-    /// How long a follower tolerates leader silence before it may campaign or vote for
-    /// another node, ms (openraft's election_timeout_max). Old name: --election-timeout-max-ms.
-    #[arg(long, alias = "election-timeout-max-ms")]
-    follower_lease_ms: Option<u64>,
-    /// Gone (electd staggers candidates itself); kept only to say so.
-    #[arg(long, hide = true)]
-    election_timeout_min_ms: Option<u64>,
-    /// How long a quorum-acknowledged probe lets the leader claim the role, ms
-    /// (default: the follower lease less a fifth; must be below it).
-    #[arg(long)]
-    lease_ms: Option<u64>,
-    /// Seed of the node's random source (fault-layer drops); printed at start.
-    #[arg(long)]
-    seed: Option<u64>,
+    #[command(flatten)]
+    fields: Fields,
     /// Log filter (tracing EnvFilter syntax), e.g. info or electd=debug. Env: RUST_LOG.
     #[arg(long, default_value = "info,openraft=warn")]
     log: String,
     /// Check the config and exit (0 when valid).
     #[arg(long)]
     check_config: bool,
+}
+
+/// The config fields as flags and environment variables, serialised as a TOML table of the
+/// config file's shape and laid over the file ([`Config::resolve`]). Unset ones are left out.
+#[derive(clap::Args, Debug, Serialize)]
+struct Fields {
+    /// This node's id (must be one of the peers).
+    #[arg(long, env = "ELECTD_ID")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<u64>,
+    /// Address to bind, ip:port (default: this node's own peer address).
+    #[arg(long, value_name = "IP:PORT", env = "ELECTD_LISTEN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<std::net::SocketAddr>,
+    /// Directory for the vote, the log and events.jsonl.
+    #[arg(long, value_name = "DIR", env = "ELECTD_DATA_DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+    /// Election mode: quorum, bully or ring.
+    #[arg(long, env = "ELECTD_MODE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<Mode>,
+    /// Cluster id carried by every peer request.
+    #[arg(long, env = "ELECTD_CLUSTER_ID")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_id: Option<String>,
+    /// Shared secret that authenticates peer requests (prefer the environment: a flag shows
+    /// in the process list).
+    #[arg(long, env = "ELECTD_CLUSTER_SECRET", hide_env_values = true)]
+    #[serde(skip_serializing_if = "unset")]
+    cluster_secret: Option<String>,
+    /// Bearer token of the admin API (prefer the environment, as for the secret).
+    #[arg(long, env = "ELECTD_ADMIN_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "unset")]
+    admin_token: Option<String>,
+    /// Seed of the node's random source (fault-layer drops); printed at start.
+    #[arg(long, env = "ELECTD_SEED")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    /// A cluster member as ID=IP:PORT; repeat for each (replaces the file's [[peers]]).
+    /// In the environment: ELECTD_PEERS=1=IP:PORT,2=IP:PORT,…
+    #[arg(long = "peer", value_name = "ID=IP:PORT", value_parser = parse_peer,
+          env = "ELECTD_PEERS", value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    peers: Vec<Peer>,
+    #[command(flatten)]
+    #[serde(skip_serializing_if = "TimingFields::is_empty")]
+    timing: TimingFields,
+}
+
+/// `[timing]` as flags and environment variables.
+#[derive(clap::Args, Debug, Serialize)]
+struct TimingFields {
+    /// Leader heartbeat (and quorum probe) interval, ms.
+    #[arg(long, env = "ELECTD_HEARTBEAT_MS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    heartbeat_ms: Option<u64>,
+    /// How long a follower tolerates leader silence before it may campaign or vote for
+    /// another node, ms (openraft's election_timeout_max). Old name: --election-timeout-max-ms.
+    #[arg(
+        long,
+        alias = "election-timeout-max-ms",
+        env = "ELECTD_FOLLOWER_LEASE_MS"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    follower_lease_ms: Option<u64>,
+    /// Gone (electd staggers candidates itself); kept only so that the config says so.
+    #[arg(long, hide = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    election_timeout_min_ms: Option<u64>,
+    /// How long a quorum-acknowledged probe lets the leader claim the role, ms
+    /// (default: the follower lease less a fifth; must be below it).
+    #[arg(long, env = "ELECTD_LEASE_MS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_ms: Option<u64>,
+}
+
+/// An empty secret (`ELECTD_CLUSTER_SECRET=`) counts as not given.
+fn unset(secret: &Option<String>) -> bool {
+    secret.as_deref().is_none_or(str::is_empty)
+}
+
+impl TimingFields {
+    fn is_empty(&self) -> bool {
+        self.heartbeat_ms.is_none()
+            && self.follower_lease_ms.is_none()
+            && self.election_timeout_min_ms.is_none()
+            && self.lease_ms.is_none()
+    }
 }
 
 fn parse_peer(s: &str) -> Result<Peer, String> {
@@ -77,77 +136,13 @@ fn parse_peer(s: &str) -> Result<Peer, String> {
     })
 }
 
-/// Merges the file and the flags, then validates.
+/// Lays the flags and the environment over the file, then validates.
 fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
-    let mut cfg = match &cli.config {
-        Some(path) => Config::load(path)?,
-        None => {
-            let missing = |field: &str| ConfigError::Invalid {
-                field: field.to_string(),
-                message: "is required (no --config file given)".to_string(),
-            };
-            Config {
-                id: cli.id.ok_or_else(|| missing("id"))?,
-                listen: None,
-                data_dir: cli.data_dir.clone().ok_or_else(|| missing("data_dir"))?,
-                mode: Mode::default(),
-                cluster_id: "electd".into(),
-                cluster_secret: None,
-                admin_token: None,
-                seed: None,
-                timing: Default::default(),
-                peers: Vec::new(),
-            }
-        }
-    };
-    if let Some(v) = cli.id {
-        cfg.id = v;
-    }
-    if let Some(v) = cli.listen {
-        cfg.listen = Some(v);
-    }
-    if let Some(v) = &cli.data_dir {
-        cfg.data_dir = v.clone();
-    }
-    if let Some(v) = cli.mode {
-        cfg.mode = v;
-    }
-    if let Some(v) = &cli.cluster_id {
-        cfg.cluster_id = v.clone();
-    }
-    if !cli.peers.is_empty() {
-        cfg.peers = cli.peers.clone();
-    }
-    if let Some(v) = cli.heartbeat_ms {
-        cfg.timing.heartbeat_ms = v;
-    }
-    if cli.election_timeout_min_ms.is_some() {
-        return Err(ConfigError::Invalid {
-            field: "--election-timeout-min-ms".into(),
-            message: "is no longer used: electd staggers candidates itself; \
-                      --follower-lease-ms sets how long followers tolerate leader silence"
-                .into(),
-        });
-    }
-    if let Some(v) = cli.follower_lease_ms {
-        cfg.timing.follower_lease_ms = v;
-    }
-    if let Some(v) = cli.lease_ms {
-        cfg.timing.lease_ms = v;
-    }
-    if let Some(v) = cli.seed {
-        cfg.seed = Some(v);
-    }
-    if let Ok(secret) = std::env::var("ELECTD_CLUSTER_SECRET") {
-        if !secret.is_empty() {
-            cfg.cluster_secret = Some(electd::config::Secret::from(secret));
-        }
-    }
-    if let Ok(token) = std::env::var("ELECTD_ADMIN_TOKEN") {
-        if !token.is_empty() {
-            cfg.admin_token = Some(electd::config::Secret::from(token));
-        }
-    }
+    let overrides = toml::Table::try_from(&cli.fields).map_err(|e| ConfigError::Invalid {
+        field: "flags".into(),
+        message: e.to_string(),
+    })?;
+    let cfg = Config::resolve(cli.config.as_deref(), overrides)?;
     cfg.validate()?;
     Ok(cfg)
 }

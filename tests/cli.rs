@@ -92,3 +92,41 @@ fn corrupt_state_file_refuses_to_start_and_is_left_alone() {
         b"{\"format\":1,\"node_id\":1,\"vo"
     );
 }
+
+/// Every field can come from the file, the environment (ELECTD_<FIELD>) or a flag; a flag wins
+/// over the environment, the environment over the file.
+#[test]
+fn flags_win_over_the_environment_and_the_environment_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), "[timing]\nheartbeat_ms = 5000");
+    let check = |env: &[(&str, &str)], args: &[&str]| {
+        let out = Command::new(BIN)
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--check-config")
+            .args(args)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The file alone is refused (heartbeat above the follower lease) …
+    assert_eq!(check(&[], &[]).0, Some(2));
+    // … the environment overrides it …
+    let (code, err) = check(&[("ELECTD_HEARTBEAT_MS", "20")], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    // … and a flag overrides the environment.
+    let (code, err) = check(&[("ELECTD_HEARTBEAT_MS", "20")], &["--heartbeat-ms", "400"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("timing.heartbeat_ms (400)"), "{err}");
+    // A value the environment cannot hold names the variable.
+    let (code, err) = check(&[("ELECTD_MODE", "paxos")], &[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("ELECTD_MODE") || err.contains("--mode"),
+        "{err}"
+    );
+}
