@@ -1,4 +1,4 @@
-//! Benchmarks on a running local cluster (`electd ctl bench ...`), measured on the shared
+//! Benchmarks on a running local cluster (`electd-lab ctl bench ...`), measured on the shared
 //! monotonic clock and the nodes' own event logs.
 //!
 //! - `failover`: SIGKILL the agreed leader, time until every running node agrees on a new

@@ -1,6 +1,6 @@
 //! The crash loop (README, "Hardening"): SIGKILL nodes of a running cluster at random moments, the leader
 //! half the time, elections and start-ups included, and restart each on its own data dir; then
-//! judge the whole run. Used by the test suite (50 cycles) and by `electd ctl crash-loop`
+//! judge the whole run. Used by the test suite (50 cycles) and by `electd-lab ctl crash-loop`
 //! (`scripts/crash-soak.sh`, 1000 cycles).
 //!
 //! Each cycle: wait a random 0..2×`follower_lease` (so kills land in steady state, in

@@ -1,5 +1,5 @@
 //! Failover of electd against etcd, measured by one poller (`scripts/bench-vs-etcd.sh`,
-//! `electd ctl bench vs-etcd`).
+//! `electd-lab ctl bench vs-etcd`).
 //!
 //! Both clusters have five members on this host. A trial: wait until every member names the
 //! same leader; SIGKILL it (by pid); then ask every survivor every [`POLL`] which leader it
@@ -458,7 +458,7 @@ pub async fn electd_ready(c: &Cluster) -> Result<NodeId, String> {
         .ok_or("electd: no agreed leader".into())
 }
 
-/// `electd ctl bench vs-etcd`: `trials` failovers of the cluster in `c` (which must be down:
+/// `electd-lab ctl bench vs-etcd`: `trials` failovers of the cluster in `c` (which must be down:
 /// its nodes are started here with the profile's timings and stopped at the end), then of a
 /// 5-member etcd (`etcd_bin`) at the same timings with data under `work`; prints both
 /// distributions, the ratios, and electd's time with two claimants (from its event logs); then,

@@ -98,7 +98,7 @@ impl Lease {
     }
 
     /// The node is stopping: the claim ends now and is never granted again in this process,
-    /// whatever a probe still in flight reports (review finding G1).
+    /// whatever a probe still in flight reports (test: `a_closed_lease_never_claims_again`).
     pub fn close(&mut self, now_ns: u64) {
         self.closed = true;
         self.revoke(now_ns);

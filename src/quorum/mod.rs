@@ -785,8 +785,8 @@ impl Engine for QuorumNode {
 }
 
 /// The claim in force now for a node that openraft has as leader of `term`, and the instant it
-/// was judged at: the one judgement `/v1/leader` makes. Read on `CLOCK_BOOTTIME` (review
-/// finding G2: on `CLOCK_MONOTONIC` a host that resumes from suspend would still see its old
+/// was judged at: the one judgement `/v1/leader` makes. Read on `CLOCK_BOOTTIME` (on
+/// `CLOCK_MONOTONIC` a host that resumes from suspend would still see its old
 /// claim running while another node leads).
 fn judge_claim(lease: &Lease, term: u64, clock: &dyn Clock) -> Option<(Claim, u64)> {
     let now = clock.boot_ns();
@@ -840,7 +840,7 @@ async fn vote(State(q): State<Arc<QuorumNode>>, body: Bytes) -> Result<Response,
     let req: VoteRequest<NodeId> = decode_peer(&q.stats, &body)?;
     q.stats.received("vote");
     // In a task of its own, so that the claim is resumed even if this request is dropped
-    // between suspend and resume (review finding L1).
+    // between suspend and resume (test: `a_dropped_vote_request_does_not_suspend_the_claim_for_good`).
     let res = tokio::spawn(async move {
         let term = req.vote.leader_id().get_term();
         // Stop claiming before openraft can hand our vote to a higher term (see `lease`).
@@ -1007,7 +1007,7 @@ mod tests {
         false
     }
 
-    /// Review finding L1: a vote request whose handler is dropped between suspending the
+    /// A vote request whose handler is dropped between suspending the
     /// claim and resuming it (client gone, request timeout) must not leave the claim suspended.
     // One thread, so that the handler's first poll is all that runs before the drop.
     #[tokio::test(flavor = "current_thread")]
@@ -1038,7 +1038,7 @@ mod tests {
         q.step_down().await;
     }
 
-    /// Review finding G1: once stopping, a node never claims again in its process, even if a
+    /// Once stopping, a node never claims again in its process, even if a
     /// probe in flight at the stop is acknowledged after it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_stopping_node_never_claims_again() {
@@ -1061,7 +1061,7 @@ mod tests {
         q.step_down().await;
     }
 
-    /// Review finding G2: a claim is judged on CLOCK_BOOTTIME, so a leader whose host was
+    /// A claim is judged on CLOCK_BOOTTIME, so a leader whose host was
     /// suspended past its lease does not claim when it resumes (CLOCK_MONOTONIC stood still
     /// meanwhile, so judged on it the claim would still run).
     #[test]

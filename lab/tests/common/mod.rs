@@ -32,7 +32,7 @@ pub fn block_addrs(n: usize) -> (AddrBlock, Vec<String>) {
 /// Tests assert that nothing disturbs a leader (garbage, a heal, a resignation elsewhere); two
 /// clusters of debug builds share 2 virtual cores here, whose host steals up to half their time
 /// in bursts of tens of ms, which a 150 ms lease does not always absorb. The product's defaults
-/// (30 / 150) are exercised by the chaos subset (`tests/chaos.rs`) and the benchmarks.
+/// (30 / 150) are exercised by the chaos subset (`lab/tests/chaos.rs`) and the benchmarks.
 pub const TEST_TIMING: Timing = Timing {
     heartbeat_ms: 50,
     follower_lease_ms: 300,
