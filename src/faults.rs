@@ -14,7 +14,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub use electd_client::{FaultSet, MAX_DELAY_MS};
+pub use electd_client::FaultSet;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

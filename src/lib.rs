@@ -13,44 +13,52 @@
 //! | 0 vocabulary | [`role`] | node ids, roles, modes, the (role, term, leader) [`View`] |
 //! | | [`config`] | the TOML config and the validation that names the field |
 //! | | [`clock`] | `CLOCK_BOOTTIME` for claims and leases, `CLOCK_MONOTONIC` for event stamps |
-//! | | [`error`] | the error answer of every route, and the request limits |
-//! | 1 plumbing | [`events`] | the event log (`/v1/events`, `<data_dir>/events.jsonl`) |
-//! | | [`faults`] | the application-layer fault set (block to/from, drop rate, delay) |
+//! | | `error` | the error answer of every route, and the request limits |
+//! | 1 plumbing | `events` | the event log (`/v1/events`, `<data_dir>/events.jsonl`) |
+//! | | `faults` | the application-layer fault set (block to/from, drop rate, delay) |
 //! | | [`auth`] | peer authentication (HMAC-SHA256 over each request, replay window) |
-//! | | [`stats`] | counters by message type |
-//! | 2 transport | [`transport`] | the one peer transport (HTTP), with the fault layer inside it |
-//! | 3 engines | [`engine`] | the [`Engine`] interface every mode implements |
+//! | | `stats` | counters by message type |
+//! | 2 transport | `transport` | the one peer transport (HTTP), with the fault layer inside it |
+//! | 3 engines | `engine` | the [`Engine`] interface every mode implements |
 //! | | [`quorum`] | quorum mode on openraft, with lease-bound claims and self-demotion |
 //! | | [`legacy`] | bully and ring as I/O-free state machines, and the one driver for both |
-//! | 4 node | [`node`] | a running node: the engine of its mode, its view, its shutdown |
-//! | 5 serving | [`api`] | the HTTP API of `docs/api-v1.md`, built by [`api::app`] |
-//! | | [`metrics`] | `/metrics` in Prometheus form |
-//! | | [`server`] | the loop that serves it (header read timeout, drain at shutdown) |
+//! | 4 node | `node` | a running node: the engine of its mode, its view, its shutdown |
+//! | 5 serving | `api` | the HTTP API of `docs/api-v1.md`, built by [`app`] |
+//! | | `metrics` | `/metrics` in Prometheus form |
+//! | | `server` | the loop that serves it (header read timeout, drain at shutdown) |
 //! | 6 binary | `main.rs` | `electd`: flags, config, one node |
 //!
 //! [`fuzzing`] holds the entry points of the fuzz targets in `fuzz/` (peer messages, config,
 //! auth); it is public for them only.
 
-pub mod api;
+// The public surface: the modules a caller works with, and the few items of the others that
+// the binary, the lab and the fuzz targets need. Everything else stays inside the crate.
 pub mod auth;
 pub mod clock;
 pub mod config;
-pub mod engine;
-pub mod error;
-pub mod events;
-pub mod faults;
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod legacy;
-pub mod metrics;
-pub mod node;
 pub mod quorum;
 pub mod role;
-pub mod server;
-pub mod stats;
-pub mod transport;
 
+mod api;
+mod engine;
+mod error;
+mod events;
+mod faults;
+#[doc(hidden)]
+pub mod fuzzing;
+mod metrics;
+mod node;
+mod server;
+mod stats;
+mod transport;
+
+pub use crate::api::app;
 pub use crate::config::{Config, ConfigError, Timing};
-pub use crate::engine::{Engine, Judged};
-pub use crate::node::Node;
+pub use crate::engine::{Engine, Judged, ResignError};
+pub use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
+pub use crate::events::{read_events_file, EVENTS_FILE};
+pub use crate::node::{terminate_signal, Node, NodeError};
 pub use crate::role::{Mode, NodeId, Role, View};
+pub use crate::server::{serve, HEADER_READ_TIMEOUT};
+pub use crate::transport::{HDR_CLUSTER, HDR_FROM};

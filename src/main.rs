@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use electd::config::{Config, ConfigError, Mode, Peer};
-use electd::node::Node;
-use electd::server::serve;
+use electd::serve;
+use electd::Node;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -206,11 +206,11 @@ async fn run(cfg: Config) -> Result<(), String> {
     let node = Node::start(cfg, seed, stop.clone(), fatal.clone())
         .await
         .map_err(|e| e.to_string())?;
-    let app = electd::api::app(node.clone());
+    let app = electd::app(node.clone());
     let server_stop = CancellationToken::new();
     let server = tokio::spawn(serve(listener, app, server_stop.clone().cancelled_owned()));
     let failed = tokio::select! {
-        sig = electd::node::terminate_signal() => {
+        sig = electd::terminate_signal() => {
             tracing::info!("{sig}: stepping down");
             false
         }

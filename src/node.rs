@@ -33,12 +33,12 @@ pub enum NodeError {
 }
 
 pub struct Node {
-    pub cfg: Arc<Config>,
+    pub(crate) cfg: Arc<Config>,
     engine: Arc<dyn Engine>,
-    pub transport: Arc<Transport>,
-    pub events: Arc<EventLog>,
-    pub stats: Arc<Stats>,
-    pub seed: u64,
+    pub(crate) transport: Arc<Transport>,
+    pub(crate) events: Arc<EventLog>,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) seed: u64,
     started: Instant,
     stop: CancellationToken,
 }

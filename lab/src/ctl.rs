@@ -494,7 +494,7 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
     let run = rt.block_on(async {
         tokio::select! {
             r = run_matrix(&m, &bin) => Some(r),
-            sig = electd::node::terminate_signal() => {
+            sig = electd::terminate_signal() => {
                 // Dropping the run removes its iptables chain and temp dir; its nodes die
                 // with this process (they were started with a parent-death signal).
                 eprintln!("electd-lab chaos: {sig}, stopping; no report written");

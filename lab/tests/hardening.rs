@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::TestCluster;
 use electd::auth::{PeerAuth, HDR_AUTH, HDR_NONCE, HDR_TS};
 use electd::config::{Mode, Secret};
-use electd::transport::{HDR_CLUSTER, HDR_FROM};
+use electd::{HDR_CLUSTER, HDR_FROM};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -232,7 +232,7 @@ fn hardening(mode: Mode) {
         // Slow clients: headers never finished → closed; body never finished → 408 JSON.
         let mut slow = TcpStream::connect(&p.addr).unwrap();
         slow.write_all(b"GET /v1/leader HTTP/1.1\r\nHost: x\r\n").unwrap();
-        let (_, closed) = read_until_closed(&mut slow, electd::server::HEADER_READ_TIMEOUT + Duration::from_secs(5));
+        let (_, closed) = read_until_closed(&mut slow, electd::HEADER_READ_TIMEOUT + Duration::from_secs(5));
         assert!(closed, "a client that never finishes its headers must be cut off");
         let mut slow = TcpStream::connect(&p.addr).unwrap();
         let head = format!(
@@ -240,7 +240,7 @@ fn hardening(mode: Mode) {
             p.token
         );
         slow.write_all(head.as_bytes()).unwrap();
-        let (text, _) = read_until_closed(&mut slow, electd::error::REQUEST_TIMEOUT + Duration::from_secs(5));
+        let (text, _) = read_until_closed(&mut slow, electd::REQUEST_TIMEOUT + Duration::from_secs(5));
         assert!(text.starts_with("HTTP/1.1 408"), "{text}");
         assert!(text.contains("request_timeout"), "{text}");
 

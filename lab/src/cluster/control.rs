@@ -29,10 +29,8 @@ impl Cluster {
         self.ids()
             .into_iter()
             .flat_map(|id| {
-                electd::events::read_events_file(
-                    &self.data_dir(mode, id).join(electd::events::EVENTS_FILE),
-                )
-                .unwrap_or_default()
+                electd::read_events_file(&self.data_dir(mode, id).join(electd::EVENTS_FILE))
+                    .unwrap_or_default()
             })
             .collect()
     }
