@@ -7,17 +7,22 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use std::collections::BTreeMap;
+
+use electd_client::Counters;
+
+use crate::engine::Judged;
 use crate::node::Node;
 use crate::role::Role;
 
 type Labels = Vec<(String, String)>;
 
-fn counter_family<'a>(
+fn counter_family(
     reg: &mut Registry,
     name: &str,
     help: &str,
     label: &str,
-    values: impl IntoIterator<Item = (&'a str, u64)>,
+    values: Vec<(String, u64)>,
 ) {
     let fam = Family::<Labels, Counter>::default();
     for (k, v) in values {
@@ -27,13 +32,37 @@ fn counter_family<'a>(
     reg.register(name, help, fam);
 }
 
+fn gauge(reg: &mut Registry, name: &str, help: &str, value: i64) {
+    let g = Gauge::<i64>::default();
+    g.set(value);
+    reg.register(name, help, g);
+}
+
+fn counter(reg: &mut Registry, name: &str, help: &str, value: u64) {
+    let c = Counter::<u64>::default();
+    c.inc_by(value);
+    reg.register(name, help, c);
+}
+
 /// Renders the node's metrics.
 pub fn render(node: &Node) -> String {
-    let judged = node.view();
-    let view = judged.view;
-    let snap = node.stats.snapshot();
     let mut reg = Registry::with_prefix("electd");
+    register_view(&mut reg, node.view());
+    register_counters(&mut reg, node.stats.snapshot());
+    gauge(
+        &mut reg,
+        "uptime_ms",
+        "milliseconds since the node started",
+        node.uptime_ms() as i64,
+    );
+    let mut out = String::new();
+    encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}
 
+/// The judged view: role, term, leader, claim left.
+fn register_view(reg: &mut Registry, judged: Judged) {
+    let view = judged.view;
     let role = Family::<Labels, Gauge>::default();
     for r in [Role::Leader, Role::Follower, Role::Candidate] {
         role.get_or_create(&vec![("role".into(), r.as_str().into())])
@@ -44,75 +73,64 @@ pub fn render(node: &Node) -> String {
         "1 for the node's effective role, 0 for the others",
         role,
     );
-    let term = Gauge::<i64>::default();
-    term.set(view.term as i64);
-    reg.register(
+    gauge(
+        reg,
         "term",
         "Raft term (quorum) or coordinator epoch (bully, ring)",
-        term,
+        view.term as i64,
     );
-    let leader = Gauge::<i64>::default();
-    leader.set(view.leader.map(|l| l as i64).unwrap_or(0));
-    reg.register(
+    gauge(
+        reg,
         "leader_id",
         "id of the leader this node knows, 0 for none",
-        leader,
+        view.leader.map(|l| l as i64).unwrap_or(0),
     );
-    let lease = Gauge::<i64>::default();
-    lease.set(
+    gauge(
+        reg,
+        "lease_remaining_ms",
+        "milliseconds of leadership claim left (quorum leader)",
         judged
             .lease_remaining_ns
             .map(|ns| (ns / 1_000_000) as i64)
             .unwrap_or(0),
     );
-    reg.register(
-        "lease_remaining_ms",
-        "milliseconds of leadership claim left (quorum leader)",
-        lease,
-    );
+}
 
-    let elections = Counter::<u64>::default();
-    elections.inc_by(snap.elections_started);
-    reg.register(
+/// The counters of `/v1/status`.
+fn register_counters(reg: &mut Registry, snap: Counters) {
+    counter(
+        reg,
         "elections_started",
         "elections this node started",
-        elections,
+        snap.elections_started,
     );
-    let changes = Counter::<u64>::default();
-    changes.inc_by(snap.leader_changes);
-    reg.register(
+    counter(
+        reg,
         "leader_changes",
         "times this node saw a new leader",
-        changes,
+        snap.leader_changes,
     );
+    let by =
+        |map: &BTreeMap<String, u64>| map.iter().map(|(k, v)| (k.clone(), *v)).collect::<Vec<_>>();
     counter_family(
-        &mut reg,
+        reg,
         "messages_sent",
         "peer messages sent, by type",
         "type",
-        snap.messages_sent.iter().map(|(k, v)| (k.as_str(), *v)),
+        by(&snap.messages_sent),
     );
     counter_family(
-        &mut reg,
+        reg,
         "messages_received",
         "peer messages received, by type",
         "type",
-        snap.messages_received.iter().map(|(k, v)| (k.as_str(), *v)),
+        by(&snap.messages_received),
     );
     counter_family(
-        &mut reg,
+        reg,
         "peer_requests_rejected",
         "peer requests refused, by reason",
         "reason",
-        snap.rejected_peer_requests
-            .iter()
-            .map(|(k, v)| (k.as_str(), *v)),
+        by(&snap.rejected_peer_requests),
     );
-    let uptime = Gauge::<i64>::default();
-    uptime.set(node.uptime_ms() as i64);
-    reg.register("uptime_ms", "milliseconds since the node started", uptime);
-
-    let mut out = String::new();
-    encode(&mut out, &reg).expect("writing to a String cannot fail");
-    out
 }

@@ -53,101 +53,139 @@ pub async fn crash_loop(
     seed: u64,
     progress: usize,
 ) -> Result<CrashReport, String> {
-    let mode = c.mode();
-    let ids = c.ids();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut rec = Recorder::new();
-    let mut report = CrashReport {
-        cycles,
-        seed,
-        ..CrashReport::default()
+    let mut run = Run {
+        c,
+        timing,
+        mode: c.mode(),
+        ids: c.ids(),
+        rng: StdRng::seed_from_u64(seed),
+        rec: Recorder::new(),
+        report: CrashReport {
+            cycles,
+            seed,
+            ..CrashReport::default()
+        },
+        just_started: None,
     };
     c.wait_agreed(WAIT)
         .await
         .ok_or("no agreed leader before the crash loop")?;
-    let mut just_started: Option<NodeId> = None;
     for cycle in 1..=cycles {
-        let pause = rng.gen_range(0..=2 * timing.follower_lease_ms);
-        tokio::time::sleep(Duration::from_millis(pause)).await;
-        let states = c.states().await;
-        for id in &ids {
-            if Some(*id) != just_started && matches!(states.get(id), Some(Observed::Down)) {
-                return Err(format!("cycle {cycle}: node {id} exited on its own"));
-            }
-        }
-        let claiming = claimants(&states);
-        let victim = if !claiming.is_empty() && rng.gen_bool(0.5) {
-            claiming[rng.gen_range(0..claiming.len())]
-        } else {
-            ids[rng.gen_range(0..ids.len())]
-        };
-        if claiming.contains(&victim) {
-            report.leader_kills += 1;
-        }
-        if just_started == Some(victim) {
-            report.early_kills += 1;
-        }
-        let term_before = states.get(&victim).and_then(Observed::term);
-        rec.kill(c, victim);
-        // Down for up to lease + 2 election timeouts: long enough, often, for the others to
-        // elect (a leader back within the followers' lease simply resumes its term).
-        let down = timing.effective_lease_ms() + 2 * timing.follower_lease_ms;
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..=down))).await;
-        rec.start(c, victim, mode)
-            .map_err(|e| format!("cycle {cycle}: restarting node {victim}: {e}"))?;
-        if rng.gen_ratio(1, 5) {
-            just_started = Some(victim);
-        } else {
-            just_started = None;
-            let term_after = wait_up(c, victim)
-                .await
-                .map_err(|e| format!("cycle {cycle}: {e}"))?;
-            if let (Some(before), true) = (term_before, mode == Mode::Quorum) {
-                if term_after < before {
-                    return Err(format!(
-                        "cycle {cycle}: node {victim} came back in term {term_after}, below the \
-                         term {before} it had persisted"
-                    ));
-                }
-                report.durable_checks += 1;
-            }
-        }
+        run.cycle()
+            .await
+            .map_err(|e| format!("cycle {cycle}: {e}"))?;
         if progress > 0 && cycle % progress == 0 {
             println!(
                 "cycle {cycle}/{cycles}: {} leader kills so far",
-                report.leader_kills
+                run.report.leader_kills
             );
         }
     }
-    if let Some(id) = just_started {
-        wait_up(c, id).await?;
-    }
-    let leader = c
-        .wait_agreed(WAIT)
-        .await
-        .ok_or(format!("no agreed leader within {WAIT:?} after the loop"))?;
-    let states = c.states().await;
-    for id in &ids {
-        if !matches!(states.get(id), Some(Observed::Up(_))) {
-            return Err(format!("node {id} is not up at the end"));
+    run.finish().await
+}
+
+/// One crash loop under way.
+struct Run<'a> {
+    c: &'a Cluster,
+    timing: Timing,
+    mode: Mode,
+    ids: Vec<NodeId>,
+    rng: StdRng,
+    rec: Recorder,
+    report: CrashReport,
+    /// The node restarted last, when the loop went on without waiting for it.
+    just_started: Option<NodeId>,
+}
+
+impl Run<'_> {
+    /// Wait, kill a victim, leave it down, start it again; check its term when it answers.
+    async fn cycle(&mut self) -> Result<(), String> {
+        let (c, timing) = (self.c, self.timing);
+        let pause = self.rng.gen_range(0..=2 * timing.follower_lease_ms);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let states = c.states().await;
+        for id in &self.ids {
+            if Some(*id) != self.just_started && matches!(states.get(id), Some(Observed::Down)) {
+                return Err(format!("node {id} exited on its own"));
+            }
         }
-    }
-    report.final_leader = leader;
-    report.final_term = states.get(&leader).and_then(Observed::term).unwrap_or(0);
-    let log = rec.run_log(c, mode, Vec::new());
-    report.elapsed_ms = (log.end_ns - log.start_ns) / 1_000_000;
-    report.leader_changes = leader_changes(&log);
-    if mode == Mode::Quorum {
-        let safety = election_safety(&log).ok_or("no quorum log")?;
-        if !safety.safe {
-            return Err(format!("terms led twice: {:?}", safety.conflicts));
+        let victim = self.pick_victim(&claimants(&states));
+        let term_before = states.get(&victim).and_then(Observed::term);
+        self.rec.kill(c, victim);
+        // Down for up to lease + 2 election timeouts: long enough, often, for the others to
+        // elect (a leader back within the followers' lease simply resumes its term).
+        let down = timing.effective_lease_ms() + 2 * timing.follower_lease_ms;
+        tokio::time::sleep(Duration::from_millis(self.rng.gen_range(0..=down))).await;
+        self.rec
+            .start(c, victim, self.mode)
+            .map_err(|e| format!("restarting node {victim}: {e}"))?;
+        if self.rng.gen_ratio(1, 5) {
+            self.just_started = Some(victim);
+            return Ok(());
         }
-        let sb = split_brain(&log);
-        if sb.split_brain_ns > 0 {
-            return Err(format!("two claimants at once: {:?}", sb.spans));
+        self.just_started = None;
+        let term_after = wait_up(c, victim).await?;
+        if let (Some(before), true) = (term_before, self.mode == Mode::Quorum) {
+            if term_after < before {
+                return Err(format!(
+                    "node {victim} came back in term {term_after}, below the term {before} it \
+                     had persisted"
+                ));
+            }
+            self.report.durable_checks += 1;
         }
+        Ok(())
     }
-    Ok(report)
+
+    /// The leader half the time (when one claims), else any node; counted in the report.
+    fn pick_victim(&mut self, claiming: &[NodeId]) -> NodeId {
+        let victim = if !claiming.is_empty() && self.rng.gen_bool(0.5) {
+            claiming[self.rng.gen_range(0..claiming.len())]
+        } else {
+            self.ids[self.rng.gen_range(0..self.ids.len())]
+        };
+        if claiming.contains(&victim) {
+            self.report.leader_kills += 1;
+        }
+        if self.just_started == Some(victim) {
+            self.report.early_kills += 1;
+        }
+        victim
+    }
+
+    /// Every node up, one agreed leader, and (quorum mode) the merged logs safe.
+    async fn finish(mut self) -> Result<CrashReport, String> {
+        let c = self.c;
+        if let Some(id) = self.just_started {
+            wait_up(c, id).await?;
+        }
+        let leader = c
+            .wait_agreed(WAIT)
+            .await
+            .ok_or(format!("no agreed leader within {WAIT:?} after the loop"))?;
+        let states = c.states().await;
+        for id in &self.ids {
+            if !matches!(states.get(id), Some(Observed::Up(_))) {
+                return Err(format!("node {id} is not up at the end"));
+            }
+        }
+        self.report.final_leader = leader;
+        self.report.final_term = states.get(&leader).and_then(Observed::term).unwrap_or(0);
+        let log = self.rec.run_log(c, self.mode, Vec::new());
+        self.report.elapsed_ms = (log.end_ns - log.start_ns) / 1_000_000;
+        self.report.leader_changes = leader_changes(&log);
+        if self.mode == Mode::Quorum {
+            let safety = election_safety(&log).ok_or("no quorum log")?;
+            if !safety.safe {
+                return Err(format!("terms led twice: {:?}", safety.conflicts));
+            }
+            let sb = split_brain(&log);
+            if sb.split_brain_ns > 0 {
+                return Err(format!("two claimants at once: {:?}", sb.spans));
+            }
+        }
+        Ok(self.report)
+    }
 }
 
 /// Waits until node `id` answers; returns its term.

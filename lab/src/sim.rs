@@ -915,8 +915,10 @@ mod tests {
         assert_eq!(s.count("election"), 2);
     }
 
-    /// Prints messages per election (`cargo test -- --nocapture message_counts`) and checks the
-    /// exact figures of the deterministic runs (fixed latency of one tick) against the formulas.
+    /// Prints messages per election (`cargo test -p electd-lab -- --nocapture message_counts`)
+    /// and checks the exact figures of the deterministic runs (fixed latency of one tick)
+    /// against the formulas. Long because it is a table: one row per algorithm, size and
+    /// initiator, printed and checked in the same order.
     #[test]
     fn message_counts() {
         const RANDOM_SEEDS: u64 = 50;

@@ -1,4 +1,4 @@
-//! Issue 5 on real processes, in every mode: intruders and garbage are refused with the right
+//! Hardening (README, "Hardening") on real processes, in every mode: intruders and garbage are refused with the right
 //! status, a JSON error body and a counted reason, slow clients are cut off, and none of it
 //! disturbs the leader.
 
@@ -16,12 +16,18 @@ use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Requests to one node of a running test cluster, with its secrets at hand.
 struct Probe {
     client: reqwest::Client,
     base: String,
     addr: String,
     secret: String,
     token: String,
+    /// The peer path of the mode (`/peer/raft/vote`, `/peer/msg`).
+    path: &'static str,
+    /// The member requests claim to come from, and another member besides it and the target.
+    from: u64,
+    other: u64,
 }
 
 impl Probe {
@@ -129,134 +135,252 @@ fn hardening(mode: Mode) {
         let before = tc.c.leader_info(leader).await.expect("leader info");
         // Probe a follower: the peer paths are the same on every node.
         let target = tc.c.ids().into_iter().find(|&i| i != leader).unwrap();
+        let from = if target == 1 { 2 } else { 1 };
+        let read = |name: &str| {
+            let text = std::fs::read_to_string(tc.c.run.join(name)).unwrap();
+            text.trim().to_string()
+        };
         let addr = tc.c.member(target).unwrap().addr.clone();
-        let read = |name: &str| std::fs::read_to_string(tc.c.run.join(name)).unwrap().trim().to_string();
         let p = Probe {
-            client: electd_client::http_client().timeout(Duration::from_secs(10)).build().unwrap(),
+            client: electd_client::http_client()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
             base: format!("http://{addr}"),
-            addr: addr.clone(),
+            addr,
             secret: read("cluster-secret"),
             token: read("admin-token"),
+            path: match mode {
+                Mode::Quorum => "/peer/raft/vote",
+                _ => "/peer/msg",
+            },
+            from,
+            other: tc
+                .c
+                .ids()
+                .into_iter()
+                .find(|&i| i != target && i != from)
+                .unwrap(),
         };
-        let path = match mode {
-            Mode::Quorum => "/peer/raft/vote",
-            _ => "/peer/msg",
-        };
-        let from = if target == 1 { "2" } else { "1" };
-        let from_id: u64 = from.parse().unwrap();
-
-        // Peer authentication.
-        let (s, b) = p.peer(path, from, None, &[], b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "missing_cluster"), "{b}");
-        let (s, b) = p.peer(path, from, Some("other-cluster"), &[], b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "wrong_cluster"), "{b}");
-        let (s, b) = p.peer(path, from, Some("electd-test"), &[], b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "missing_auth"), "{b}");
-        let wrong = PeerAuth::new(Secret::from("not the cluster secret"));
-        let h = p.signed_headers(&wrong, from_id, path, b"{}");
-        let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
-        let right = PeerAuth::new(Secret::from(p.secret.clone()));
-        // Signed for one body, sent with another.
-        let h = p.signed_headers(&right, from_id, path, b"{}");
-        let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{ }".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
-        // Signed as one sender, sent as another member.
-        let other = tc.c.ids().into_iter().find(|&i| i != target && i != from_id).unwrap();
-        let (s, b) = p.peer(path, &other.to_string(), Some("electd-test"), &h, b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
-        // Well signed, but an hour old; and its timestamp changed after signing.
-        let hour_ago = electd::auth::wall_ms() - 3_600_000;
-        let q = right.sign("electd-test", from_id, "POST", path, b"{}", hour_ago);
-        let mut old = vec![(HDR_TS, q.ts_ms.to_string()), (HDR_NONCE, q.nonce.to_string()), (HDR_AUTH, q.mac_hex)];
-        let (s, b) = p.peer(path, from, Some("electd-test"), &old, b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "stale_timestamp"), "{b}");
-        old[0].1 = electd::auth::wall_ms().to_string();
-        let (s, b) = p.peer(path, from, Some("electd-test"), &old, b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
-        // A well-signed request is let through (and refused as a malformed message), then its
-        // replay is refused.
-        let h = p.signed_headers(&right, from_id, path, b"{}");
-        let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{}".to_vec()).await;
-        assert_eq!(s, 400, "a signed request must pass authentication: {b}");
-        let (s, b) = p.peer(path, from, Some("electd-test"), &h, b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (401, "replayed"), "{b}");
-        // A sender outside the membership.
-        let h = p.signed_headers(&right, 9, path, b"{}");
-        let (s, b) = p.peer(path, "9", Some("electd-test"), &h, b"{}".to_vec()).await;
-        assert_eq!((s, error_code(&b)), (403, "unknown_peer"), "{b}");
-        // Too large a body (announced: 2 MiB), on a peer path (signed) and on the admin API; on
-        // connections of their own, which the node closes after answering.
-        let big = vec![b' '; 2 << 20];
-        let h = p.signed_headers(&right, from_id, path, &big);
-        let mut head = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\n{HDR_CLUSTER}: electd-test\r\n{HDR_FROM}: {from}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n",
-            big.len()
-        );
-        for (k, v) in &h {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        let text = raw(&p.addr, &head);
-        assert!(text.starts_with("HTTP/1.1 413") && text.contains("body_too_large"), "{text}");
-        let head = format!(
-            "PUT /v1/admin/faults HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n",
-            p.token,
-            big.len()
-        );
-        let text = raw(&p.addr, &head);
-        assert!(text.starts_with("HTTP/1.1 413") && text.contains("body_too_large"), "{text}");
-        let admin = format!("{}/v1/admin/faults", p.base);
-        // Admin API: token needed; malformed JSON is a 400 with the JSON body.
-        let res = p.client.get(&admin).send().await.unwrap();
-        assert_eq!(res.status().as_u16(), 401);
-        let res = p.client.get(&admin).bearer_auth("wrong-token-wrong-token").send().await.unwrap();
-        assert_eq!(res.status().as_u16(), 401);
-        let res = p.client.put(&admin).bearer_auth(&p.token).header("content-type", "application/json").body("{\"block_to\": [").send().await.unwrap();
-        assert_eq!(res.status().as_u16(), 400);
-        let b: Value = res.json().await.unwrap();
-        assert_eq!(error_code(&b), "malformed_json", "{b}");
-        let res = p.client.get(&admin).bearer_auth(&p.token).send().await.unwrap();
-        assert_eq!(res.status().as_u16(), 200);
-
-        // Counted by reason.
-        let m = p.metrics().await;
-        for reason in ["missing_cluster", "wrong_cluster", "missing_auth", "bad_signature", "stale_timestamp", "replayed", "unknown_peer"] {
-            assert!(
-                m.lines().any(|l| l.starts_with("electd_peer_requests_rejected") && l.contains(&format!("reason=\"{reason}\""))),
-                "no rejected count for {reason}:\n{m}"
-            );
-        }
-
-        // Slow clients: headers never finished → closed; body never finished → 408 JSON.
-        let mut slow = TcpStream::connect(&p.addr).unwrap();
-        slow.write_all(b"GET /v1/leader HTTP/1.1\r\nHost: x\r\n").unwrap();
-        let (_, closed) = read_until_closed(&mut slow, electd::HEADER_READ_TIMEOUT + Duration::from_secs(5));
-        assert!(closed, "a client that never finishes its headers must be cut off");
-        let mut slow = TcpStream::connect(&p.addr).unwrap();
-        let head = format!(
-            "PUT /v1/admin/faults HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
-            p.token
-        );
-        slow.write_all(head.as_bytes()).unwrap();
-        let (text, _) = read_until_closed(&mut slow, electd::REQUEST_TIMEOUT + Duration::from_secs(5));
-        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-        assert!(text.contains("request_timeout"), "{text}");
-
+        peers_must_prove_who_they_are(&p).await;
+        bodies_above_the_limit_get_413(&p);
+        the_admin_api_needs_its_token(&p).await;
+        refusals_are_counted_by_reason(&p).await;
+        slow_clients_are_cut_off(&p);
         // The secret is nowhere to be read.
-        let status = p.client.get(format!("{}/v1/status", p.base)).send().await.unwrap().text().await.unwrap();
+        let status = p
+            .client
+            .get(format!("{}/v1/status", p.base))
+            .send()
+            .await
+            .unwrap();
+        let status = status.text().await.unwrap();
         assert!(!status.contains(&p.secret) && !status.contains(&p.token));
         for id in tc.c.ids() {
             let log = std::fs::read_to_string(tc.c.log_file(id)).unwrap_or_default();
-            assert!(!log.contains(&p.secret) && !log.contains(&p.token), "node {id} logged a secret");
+            assert!(
+                !log.contains(&p.secret) && !log.contains(&p.token),
+                "node {id} logged a secret"
+            );
         }
-
         // None of it disturbed the leader.
-        let after = tc.c.wait_agreed(WAIT).await.expect("still an agreed leader");
+        let after =
+            tc.c.wait_agreed(WAIT)
+                .await
+                .expect("still an agreed leader");
         let now = tc.c.leader_info(after).await.unwrap();
-        assert_eq!((after, now.term), (leader, before.term), "the leader changed");
+        assert_eq!(
+            (after, now.term),
+            (leader, before.term),
+            "the leader changed"
+        );
     });
+}
+
+/// Peer authentication: the cluster, the signature over sender, path and body, the time stamp,
+/// the nonce and the membership, each refused with its own reason.
+async fn peers_must_prove_who_they_are(p: &Probe) {
+    let (path, from_id) = (p.path, p.from);
+    let from = &from_id.to_string();
+    let (s, b) = p.peer(path, from, None, &[], b"{}".to_vec()).await;
+    assert_eq!((s, error_code(&b)), (401, "missing_cluster"), "{b}");
+    let (s, b) = p
+        .peer(path, from, Some("other-cluster"), &[], b"{}".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (401, "wrong_cluster"), "{b}");
+    let (s, b) = p
+        .peer(path, from, Some("electd-test"), &[], b"{}".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (401, "missing_auth"), "{b}");
+    let wrong = PeerAuth::new(Secret::from("not the cluster secret"));
+    let h = p.signed_headers(&wrong, from_id, path, b"{}");
+    let (s, b) = p
+        .peer(path, from, Some("electd-test"), &h, b"{}".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
+    let right = PeerAuth::new(Secret::from(p.secret.clone()));
+    // Signed for one body, sent with another.
+    let h = p.signed_headers(&right, from_id, path, b"{}");
+    let (s, b) = p
+        .peer(path, from, Some("electd-test"), &h, b"{ }".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
+    // Signed as one sender, sent as another member.
+    let other = p.other.to_string();
+    let (s, b) = p
+        .peer(path, &other, Some("electd-test"), &h, b"{}".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
+    // Well signed, but an hour old; and its timestamp changed after signing.
+    let hour_ago = electd::auth::wall_ms() - 3_600_000;
+    let q = right.sign("electd-test", from_id, "POST", path, b"{}", hour_ago);
+    let mut old = vec![
+        (HDR_TS, q.ts_ms.to_string()),
+        (HDR_NONCE, q.nonce.to_string()),
+        (HDR_AUTH, q.mac_hex),
+    ];
+    let (s, b) = p
+        .peer(path, from, Some("electd-test"), &old, b"{}".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (401, "stale_timestamp"), "{b}");
+    old[0].1 = electd::auth::wall_ms().to_string();
+    let (s, b) = p
+        .peer(path, from, Some("electd-test"), &old, b"{}".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
+    // A well-signed request is let through (and refused as a malformed message), then its
+    // replay is refused.
+    let h = p.signed_headers(&right, from_id, path, b"{}");
+    let (s, b) = p
+        .peer(path, from, Some("electd-test"), &h, b"{}".to_vec())
+        .await;
+    assert_eq!(s, 400, "a signed request must pass authentication: {b}");
+    let (s, b) = p
+        .peer(path, from, Some("electd-test"), &h, b"{}".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (401, "replayed"), "{b}");
+    // A sender outside the membership.
+    let h = p.signed_headers(&right, 9, path, b"{}");
+    let (s, b) = p
+        .peer(path, "9", Some("electd-test"), &h, b"{}".to_vec())
+        .await;
+    assert_eq!((s, error_code(&b)), (403, "unknown_peer"), "{b}");
+}
+
+/// Too large a body (announced: 2 MiB), on a peer path (signed) and on the admin API; on
+/// connections of their own, which the node closes after answering.
+fn bodies_above_the_limit_get_413(p: &Probe) {
+    let right = PeerAuth::new(Secret::from(p.secret.clone()));
+    let big = vec![b' '; 2 << 20];
+    let h = p.signed_headers(&right, p.from, p.path, &big);
+    let mut head = format!(
+        "POST {} HTTP/1.1\r\nHost: x\r\n{HDR_CLUSTER}: electd-test\r\n{HDR_FROM}: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n",
+        p.path,
+        p.from,
+        big.len()
+    );
+    for (k, v) in &h {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let text = raw(&p.addr, &head);
+    assert!(
+        text.starts_with("HTTP/1.1 413") && text.contains("body_too_large"),
+        "{text}"
+    );
+    let head = format!(
+        "PUT /v1/admin/faults HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n",
+        p.token,
+        big.len()
+    );
+    let text = raw(&p.addr, &head);
+    assert!(
+        text.starts_with("HTTP/1.1 413") && text.contains("body_too_large"),
+        "{text}"
+    );
+}
+
+/// Admin API: token needed; malformed JSON is a 400 with the JSON body.
+async fn the_admin_api_needs_its_token(p: &Probe) {
+    let admin = format!("{}/v1/admin/faults", p.base);
+    let res = p.client.get(&admin).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    let res = p
+        .client
+        .get(&admin)
+        .bearer_auth("wrong-token-wrong-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    let res = p
+        .client
+        .put(&admin)
+        .bearer_auth(&p.token)
+        .header("content-type", "application/json")
+        .body("{\"block_to\": [")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    let b: Value = res.json().await.unwrap();
+    assert_eq!(error_code(&b), "malformed_json", "{b}");
+    let res = p
+        .client
+        .get(&admin)
+        .bearer_auth(&p.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+}
+
+/// Every refused peer request is counted in `/metrics`, by reason.
+async fn refusals_are_counted_by_reason(p: &Probe) {
+    let m = p.metrics().await;
+    let reasons = [
+        "missing_cluster",
+        "wrong_cluster",
+        "missing_auth",
+        "bad_signature",
+        "stale_timestamp",
+        "replayed",
+        "unknown_peer",
+    ];
+    for reason in reasons {
+        assert!(
+            m.lines()
+                .any(|l| l.starts_with("electd_peer_requests_rejected")
+                    && l.contains(&format!("reason=\"{reason}\""))),
+            "no rejected count for {reason}:\n{m}"
+        );
+    }
+}
+
+/// Slow clients: headers never finished → closed; body never finished → 408 JSON.
+fn slow_clients_are_cut_off(p: &Probe) {
+    let mut slow = TcpStream::connect(&p.addr).unwrap();
+    slow.write_all(b"GET /v1/leader HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let (_, closed) = read_until_closed(
+        &mut slow,
+        electd::HEADER_READ_TIMEOUT + Duration::from_secs(5),
+    );
+    assert!(
+        closed,
+        "a client that never finishes its headers must be cut off"
+    );
+    let mut slow = TcpStream::connect(&p.addr).unwrap();
+    let head = format!(
+        "PUT /v1/admin/faults HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
+        p.token
+    );
+    slow.write_all(head.as_bytes()).unwrap();
+    let (text, _) = read_until_closed(&mut slow, electd::REQUEST_TIMEOUT + Duration::from_secs(5));
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("request_timeout"), "{text}");
 }
 
 #[test]

@@ -320,6 +320,9 @@ impl QuorumNode {
     /// exactly, so a follower's silence is measured against a regular beat. openraft's own
     /// heartbeat (which also pushes missing entries to a follower that lags) is off and sent
     /// together with every [`HEARTBEAT_EVERY`]th probe instead.
+    ///
+    /// Kept whole (about 80 lines) on purpose: it is the one place where the claim is taken,
+    /// renewed and given up, and the README's safety argument reads it top to bottom.
     async fn role_loop(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
         let t = self.timing;
         let hb = Duration::from_millis(t.heartbeat_ms);
