@@ -5,6 +5,7 @@
 //! Every error is a 4xx/5xx with `{"error": {"code": "...", "message": "..."}}`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, State};
@@ -86,10 +87,14 @@ pub fn app(node: Arc<Node>) -> Router {
         .layer(middleware::from_fn(limits))
 }
 
-/// On every request: a body announced above [`BODY_LIMIT`] gets 413 before any of it is read
+/// On every request: a body announced above [`BODY_LIMIT`] gets 413 without being handled
 /// (a body that turns out larger is cut off by the extractors' limit); a request that takes
 /// longer than [`REQUEST_TIMEOUT`] (a client that sends its body slowly, a handler that hangs)
 /// gets 408. Both with the JSON error body.
+///
+/// The refused body is read and thrown away first (up to [`DRAIN_LIMIT`], while it keeps
+/// coming), as nginx's lingering close does: a client that writes its whole body before it
+/// reads (Python's urllib) would otherwise hit a closed connection and never see the 413.
 async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response {
     let announced = req
         .headers()
@@ -97,11 +102,35 @@ async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if announced.is_some_and(|n| n > BODY_LIMIT as u64) {
+        drain(req.into_body()).await;
         return ApiError::too_large().into_response();
     }
     match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
         Ok(res) => res,
         Err(_) => ApiError::request_timeout().into_response(),
+    }
+}
+
+/// How much of a refused body is read and thrown away before the 413.
+pub const DRAIN_LIMIT: usize = 16 << 20;
+/// Draining stops when the client sends nothing for this long.
+const DRAIN_IDLE: Duration = Duration::from_secs(1);
+
+/// Reads and discards `body` until it ends, [`DRAIN_LIMIT`] bytes have come, the client has
+/// been silent for [`DRAIN_IDLE`], or [`REQUEST_TIMEOUT`] has passed.
+async fn drain(body: axum::body::Body) {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut read = 0usize;
+    let until = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+    while read < DRAIN_LIMIT {
+        let idle = until
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(DRAIN_IDLE);
+        match tokio::time::timeout(idle, stream.next()).await {
+            Ok(Some(Ok(chunk))) => read += chunk.len(),
+            _ => return,
+        }
     }
 }
 
@@ -262,4 +291,86 @@ async fn post_resign(
         "resigned by the admin API"
     );
     Ok(Json(done))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::config::{Config, Peer, Timing};
+    use crate::role::Mode;
+
+    /// A one-member bully node (no durable state to open), served on 127.0.0.1:0.
+    async fn serve_one(dir: &std::path::Path) -> (std::net::SocketAddr, CancellationToken) {
+        let cfg = Config {
+            id: 1,
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            data_dir: dir.to_path_buf(),
+            mode: Mode::Bully,
+            cluster_id: "t".into(),
+            cluster_secret: None,
+            admin_token: None,
+            seed: Some(1),
+            timing: Timing::default(),
+            peers: vec![Peer {
+                id: 1,
+                addr: "127.0.0.1:9".into(),
+            }],
+        };
+        cfg.validate().unwrap();
+        let stop = CancellationToken::new();
+        let node = Node::start(cfg, 1, stop.clone(), CancellationToken::new())
+            .await
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let done = stop.clone().cancelled_owned();
+        tokio::spawn(crate::server::serve(listener, app(node), done));
+        (addr, stop)
+    }
+
+    /// A client that writes its whole (too large) body before it reads, as Python's urllib
+    /// does, gets the 413 with its JSON body, not a broken pipe.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_sends_a_too_large_body_whole_reads_the_413() {
+        let dir = tempfile::tempdir().unwrap();
+        let (addr, stop) = serve_one(dir.path()).await;
+        let answer = tokio::task::spawn_blocking(move || {
+            let body = vec![b' '; 4 << 20];
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+            let head = format!(
+                "PUT /v1/admin/faults HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n",
+                body.len()
+            );
+            s.write_all(head.as_bytes())
+                .and_then(|()| s.write_all(&body))
+                .map_err(|e| format!("writing the body: {e}"))?;
+            let mut text = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => text.extend_from_slice(&buf[..n]),
+                    Err(_) if !text.is_empty() => break,
+                    Err(e) => return Err(format!("reading the answer: {e}")),
+                }
+                if text.windows(4).any(|w| w == b"\r\n\r\n") && text.ends_with(b"}}") {
+                    break;
+                }
+            }
+            Ok(String::from_utf8_lossy(&text).into_owned())
+        })
+        .await
+        .unwrap();
+        stop.cancel();
+        let text = answer.expect("the client reads an answer");
+        assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+        assert!(text.contains("body_too_large"), "{text}");
+    }
 }
