@@ -4,7 +4,9 @@
 //! Semantics, chosen so that an app-layer fault looks to the algorithms like a network fault:
 //! - `block_to`: every message this node sends to those peers is lost: requests before sending,
 //!   responses to their requests after the request was processed (a one-way cut loses replies).
-//! - `block_from`: every request from those peers is lost on arrival, unprocessed.
+//! - `block_from`: every message from those peers is lost on arrival: their requests
+//!   unprocessed, and their responses to this node's requests. So a cut from A to B means the
+//!   same written `block_to: [B]` on A or `block_from: [A]` on B (`docs/design/api-v1.md`).
 //! - `drop_rate`: every message this node sends or receives is lost with that probability.
 //! - `delay_ms`: every message this node sends (requests and responses) waits that long first.
 //!
@@ -65,7 +67,8 @@ impl Faults {
         }
     }
 
-    /// A request that has just arrived from `from`.
+    /// A message that has just arrived from `from`: a request, or the response to a request
+    /// of this node.
     pub fn on_receive(&self, from: NodeId) -> Verdict {
         let set = self.set.lock().expect("faults lock").clone();
         if set.block_from.contains(&from) || self.lose(set.drop_rate) {

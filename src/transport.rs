@@ -147,6 +147,11 @@ impl Transport {
         if res.headers().contains_key(HDR_LOST) {
             return Err(lost().await);
         }
+        // The response is a message from `to`: `block_from` and the drop rate apply to it as
+        // to a request from `to`.
+        if self.faults.on_receive(to) == Verdict::Drop {
+            return Err(lost().await);
+        }
         let status = res.status();
         let bytes = match res.bytes().await {
             Ok(b) => b,

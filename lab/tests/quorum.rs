@@ -138,3 +138,52 @@ fn restarted_node_keeps_its_vote() {
     );
     tc.assert_safe();
 }
+
+/// A cut means the same written on either side (`docs/design/api-v1.md`): the leader with
+/// `block_from: [all others]` hears no acknowledgement any more, so it stops claiming and the
+/// others elect, exactly as when the others write `block_to: [leader]`.
+#[test]
+fn a_leader_that_blocks_everything_from_the_others_stops_claiming_either_way() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 3);
+    for written_on_the_leader in [true, false] {
+        let old = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+        let others: std::collections::BTreeSet<_> =
+            tc.c.ids().into_iter().filter(|i| *i != old).collect();
+        let cut = |(id, set): (u64, electd_client::FaultSet)| {
+            rt.block_on(tc.c.set_faults(id, &set)).unwrap();
+        };
+        if written_on_the_leader {
+            let set = electd_client::FaultSet {
+                block_from: others.clone(),
+                ..Default::default()
+            };
+            cut((old, set));
+        } else {
+            for &o in &others {
+                let set = electd_client::FaultSet {
+                    block_to: [old].into(),
+                    ..Default::default()
+                };
+                cut((o, set));
+            }
+        }
+        let demoted = rt.block_on(tc.c.wait_for(WAIT, |s| {
+            let new = claimants(s);
+            new.len() == 1 && new[0] != old
+        }));
+        assert!(
+            demoted,
+            "cut written on the {}: the old leader {old} must stop claiming and another be \
+             elected:\n{}",
+            if written_on_the_leader {
+                "leader"
+            } else {
+                "others"
+            },
+            describe(&rt.block_on(tc.c.states()))
+        );
+        rt.block_on(tc.c.heal()).unwrap();
+    }
+    tc.assert_safe();
+}
