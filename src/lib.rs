@@ -18,6 +18,7 @@
 //! | | `faults` | the application-layer fault set (block to/from, drop rate, delay) |
 //! | | [`auth`] | peer authentication (HMAC-SHA256 over each request, replay window) |
 //! | | `stats` | counters by message type |
+//! | | `wire` | how a peer request travels: HTTP, or in memory in the lab's simulator |
 //! | 2 transport | `transport` | the one peer transport (HTTP), with the fault layer inside it |
 //! | 3 engines | `engine` | the [`Engine`] interface every mode implements |
 //! | | [`quorum`] | quorum mode on openraft, with lease-bound claims and self-demotion |
@@ -52,6 +53,7 @@ mod node;
 mod server;
 mod stats;
 mod transport;
+mod wire;
 
 pub use crate::api::app;
 pub use crate::config::{Config, ConfigError, Timing};
@@ -62,3 +64,4 @@ pub use crate::node::{terminate_signal, Node, NodeError};
 pub use crate::role::{Mode, NodeId, Role, View};
 pub use crate::server::{serve, HEADER_READ_TIMEOUT};
 pub use crate::transport::{HDR_CLUSTER, HDR_FROM};
+pub use crate::wire::{HttpWire, Wire, WireError};

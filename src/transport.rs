@@ -9,11 +9,10 @@
 //! and, when a cluster secret is configured, its HMAC proof ([`crate::auth`]), checked here too.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -29,6 +28,7 @@ use crate::error::{ApiError, BODY_LIMIT};
 use crate::faults::{Faults, Verdict};
 use crate::role::NodeId;
 use crate::stats::Stats;
+use crate::wire::{HttpWire, Wire, WireError};
 
 pub const HDR_CLUSTER: &str = "x-electd-cluster";
 pub const HDR_FROM: &str = "x-electd-from";
@@ -59,8 +59,9 @@ pub enum TransportError {
 pub struct Transport {
     id: NodeId,
     cluster_id: String,
+    /// The members and their addresses (self included).
     peers: BTreeMap<NodeId, String>,
-    client: reqwest::Client,
+    wire: Arc<dyn Wire>,
     /// Signs and verifies peer requests when a cluster secret is configured.
     auth: Option<PeerAuth>,
     pub faults: Arc<Faults>,
@@ -71,20 +72,25 @@ impl Transport {
     /// Builds the transport. Outgoing connections are made from the IP this node listens on
     /// (unless it listens on all addresses), so that kernel-level faults can tell nodes apart.
     pub fn new(cfg: &Config, faults: Arc<Faults>, stats: Arc<Stats>) -> Transport {
-        let listen: SocketAddr = cfg.listen_addr();
-        // electd's client settings (idle connections dropped below the server's cut-off).
-        let mut builder = electd_client::http_client()
-            .pool_max_idle_per_host(8)
-            .connect_timeout(Duration::from_millis(cfg.timing.follower_lease_ms / 2));
-        if !listen.ip().is_unspecified() {
-            builder = builder.local_address(listen.ip());
-        }
-        let client = builder.build().expect("reqwest client builds");
+        let peers: BTreeMap<NodeId, String> =
+            cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect();
+        let connect_timeout = Duration::from_millis(cfg.timing.follower_lease_ms / 2);
+        let wire = HttpWire::new(cfg.listen_addr(), peers, connect_timeout);
+        Transport::with_wire(cfg, faults, stats, Arc::new(wire))
+    }
+
+    /// The transport over another wire (the lab's simulator carries requests in memory).
+    pub fn with_wire(
+        cfg: &Config,
+        faults: Arc<Faults>,
+        stats: Arc<Stats>,
+        wire: Arc<dyn Wire>,
+    ) -> Transport {
         Transport {
             id: cfg.id,
             cluster_id: cfg.cluster_id.clone(),
             peers: cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect(),
-            client,
+            wire,
             auth: cfg.cluster_secret.clone().map(PeerAuth::new),
             faults,
             stats,
@@ -107,7 +113,9 @@ impl Transport {
         timeout: Duration,
     ) -> Result<Resp, TransportError> {
         let deadline = Instant::now() + timeout;
-        let addr = self.peers.get(&to).ok_or(TransportError::UnknownPeer(to))?;
+        if !self.peers.contains_key(&to) {
+            return Err(TransportError::UnknownPeer(to));
+        }
         self.stats.sent(kind);
         let lost = || async {
             tokio::time::sleep_until(deadline).await;
@@ -123,13 +131,10 @@ impl Transport {
             return Err(TransportError::Timeout(to, timeout));
         }
         let body = serde_json::to_vec(req).expect("peer message serialises");
-        let mut builder = self
-            .client
-            .post(format!("http://{addr}{path}"))
+        let mut builder = axum::http::Request::post(path)
             .header(HDR_CLUSTER, &self.cluster_id)
             .header(HDR_FROM, self.id.to_string())
-            .header("content-type", "application/json")
-            .timeout(remaining);
+            .header("content-type", "application/json");
         if let Some(auth) = &self.auth {
             let proof = auth.sign(&self.cluster_id, self.id, "POST", path, &body, wall_ms());
             builder = builder
@@ -137,12 +142,17 @@ impl Transport {
                 .header(HDR_NONCE, proof.nonce)
                 .header(HDR_AUTH, proof.mac_hex);
         }
-        let res = builder.body(body).send().await;
-        let res = match res {
-            Ok(r) => r,
-            Err(e) if e.is_timeout() => return Err(TransportError::Timeout(to, timeout)),
-            Err(e) if e.is_connect() => return Err(TransportError::Unreachable(to, e.to_string())),
-            Err(e) => return Err(TransportError::Unreachable(to, e.to_string())),
+        let request = builder
+            .body(Bytes::from(body))
+            .expect("a peer request from valid parts");
+        let res = match tokio::time::timeout(remaining, self.wire.send(to, request, remaining))
+            .await
+        {
+            Ok(Ok(r)) => r,
+            Ok(Err(WireError::Timeout(_))) | Err(_) => {
+                return Err(TransportError::Timeout(to, timeout))
+            }
+            Ok(Err(WireError::Unreachable(e))) => return Err(TransportError::Unreachable(to, e)),
         };
         if res.headers().contains_key(HDR_LOST) {
             return Err(lost().await);
@@ -153,11 +163,7 @@ impl Transport {
             return Err(lost().await);
         }
         let status = res.status();
-        let bytes = match res.bytes().await {
-            Ok(b) => b,
-            Err(e) if e.is_timeout() => return Err(TransportError::Timeout(to, timeout)),
-            Err(e) => return Err(TransportError::Unreachable(to, e.to_string())),
-        };
+        let bytes = res.into_body();
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes).chars().take(300).collect();
             return Err(TransportError::Refused(to, status, text));

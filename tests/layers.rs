@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The node's layers, lowest first: a module may import its own layer and those below.
 const NODE_LAYERS: &[&[&str]] = &[
     &["role", "config", "clock", "error"],
-    &["events", "faults", "auth", "stats"],
+    &["events", "faults", "auth", "stats", "wire"],
     &["transport"],
     &["engine"],
     &[

@@ -140,8 +140,9 @@ fn restarted_node_keeps_its_vote() {
 }
 
 /// A cut means the same written on either side (`docs/design/api-v1.md`): the leader with
-/// `block_from: [all others]` hears no acknowledgement any more, so it stops claiming and the
-/// others elect, exactly as when the others write `block_to: [leader]`.
+/// `block_from: [all others]` hears no acknowledgement any more, so it stops claiming, exactly
+/// as when the others write `block_to: [leader]`. (Whether the others elect meanwhile is not
+/// promised under a one-way cut, chaos S8: they still hear the old leader now and then.)
 #[test]
 fn a_leader_that_blocks_everything_from_the_others_stops_claiming_either_way() {
     let rt = TestCluster::rt();
@@ -168,19 +169,15 @@ fn a_leader_that_blocks_everything_from_the_others_stops_claiming_either_way() {
                 cut((o, set));
             }
         }
-        let demoted = rt.block_on(tc.c.wait_for(WAIT, |s| {
-            let new = claimants(s);
-            new.len() == 1 && new[0] != old
-        }));
+        let demoted = rt.block_on(tc.c.wait_for(WAIT, |s| !claimants(s).contains(&old)));
+        let side = if written_on_the_leader {
+            "leader"
+        } else {
+            "others"
+        };
         assert!(
             demoted,
-            "cut written on the {}: the old leader {old} must stop claiming and another be \
-             elected:\n{}",
-            if written_on_the_leader {
-                "leader"
-            } else {
-                "others"
-            },
+            "cut written on the {side}: the old leader {old} must stop claiming:\n{}",
             describe(&rt.block_on(tc.c.states()))
         );
         rt.block_on(tc.c.heal()).unwrap();

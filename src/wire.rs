@@ -1,0 +1,115 @@
+//! How a peer request travels once the fault layer has let it out: over the network
+//! ([`HttpWire`], what a node uses), or, in the lab's simulator, straight into the peer's router
+//! in the same process. The transport ([`crate::transport`]) builds the request (headers,
+//! proof, body) and judges the answer the same way whichever wire carries it, so the fault
+//! layer and the peer checks are the same code in both.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{Request, Response};
+use futures_util::future::BoxFuture;
+
+use crate::role::NodeId;
+
+/// Why no answer came back.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// Nothing before the deadline.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// No connection (the peer is down, its port closed, the address unknown).
+    #[error("{0}")]
+    Unreachable(String),
+}
+
+/// Carries one request to member `to` and brings back its response, within `timeout`.
+pub trait Wire: Send + Sync + 'static {
+    fn send(
+        &self,
+        to: NodeId,
+        req: Request<Bytes>,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<Response<Bytes>, WireError>>;
+}
+
+/// The network: HTTP to each member's `addr`, from the IP this node listens on (unless it
+/// listens on all addresses), so that kernel-level faults can tell nodes apart.
+pub struct HttpWire {
+    client: reqwest::Client,
+    peers: BTreeMap<NodeId, String>,
+}
+
+impl HttpWire {
+    pub fn new(
+        listen: SocketAddr,
+        peers: BTreeMap<NodeId, String>,
+        connect_timeout: Duration,
+    ) -> HttpWire {
+        // electd's client settings (idle connections dropped below the server's cut-off).
+        let mut builder = electd_client::http_client()
+            .pool_max_idle_per_host(8)
+            .connect_timeout(connect_timeout);
+        if !listen.ip().is_unspecified() {
+            builder = builder.local_address(listen.ip());
+        }
+        HttpWire {
+            client: builder.build().expect("reqwest client builds"),
+            peers,
+        }
+    }
+
+    async fn round_trip(
+        &self,
+        to: NodeId,
+        req: Request<Bytes>,
+        timeout: Duration,
+    ) -> Result<Response<Bytes>, WireError> {
+        let addr = self
+            .peers
+            .get(&to)
+            .ok_or_else(|| WireError::Unreachable(format!("node {to} has no address")))?;
+        let (parts, body) = req.into_parts();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let res = self
+            .client
+            .request(parts.method, format!("http://{addr}{path}"))
+            .headers(parts.headers)
+            .body(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| classify(e, timeout))?;
+        let mut out = Response::builder().status(res.status());
+        if let Some(h) = out.headers_mut() {
+            *h = res.headers().clone();
+        }
+        let bytes = res.bytes().await.map_err(|e| classify(e, timeout))?;
+        Ok(out.body(bytes).expect("a response from parts"))
+    }
+}
+
+fn classify(e: reqwest::Error, timeout: Duration) -> WireError {
+    if e.is_timeout() {
+        WireError::Timeout(timeout)
+    } else {
+        WireError::Unreachable(e.to_string())
+    }
+}
+
+impl Wire for HttpWire {
+    fn send(
+        &self,
+        to: NodeId,
+        req: Request<Bytes>,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<Response<Bytes>, WireError>> {
+        Box::pin(self.round_trip(to, req, timeout))
+    }
+}
