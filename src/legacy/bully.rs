@@ -31,7 +31,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::core::{normalize_members, set_status, Algorithm, MsgKind, Outbox, Ticks};
+use super::core::{count_down, Algorithm, Core, MsgKind, Outbox, Tick, Ticks};
 use crate::role::{NodeId, Role, View};
 
 /// Bully messages; every one carries the sender's highest known epoch.
@@ -67,63 +67,37 @@ impl MsgKind for BullyMsg {
     }
 }
 
+/// A bully candidate's election state (the shared core's `Electing` phase).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// Created, not started, nothing heard yet: no timer runs.
-    Idle,
-    /// Following `status.leader`; ticks since it was last heard from.
-    Following { silent: u32 },
+enum BullyElection {
     /// Sent ELECTION to the higher ids; ticks left before claiming the role.
     WaitingAnswers { left: u32 },
     /// Got an ANSWER; ticks left before starting again.
     WaitingCoordinator { left: u32 },
-    /// Coordinator; ticks left until the next re-announcement.
-    Leading { next_announce: u32 },
 }
 
-/// Bully state machine of one node.
+/// Bully state machine of one node: the shared legacy core (members, epochs, view, phase,
+/// outbox; see [`super::core`]) with the bully election state.
 #[derive(Debug)]
 pub struct Bully {
-    id: NodeId,
-    members: Vec<NodeId>,
-    ticks: Ticks,
-    /// Highest epoch seen in any message or held by this node.
-    max_epoch: u64,
-    status: View,
-    phase: Phase,
-    outbox: Outbox<BullyMsg>,
+    core: Core<BullyMsg, BullyElection>,
 }
 
 impl Bully {
-    fn send(&mut self, to: NodeId, msg: BullyMsg) {
-        self.outbox.msgs.push((to, msg));
-    }
-
     fn broadcast_coordinator(&mut self) {
-        let epoch = self.status.term;
-        for i in 0..self.members.len() {
-            let m = self.members[i];
-            if m != self.id {
-                self.send(m, BullyMsg::Coordinator { epoch });
-            }
-        }
-    }
-
-    fn in_election(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::WaitingAnswers { .. } | Phase::WaitingCoordinator { .. }
-        )
+        let epoch = self.core.status().term;
+        self.core.send_to_others(BullyMsg::Coordinator { epoch });
     }
 
     fn is_highest(&self) -> bool {
-        self.members.last() == Some(&self.id)
+        self.core.members().last() == Some(&self.core.id())
     }
 
     /// Whether a COORDINATOR claim `(epoch, from)` ranks above what this node currently holds
     /// (a candidate holds `(last coordinator epoch, None)`, so it accepts that epoch again).
     fn claim_is_newer(&self, epoch: u64, from: NodeId) -> bool {
-        (epoch, Some(from)) > (self.status.term, self.status.leader)
+        let status = self.core.status();
+        (epoch, Some(from)) > (status.term, status.leader)
     }
 
     fn start_election(&mut self) {
@@ -131,70 +105,36 @@ impl Bully {
             self.become_leader();
             return;
         }
-        let epoch = self.max_epoch;
+        let epoch = self.core.max_epoch();
+        let id = self.core.id();
         let higher: Vec<NodeId> = self
-            .members
+            .core
+            .members()
             .iter()
             .copied()
-            .filter(|&m| m > self.id)
+            .filter(|&m| m > id)
             .collect();
         for m in higher {
-            self.send(m, BullyMsg::Election { epoch });
+            self.core.send(m, BullyMsg::Election { epoch });
         }
-        self.become_candidate(Phase::WaitingAnswers {
-            left: self.ticks.answer_timeout.max(1),
+        self.core.become_candidate(BullyElection::WaitingAnswers {
+            left: self.core.ticks().answer_timeout.max(1),
         });
     }
 
     /// The only place a node becomes coordinator: new epoch, COORDINATOR to all others.
     fn become_leader(&mut self) {
-        let epoch = self.max_epoch.saturating_add(1);
-        self.max_epoch = epoch;
-        self.phase = Phase::Leading {
-            next_announce: self.ticks.announce_interval.max(1),
-        };
-        let next = View {
-            role: Role::Leader,
-            term: epoch,
-            leader: Some(self.id),
-        };
-        set_status(&mut self.status, &mut self.outbox, next);
+        let epoch = self.core.max_epoch().saturating_add(1);
+        self.core.become_leader(epoch);
         self.broadcast_coordinator();
     }
 
-    /// The only place a node becomes (or refreshes being) a follower of `leader`.
-    fn become_follower(&mut self, leader: NodeId, epoch: u64) {
-        self.max_epoch = self.max_epoch.max(epoch);
-        self.phase = Phase::Following { silent: 0 };
-        let next = View {
-            role: Role::Follower,
-            term: epoch,
-            leader: Some(leader),
-        };
-        set_status(&mut self.status, &mut self.outbox, next);
-    }
-
-    /// The only place a node becomes a candidate; `phase` is one of the two waiting phases.
-    /// The reported epoch stays the last coordinator epoch this node knew.
-    fn become_candidate(&mut self, phase: Phase) {
-        debug_assert!(matches!(
-            phase,
-            Phase::WaitingAnswers { .. } | Phase::WaitingCoordinator { .. }
-        ));
-        self.phase = phase;
-        let next = View {
-            role: Role::Candidate,
-            term: self.status.term,
-            leader: None,
-        };
-        set_status(&mut self.status, &mut self.outbox, next);
-    }
-
     fn on_coordinator(&mut self, from: NodeId, epoch: u64) {
-        if self.status.role == Role::Follower && self.status.leader == Some(from) {
+        let status = self.core.status();
+        if status.role == Role::Follower && status.leader == Some(from) {
             // Our coordinator: a (re-)announcement. An older epoch is a reordered message.
-            if epoch >= self.status.term {
-                self.become_follower(from, epoch);
+            if epoch >= status.term {
+                self.core.become_follower(from, epoch);
             }
             return;
         }
@@ -203,11 +143,32 @@ impl Bully {
             // sender and make it step down.
             return;
         }
-        if from > self.id {
+        if from > self.core.id() {
             // Also ends a running election, and makes a coordinator step down.
-            self.become_follower(from, epoch);
-        } else if !self.in_election() {
+            self.core.become_follower(from, epoch);
+        } else if !self.core.is_electing() {
             // A lower id claims the role: bully it.
+            self.start_election();
+        }
+    }
+
+    fn on_election(&mut self, from: NodeId, epoch: u64) {
+        if from >= self.core.id() {
+            return; // an ELECTION from a higher id is not part of the algorithm
+        }
+        let answer = BullyMsg::Answer {
+            epoch: self.core.max_epoch(),
+        };
+        self.core.send(from, answer);
+        if self.core.status().role == Role::Leader {
+            // A coordinator counts as "already in one" (it has won it): its periodic
+            // COORDINATOR ends the sender's wait. Only a sender that knows a newer
+            // epoch (which would not accept that announcement) makes it run its
+            // election again, to re-announce itself with a newer one.
+            if epoch > self.core.status().term {
+                self.start_election();
+            }
+        } else if !self.core.is_electing() {
             self.start_election();
         }
     }
@@ -218,13 +179,7 @@ impl Algorithm for Bully {
 
     fn new(id: NodeId, members: Vec<NodeId>, ticks: Ticks) -> Self {
         Bully {
-            id,
-            members: normalize_members(id, members),
-            ticks,
-            max_epoch: 0,
-            status: View::INITIAL,
-            phase: Phase::Idle,
-            outbox: Outbox::default(),
+            core: Core::new(id, members, ticks),
         }
     }
 
@@ -233,78 +188,41 @@ impl Algorithm for Bully {
     }
 
     fn tick(&mut self) {
-        match self.phase {
-            Phase::Idle => {}
-            Phase::Following { silent } => {
-                let silent = silent.saturating_add(1);
-                if silent >= self.ticks.failure_timeout.max(1) {
-                    self.start_election();
-                } else {
-                    self.phase = Phase::Following { silent };
-                }
-            }
-            Phase::WaitingAnswers { left } => {
-                if left <= 1 {
+        match self.core.tick() {
+            Tick::Nothing => {}
+            Tick::Timeout => self.start_election(),
+            Tick::Announce => self.broadcast_coordinator(),
+            Tick::Electing(BullyElection::WaitingAnswers { left }) => {
+                if count_down(left) {
                     self.become_leader();
-                } else {
-                    self.phase = Phase::WaitingAnswers { left: left - 1 };
                 }
             }
-            Phase::WaitingCoordinator { left } => {
-                if left <= 1 {
+            Tick::Electing(BullyElection::WaitingCoordinator { left }) => {
+                if count_down(left) {
                     self.start_election();
-                } else {
-                    self.phase = Phase::WaitingCoordinator { left: left - 1 };
-                }
-            }
-            Phase::Leading { next_announce } => {
-                if next_announce <= 1 {
-                    self.broadcast_coordinator();
-                    self.phase = Phase::Leading {
-                        next_announce: self.ticks.announce_interval.max(1),
-                    };
-                } else {
-                    self.phase = Phase::Leading {
-                        next_announce: next_announce - 1,
-                    };
                 }
             }
         }
     }
 
     fn step(&mut self, from: NodeId, msg: BullyMsg) {
-        if from == self.id || self.members.binary_search(&from).is_err() {
+        if !self.core.is_peer(from) {
             return; // not a member of this cluster
         }
         // Epoch first: adopt the highest epoch seen, whatever the message.
-        self.max_epoch = self.max_epoch.max(msg.epoch());
+        self.core.observe_epoch(msg.epoch());
         match msg {
-            BullyMsg::Election { epoch } => {
-                if from < self.id {
-                    self.send(
-                        from,
-                        BullyMsg::Answer {
-                            epoch: self.max_epoch,
-                        },
-                    );
-                    if self.status.role == Role::Leader {
-                        // A coordinator counts as "already in one" (it has won it): its periodic
-                        // COORDINATOR ends the sender's wait. Only a sender that knows a newer
-                        // epoch (which would not accept that announcement) makes it run its
-                        // election again, to re-announce itself with a newer epoch.
-                        if epoch > self.status.term {
-                            self.start_election();
-                        }
-                    } else if !self.in_election() {
-                        self.start_election();
-                    }
-                }
-            }
+            BullyMsg::Election { epoch } => self.on_election(from, epoch),
             BullyMsg::Answer { .. } => {
-                if from > self.id && matches!(self.phase, Phase::WaitingAnswers { .. }) {
-                    self.become_candidate(Phase::WaitingCoordinator {
-                        left: self.ticks.coordinator_timeout.max(1),
-                    });
+                let waiting = matches!(
+                    self.core.election(),
+                    Some(BullyElection::WaitingAnswers { .. })
+                );
+                if from > self.core.id() && waiting {
+                    self.core
+                        .become_candidate(BullyElection::WaitingCoordinator {
+                            left: self.core.ticks().coordinator_timeout.max(1),
+                        });
                 }
             }
             BullyMsg::Coordinator { epoch } => self.on_coordinator(from, epoch),
@@ -317,11 +235,11 @@ impl Algorithm for Bully {
     }
 
     fn status(&self) -> View {
-        self.status
+        self.core.status()
     }
 
     fn take_outbox(&mut self) -> Outbox<BullyMsg> {
-        std::mem::take(&mut self.outbox)
+        self.core.take_outbox()
     }
 }
 

@@ -1,7 +1,10 @@
 //! Legacy leader-election algorithms: the Bully algorithm (Garcia-Molina 1982) and a ring
 //! election (LeLann / Tanenbaum list form with Chang–Roberts-style duplicate dropping).
 //!
-//! - [`core`]: what both share: the [`Algorithm`] trait, [`Ticks`], the [`Outbox`].
+//! - [`core`]: what both share: the [`Algorithm`] trait, [`Ticks`], the [`Outbox`], and one
+//!   shared core state machine (members, epochs, view, phase; following, leading and the
+//!   `become_*` transitions, all through one `reset`) that each algorithm wraps with its own
+//!   election state.
 //! - [`bully`], [`ring`]: the two algorithms.
 //! - [`driver`]: [`LegacyNode`], which runs either on the shared peer transport.
 //!

@@ -61,7 +61,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::core::{normalize_members, set_status, Algorithm, MsgKind, Outbox, Ticks};
+use super::core::{count_down, Algorithm, Core, MsgKind, Outbox, Tick, Ticks};
 use crate::role::{NodeId, Role, View};
 
 /// Ring messages.
@@ -96,150 +96,111 @@ impl MsgKind for RingMsg {
     }
 }
 
+/// A ring candidate's election state (the shared core's `Electing` phase): it forwarded (or
+/// started) the election of `initiator`, stamped `epoch` when it left this node; ticks left
+/// before giving up on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// Created, not started, nothing heard yet: no timer runs.
-    Idle,
-    /// Following `status.leader`; ticks since it was last heard from.
-    Following { silent: u32 },
-    /// Candidate: forwarded (or started) the election of `initiator`, stamped `epoch` when it
-    /// left this node; ticks left before giving up on it.
-    Participating {
-        initiator: NodeId,
-        epoch: u64,
-        left: u32,
-    },
-    /// Coordinator; ticks left until the next ANNOUNCE.
-    Leading { next_announce: u32 },
+struct RingElection {
+    initiator: NodeId,
+    epoch: u64,
+    left: u32,
 }
 
-/// Ring-election state machine of one node.
+/// Ring-election state machine of one node: the shared legacy core (members in ring order,
+/// epochs, view, phase, outbox; see [`super::core`]) with the ring election state.
 #[derive(Debug)]
 pub struct Ring {
-    id: NodeId,
-    /// All members, ascending: the ring order.
-    ring: Vec<NodeId>,
-    ticks: Ticks,
+    /// Its members, ascending, are the ring order.
+    core: Core<RingMsg, RingElection>,
+    /// [`Ticks::ring_election_deadline`] for this ring's size.
     deadline: u32,
-    /// Highest epoch seen in any message or held by this node.
-    max_epoch: u64,
-    status: View,
-    phase: Phase,
-    outbox: Outbox<RingMsg>,
 }
 
 impl Ring {
     /// The node after `n` on the ring (wrapping from the highest id to the lowest).
     fn successor_of(&self, n: NodeId) -> NodeId {
-        match self.ring.iter().find(|&&m| m > n) {
+        let ring = self.core.members();
+        match ring.iter().find(|&&m| m > n) {
             Some(&m) => m,
-            None => self.ring[0],
+            None => ring[0],
         }
-    }
-
-    fn send(&mut self, to: NodeId, msg: RingMsg) {
-        self.outbox.msgs.push((to, msg));
-    }
-
-    fn participating(&self) -> bool {
-        matches!(self.phase, Phase::Participating { .. })
     }
 
     /// Whether a coordinator claim `(epoch, leader)` ranks above what this node currently holds.
     fn claim_is_newer(&self, epoch: u64, leader: NodeId) -> bool {
-        match self.status.role {
-            Role::Candidate => epoch > self.status.term,
-            Role::Leader | Role::Follower => {
-                (epoch, Some(leader)) > (self.status.term, self.status.leader)
-            }
+        let status = self.core.status();
+        match status.role {
+            Role::Candidate => epoch > status.term,
+            Role::Leader | Role::Follower => (epoch, Some(leader)) > (status.term, status.leader),
         }
     }
 
     fn start_election(&mut self) {
-        if self.ring.len() == 1 {
-            self.become_leader(self.max_epoch.saturating_add(1));
+        let id = self.core.id();
+        if self.core.members().len() == 1 {
+            self.core
+                .become_leader(self.core.max_epoch().saturating_add(1));
             return;
         }
-        let epoch = self.max_epoch;
-        self.become_candidate(self.id, epoch);
-        let next = self.successor_of(self.id);
-        self.send(
+        let epoch = self.core.max_epoch();
+        self.become_candidate(id, epoch);
+        let next = self.successor_of(id);
+        self.core.send(
             next,
             RingMsg::Election {
-                initiator: self.id,
-                ids: vec![self.id],
+                initiator: id,
+                ids: vec![id],
                 epoch,
             },
         );
     }
 
-    /// The only place a node becomes (or stays, with a new epoch) coordinator.
-    fn become_leader(&mut self, epoch: u64) {
-        self.max_epoch = self.max_epoch.max(epoch);
-        self.phase = Phase::Leading {
-            next_announce: self.ticks.announce_interval.max(1),
-        };
-        let next = View {
-            role: Role::Leader,
-            term: epoch,
-            leader: Some(self.id),
-        };
-        set_status(&mut self.status, &mut self.outbox, next);
-    }
-
-    /// The only place a node becomes (or refreshes being) a follower of `leader`.
-    fn become_follower(&mut self, leader: NodeId, epoch: u64) {
-        self.max_epoch = self.max_epoch.max(epoch);
-        self.phase = Phase::Following { silent: 0 };
-        let next = View {
-            role: Role::Follower,
-            term: epoch,
-            leader: Some(leader),
-        };
-        set_status(&mut self.status, &mut self.outbox, next);
-    }
-
     /// The only place a node becomes a candidate: it has started or forwarded the election of
     /// `initiator`, stamped `epoch`. The reported epoch stays the last coordinator epoch known.
     fn become_candidate(&mut self, initiator: NodeId, epoch: u64) {
-        self.phase = Phase::Participating {
+        self.core.become_candidate(RingElection {
             initiator,
             epoch,
             left: self.deadline,
-        };
-        let next = View {
-            role: Role::Candidate,
-            term: self.status.term,
-            leader: None,
-        };
-        set_status(&mut self.status, &mut self.outbox, next);
+        });
+    }
+
+    /// Adopts the result `(leader, epoch)`: as coordinator if it names this node, else as a
+    /// follower of `leader`.
+    fn adopt(&mut self, leader: NodeId, epoch: u64) {
+        if leader == self.core.id() {
+            self.core.become_leader(epoch);
+        } else {
+            self.core.become_follower(leader, epoch);
+        }
     }
 
     fn on_election(&mut self, initiator: NodeId, mut ids: Vec<NodeId>, epoch: u64) {
-        if epoch < self.status.term {
+        if epoch < self.core.status().term {
             // Started before the coordinator this node knows was elected.
             return;
         }
-        self.max_epoch = self.max_epoch.max(epoch);
-        if ids.contains(&self.id) {
+        self.core.observe_epoch(epoch);
+        let id = self.core.id();
+        if ids.contains(&id) {
             // Back at a node that has already appended itself: the message has passed every
             // live node. Normally this is the initiator; if the initiator died or became
             // unreachable, the first live node after it completes the election instead.
             self.complete(&ids, epoch);
             return;
         }
-        if ids.len() >= self.ring.len() {
+        if ids.len() >= self.core.members().len() {
             return; // malformed: more entries than the ring has other members
         }
-        if matches!(self.phase, Phase::Participating { initiator: p, .. } if p > initiator) {
+        if matches!(self.core.election(), Some(e) if e.initiator > initiator) {
             // Chang–Roberts: an election of a higher initiator is under way here.
             return;
         }
-        ids.push(self.id);
-        let epoch = epoch.max(self.max_epoch);
+        ids.push(id);
+        let epoch = epoch.max(self.core.max_epoch());
         self.become_candidate(initiator, epoch);
-        let next = self.successor_of(self.id);
-        self.send(
+        let next = self.successor_of(id);
+        self.core.send(
             next,
             RingMsg::Election {
                 initiator,
@@ -250,52 +211,46 @@ impl Ring {
     }
 
     fn complete(&mut self, ids: &[NodeId], epoch: u64) {
-        let winner = ids.iter().copied().max().unwrap_or(self.id).max(self.id);
-        let epoch = epoch.max(self.max_epoch).saturating_add(1);
-        if winner == self.id {
-            self.become_leader(epoch);
-        } else {
-            self.become_follower(winner, epoch);
-        }
-        let next = self.successor_of(self.id);
-        if next != self.id {
-            self.send(
+        let id = self.core.id();
+        let winner = ids.iter().copied().max().unwrap_or(id).max(id);
+        let epoch = epoch.max(self.core.max_epoch()).saturating_add(1);
+        self.adopt(winner, epoch);
+        let next = self.successor_of(id);
+        if next != id {
+            self.core.send(
                 next,
                 RingMsg::Coordinator {
                     leader: winner,
                     epoch,
-                    initiator: self.id,
+                    initiator: id,
                 },
             );
         }
     }
 
     fn on_coordinator(&mut self, leader: NodeId, epoch: u64, initiator: NodeId) {
-        let same = self.status.role != Role::Candidate
-            && self.status.leader == Some(leader)
-            && self.status.term == epoch;
+        let status = self.core.status();
+        let id = self.core.id();
+        let same =
+            status.role != Role::Candidate && status.leader == Some(leader) && status.term == epoch;
         if !same {
             if !self.claim_is_newer(epoch, leader) {
                 return; // stale result: its circulation ends here
             }
-            if leader < self.id {
+            if leader < id {
                 // An election this node was not part of chose a lower id: end that
                 // circulation and run an election this node would win.
-                self.max_epoch = self.max_epoch.max(epoch);
-                if !self.participating() {
+                self.core.observe_epoch(epoch);
+                if !self.core.is_electing() {
                     self.start_election();
                 }
                 return;
             }
         }
-        if leader == self.id {
-            self.become_leader(epoch);
-        } else {
-            self.become_follower(leader, epoch);
-        }
-        let next = self.successor_of(self.id);
-        if next != initiator && next != self.id {
-            self.send(
+        self.adopt(leader, epoch);
+        let next = self.successor_of(id);
+        if next != initiator && next != id {
+            self.core.send(
                 next,
                 RingMsg::Coordinator {
                     leader,
@@ -307,27 +262,75 @@ impl Ring {
     }
 
     fn on_announce(&mut self, leader: NodeId, epoch: u64) {
-        if self.status.role == Role::Follower && self.status.leader == Some(leader) {
+        let status = self.core.status();
+        let id = self.core.id();
+        if status.role == Role::Follower && status.leader == Some(leader) {
             // Our coordinator's heartbeat; an older epoch is a reordered message.
-            if epoch >= self.status.term {
-                self.become_follower(leader, epoch);
+            if epoch >= status.term {
+                self.core.become_follower(leader, epoch);
             }
             return;
         }
-        if leader == self.id || !self.claim_is_newer(epoch, leader) {
+        if leader == id || !self.claim_is_newer(epoch, leader) {
             return;
         }
-        self.max_epoch = self.max_epoch.max(epoch);
-        if leader > self.id {
-            self.become_follower(leader, epoch);
+        self.core.observe_epoch(epoch);
+        if leader > id {
+            self.core.become_follower(leader, epoch);
             return;
         }
-        let own_election_is_current = matches!(
-            self.phase,
-            Phase::Participating { epoch: stamp, .. } if stamp >= epoch
-        );
+        let own_election_is_current = matches!(self.core.election(), Some(e) if e.epoch >= epoch);
         if !own_election_is_current {
             self.start_election();
+        }
+    }
+
+    /// A forwarded ELECTION was not delivered to `to`: send it on to the node after `to`, or
+    /// become coordinator alone when every other node has failed.
+    fn election_failed(&mut self, to: NodeId, initiator: NodeId, ids: Vec<NodeId>, epoch: u64) {
+        let id = self.core.id();
+        // Only for the message this node sent last and whose election is still under way.
+        let current = matches!(
+            self.core.election(),
+            Some(e) if e.initiator == initiator && e.epoch == epoch
+        );
+        if !current || ids.last() != Some(&id) {
+            return;
+        }
+        let next = self.successor_of(to);
+        if next == id {
+            // Every other node has failed: coordinator alone.
+            let epoch = epoch.max(self.core.max_epoch()).saturating_add(1);
+            self.core.become_leader(epoch);
+        } else {
+            self.core.send(
+                next,
+                RingMsg::Election {
+                    initiator,
+                    ids,
+                    epoch,
+                },
+            );
+        }
+    }
+
+    /// A circulated COORDINATOR was not delivered to `to`: send it on to the node after `to`
+    /// unless the circulation ends there.
+    fn coordinator_failed(&mut self, to: NodeId, leader: NodeId, epoch: u64, initiator: NodeId) {
+        let status = self.core.status();
+        if status.role == Role::Candidate || status.leader != Some(leader) || status.term != epoch {
+            return; // this node has moved on; let the circulation end
+        }
+        let next = self.successor_of(to);
+        if next != initiator && next != self.core.id() {
+            self.core.send(
+                next,
+                RingMsg::Coordinator {
+                    leader,
+                    epoch,
+                    initiator,
+                },
+            );
         }
     }
 }
@@ -336,18 +339,9 @@ impl Algorithm for Ring {
     type Msg = RingMsg;
 
     fn new(id: NodeId, members: Vec<NodeId>, ticks: Ticks) -> Self {
-        let ring = normalize_members(id, members);
-        let deadline = ticks.ring_election_deadline(ring.len());
-        Ring {
-            id,
-            ring,
-            ticks,
-            deadline,
-            max_epoch: 0,
-            status: View::INITIAL,
-            phase: Phase::Idle,
-            outbox: Outbox::default(),
-        }
+        let core = Core::new(id, members, ticks);
+        let deadline = ticks.ring_election_deadline(core.members().len());
+        Ring { core, deadline }
     }
 
     fn start(&mut self) {
@@ -355,54 +349,20 @@ impl Algorithm for Ring {
     }
 
     fn tick(&mut self) {
-        match self.phase {
-            Phase::Idle => {}
-            Phase::Following { silent } => {
-                let silent = silent.saturating_add(1);
-                if silent >= self.ticks.failure_timeout.max(1) {
+        match self.core.tick() {
+            Tick::Nothing => {}
+            Tick::Timeout => self.start_election(),
+            Tick::Electing(election) => {
+                if count_down(&mut election.left) {
                     self.start_election();
-                } else {
-                    self.phase = Phase::Following { silent };
                 }
             }
-            Phase::Participating {
-                initiator,
-                epoch,
-                left,
-            } => {
-                if left <= 1 {
-                    self.start_election();
-                } else {
-                    self.phase = Phase::Participating {
-                        initiator,
-                        epoch,
-                        left: left - 1,
-                    };
-                }
-            }
-            Phase::Leading { next_announce } => {
-                if next_announce <= 1 {
-                    let epoch = self.status.term;
-                    for i in 0..self.ring.len() {
-                        let m = self.ring[i];
-                        if m != self.id {
-                            self.send(
-                                m,
-                                RingMsg::Announce {
-                                    leader: self.id,
-                                    epoch,
-                                },
-                            );
-                        }
-                    }
-                    self.phase = Phase::Leading {
-                        next_announce: self.ticks.announce_interval.max(1),
-                    };
-                } else {
-                    self.phase = Phase::Leading {
-                        next_announce: next_announce - 1,
-                    };
-                }
+            Tick::Announce => {
+                let announce = RingMsg::Announce {
+                    leader: self.core.id(),
+                    epoch: self.core.status().term,
+                };
+                self.core.send_to_others(announce);
             }
         }
     }
@@ -411,7 +371,7 @@ impl Algorithm for Ring {
     /// coordinator epoch is dropped; a COORDINATOR or ANNOUNCE must rank above the claim this
     /// node holds (or be that same claim).
     fn step(&mut self, from: NodeId, msg: RingMsg) {
-        if from == self.id || self.ring.binary_search(&from).is_err() {
+        if !self.core.is_peer(from) {
             return; // not a member of this ring
         }
         match msg {
@@ -439,63 +399,22 @@ impl Algorithm for Ring {
                 initiator,
                 ids,
                 epoch,
-            } => {
-                // Only for the message this node sent last and whose election is still under way.
-                let current = matches!(
-                    self.phase,
-                    Phase::Participating { initiator: i, epoch: e, .. } if i == initiator && e == epoch
-                );
-                if !current || ids.last() != Some(&self.id) {
-                    return;
-                }
-                let next = self.successor_of(to);
-                if next == self.id {
-                    // Every other node has failed: coordinator alone.
-                    self.become_leader(epoch.max(self.max_epoch).saturating_add(1));
-                } else {
-                    self.send(
-                        next,
-                        RingMsg::Election {
-                            initiator,
-                            ids,
-                            epoch,
-                        },
-                    );
-                }
-            }
+            } => self.election_failed(to, initiator, ids, epoch),
             RingMsg::Coordinator {
                 leader,
                 epoch,
                 initiator,
-            } => {
-                if self.status.role == Role::Candidate
-                    || self.status.leader != Some(leader)
-                    || self.status.term != epoch
-                {
-                    return; // this node has moved on; let the circulation end
-                }
-                let next = self.successor_of(to);
-                if next != initiator && next != self.id {
-                    self.send(
-                        next,
-                        RingMsg::Coordinator {
-                            leader,
-                            epoch,
-                            initiator,
-                        },
-                    );
-                }
-            }
+            } => self.coordinator_failed(to, leader, epoch, initiator),
             RingMsg::Announce { .. } => {}
         }
     }
 
     fn status(&self) -> View {
-        self.status
+        self.core.status()
     }
 
     fn take_outbox(&mut self) -> Outbox<RingMsg> {
-        std::mem::take(&mut self.outbox)
+        self.core.take_outbox()
     }
 }
 
