@@ -20,10 +20,10 @@
 //!
 //! # Roles and epochs
 //!
-//! * The coordinator reports [`Role::Leader`]; a node running an election (bully: waiting for
+//! * The coordinator reports [`Role::Leader`](crate::role::Role::Leader); a node running an election (bully: waiting for
 //!   ANSWERs or for a COORDINATOR; ring: having forwarded an ELECTION that has not completed)
-//!   reports [`Role::Candidate`] with `leader: None`; every other node reports
-//!   [`Role::Follower`] with `leader` = its coordinator. A node that has been created but not
+//!   reports [`Role::Candidate`](crate::role::Role::Candidate) with `leader: None`; every other node reports
+//!   [`Role::Follower`](crate::role::Role::Follower) with `leader` = its coordinator. A node that has been created but not
 //!   yet started reports `Follower` with `leader: None` and is passive (no timers run) until it
 //!   is started or a message reaches it.
 //! * `epoch` is the coordinator epoch. Every message carries an epoch and a node adopts the
