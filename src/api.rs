@@ -300,27 +300,11 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::config::{Config, Peer, Timing};
     use crate::role::Mode;
 
     /// A one-member bully node (no durable state to open), served on 127.0.0.1:0.
     async fn serve_one(dir: &std::path::Path) -> (std::net::SocketAddr, CancellationToken) {
-        let cfg = Config {
-            id: 1,
-            listen: Some("127.0.0.1:0".parse().unwrap()),
-            data_dir: dir.to_path_buf(),
-            mode: Mode::Bully,
-            cluster_id: "t".into(),
-            cluster_secret: None,
-            admin_token: None,
-            seed: Some(1),
-            timing: Timing::default(),
-            peers: vec![Peer {
-                id: 1,
-                addr: "127.0.0.1:9".into(),
-            }],
-        };
-        cfg.validate().unwrap();
+        let cfg = crate::config::single_member(dir, Mode::Bully);
         let stop = CancellationToken::new();
         let node = Node::start(cfg, 1, stop.clone(), CancellationToken::new())
             .await

@@ -417,6 +417,28 @@ fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     }
 }
 
+/// The config of a one-member cluster in `data_dir`, for in-process tests.
+#[cfg(test)]
+pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
+    let cfg = Config {
+        id: 1,
+        listen: Some("127.0.0.1:0".parse().expect("an address")),
+        data_dir: data_dir.to_path_buf(),
+        mode,
+        cluster_id: "t".into(),
+        cluster_secret: None,
+        admin_token: None,
+        seed: Some(1),
+        timing: Timing::default(),
+        peers: vec![Peer {
+            id: 1,
+            addr: "127.0.0.1:9".into(),
+        }],
+    };
+    cfg.validate().expect("a valid config");
+    cfg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -742,28 +742,12 @@ mod tests {
 
     use super::*;
     use crate::clock::testing::ManualClock;
-    use crate::config::Peer;
     use crate::engine::Engine;
     use crate::quorum::peer::vote;
 
     /// A one-member quorum node in this process (it elects itself), and its stop token.
     async fn single_node(dir: &std::path::Path) -> (Arc<QuorumNode>, CancellationToken) {
-        let cfg = Config {
-            id: 1,
-            listen: None,
-            data_dir: dir.to_path_buf(),
-            mode: crate::config::Mode::Quorum,
-            cluster_id: "t".into(),
-            cluster_secret: None,
-            admin_token: None,
-            seed: Some(1),
-            timing: Timing::default(),
-            peers: vec![Peer {
-                id: 1,
-                addr: "127.0.0.1:9".into(),
-            }],
-        };
-        cfg.validate().unwrap();
+        let cfg = crate::config::single_member(dir, crate::role::Mode::Quorum);
         let stats = Arc::new(Stats::default());
         let faults = Arc::new(crate::faults::Faults::new(1));
         let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
