@@ -60,7 +60,7 @@ pub use crate::config::{Config, ConfigError, Timing};
 pub use crate::engine::{Engine, Judged, ResignError};
 pub use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 pub use crate::events::{read_events_file, EVENTS_FILE};
-pub use crate::node::{terminate_signal, Node, NodeError};
+pub use crate::node::{terminate_signal, Node, NodeError, Surroundings};
 pub use crate::role::{Mode, NodeId, Role, View};
 pub use crate::server::{serve, HEADER_READ_TIMEOUT};
 pub use crate::transport::{HDR_CLUSTER, HDR_FROM};

@@ -8,15 +8,18 @@ use std::time::Instant;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::{Engine, Judged, ResignError};
 use crate::events::{EventLog, EventLogError};
 use crate::faults::Faults;
 use crate::legacy::{Bully, LegacyNode, Ring};
+use crate::quorum::storage::{Disk, StateFile, Store};
 use crate::quorum::{QuorumError, QuorumNode};
 use crate::role::{Mode, NodeId, Resigned};
 use crate::stats::Stats;
 use crate::transport::Transport;
+use crate::wire::Wire;
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +46,28 @@ pub struct Node {
     stop: CancellationToken,
 }
 
+/// What a node runs on besides its config: the clock its claims are judged on and the wire
+/// its peer requests travel. A node uses the host's clocks and HTTP ([`Surroundings::host`]);
+/// the lab's simulator gives it a simulated clock and an in-memory wire.
+pub struct Surroundings {
+    pub clock: Arc<dyn Clock>,
+    /// `None`: HTTP to the members' addresses.
+    pub wire: Option<Arc<dyn Wire>>,
+    /// Quorum mode's durable state; `None`: the files in the data dir.
+    pub disk: Option<Arc<dyn Disk>>,
+}
+
+impl Surroundings {
+    /// The host's clocks and the network.
+    pub fn host() -> Surroundings {
+        Surroundings {
+            clock: crate::clock::system(),
+            wire: None,
+            disk: None,
+        }
+    }
+}
+
 impl Node {
     /// Starts the engine of `cfg.mode` (after `cfg.validate()`), with the fault layer seeded by
     /// `seed`. The engine's background task stops when `stop` is cancelled; if it fails on its
@@ -53,6 +78,17 @@ impl Node {
         stop: CancellationToken,
         fatal: CancellationToken,
     ) -> Result<Arc<Node>, NodeError> {
+        Node::start_in(cfg, seed, stop, fatal, Surroundings::host()).await
+    }
+
+    /// [`Node::start`] on the given clock and wire.
+    pub async fn start_in(
+        cfg: Config,
+        seed: u64,
+        stop: CancellationToken,
+        fatal: CancellationToken,
+        around: Surroundings,
+    ) -> Result<Arc<Node>, NodeError> {
         std::fs::create_dir_all(&cfg.data_dir).map_err(|source| NodeError::DataDir {
             path: cfg.data_dir.clone(),
             source,
@@ -60,18 +96,27 @@ impl Node {
         let cfg = Arc::new(cfg);
         let stats = Arc::new(Stats::default());
         let faults = Arc::new(Faults::new(seed));
-        let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
+        let transport = Arc::new(match around.wire {
+            Some(wire) => Transport::with_wire(&cfg, faults, stats.clone(), wire),
+            None => Transport::new(&cfg, faults, stats.clone()),
+        });
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
         // The one place the mode is matched: from here on the node talks to `dyn Engine`.
         let engine: Arc<dyn Engine> = match cfg.mode {
             Mode::Quorum => {
+                let disk = around
+                    .disk
+                    .unwrap_or_else(|| Arc::new(StateFile::new(&cfg.data_dir)));
+                let store =
+                    Store::open_on(disk, cfg.id, &cfg.cluster_id).map_err(QuorumError::from)?;
                 let q = QuorumNode::start(
                     &cfg,
+                    store,
                     transport.clone(),
                     events.clone(),
                     stats.clone(),
                     seed,
-                    crate::clock::system(),
+                    around.clock,
                 )
                 .await?;
                 q.clone().spawn(stop.clone(), fatal);

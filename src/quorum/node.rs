@@ -85,6 +85,7 @@ impl QuorumNode {
     /// `seed` seeds the election driver's jitter; `clock` is where claims and leases are judged.
     pub async fn start(
         cfg: &Config,
+        store: Arc<Store>,
         transport: Arc<Transport>,
         events: Arc<EventLog>,
         stats: Arc<Stats>,
@@ -92,7 +93,6 @@ impl QuorumNode {
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<QuorumNode>, QuorumError> {
         let t = cfg.timing;
-        let store = Store::open(&cfg.data_dir, cfg.id, &cfg.cluster_id)?;
         let raft_cfg = openraft::Config {
             cluster_name: cfg.cluster_id.clone(),
             // Not the beat (the role loop keeps that, every `heartbeat_ms`): openraft uses this
@@ -752,9 +752,18 @@ mod tests {
         let faults = Arc::new(crate::faults::Faults::new(1));
         let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
         let events = Arc::new(EventLog::open(dir, 1).unwrap());
-        let q = QuorumNode::start(&cfg, transport, events, stats, 1, crate::clock::system())
-            .await
-            .unwrap();
+        let store = Store::open(dir, 1, "t").unwrap();
+        let q = QuorumNode::start(
+            &cfg,
+            store,
+            transport,
+            events,
+            stats,
+            1,
+            crate::clock::system(),
+        )
+        .await
+        .unwrap();
         let stop = CancellationToken::new();
         tokio::spawn(q.clone().run(stop.clone()));
         (q, stop)

@@ -119,6 +119,38 @@ impl Persisted {
     }
 }
 
+/// Where the state's bytes are kept: the data dir's files ([`StateFile`], a node), or memory
+/// ([`MemDisk`], the lab's simulator).
+pub trait Disk: Send + Sync + 'static {
+    /// Makes `bytes` the newest state; returns once it would survive a crash.
+    fn write(&self, bytes: &[u8]) -> std::io::Result<()>;
+    /// The newest state that survived, with where it came from, or `None` for a new node.
+    fn read(&self) -> Result<Option<(PathBuf, Vec<u8>)>, StoreError>;
+    /// Whether `write` waits on the operating system (then it runs off the async threads).
+    fn blocks(&self) -> bool;
+}
+
+/// A disk in memory: a write is durable the moment it returns, and everything written before
+/// a crash is there after it (the simulator's crash keeps the disk and loses the process).
+#[derive(Debug, Default)]
+pub struct MemDisk {
+    bytes: Mutex<Option<Vec<u8>>>,
+}
+
+impl Disk for MemDisk {
+    fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+        *self.bytes.lock().expect("disk") = Some(bytes.to_vec());
+        Ok(())
+    }
+    fn read(&self) -> Result<Option<(PathBuf, Vec<u8>)>, StoreError> {
+        let bytes = self.bytes.lock().expect("disk").clone();
+        Ok(bytes.map(|b| (PathBuf::from("(memory)"), b)))
+    }
+    fn blocks(&self) -> bool {
+        false
+    }
+}
+
 /// The state's files: two slots written in turn, and a loader that refuses what it cannot trust.
 #[derive(Clone, Debug)]
 pub struct StateFile {
@@ -158,9 +190,11 @@ impl StateFile {
             inner: Arc::default(),
         }
     }
+}
 
+impl Disk for StateFile {
     /// Writes `bytes` as the newest state: into the older slot, then `fdatasync`.
-    pub fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+    fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
         use sha2::{Digest, Sha256};
         let mut st = self.inner.lock().expect("slots");
         let seq = st.seq + 1;
@@ -242,11 +276,15 @@ impl StateFile {
             None => Ok(None),
         }
     }
+
+    fn blocks(&self) -> bool {
+        true
+    }
 }
 
 /// The shared store behind [`LogStore`] and [`StateMachine`].
 pub struct Store {
-    file: StateFile,
+    disk: Arc<dyn Disk>,
     state: Mutex<Persisted>,
     /// Serialises writers so that writes reach the disk in the order openraft issued them.
     write_lock: tokio::sync::Mutex<()>,
@@ -263,8 +301,16 @@ impl Store {
             path: data_dir.to_path_buf(),
             source,
         })?;
-        let file = StateFile::new(data_dir);
-        let state = match file.read()? {
+        Store::open_on(Arc::new(StateFile::new(data_dir)), node_id, cluster_id)
+    }
+
+    /// Opens the state kept on `disk`.
+    pub fn open_on(
+        disk: Arc<dyn Disk>,
+        node_id: NodeId,
+        cluster_id: &str,
+    ) -> Result<Arc<Store>, StoreError> {
+        let state = match disk.read()? {
             None => Persisted::empty(node_id, cluster_id),
             Some((path, bytes)) => {
                 let p: Persisted =
@@ -295,7 +341,7 @@ impl Store {
             }
         };
         Ok(Arc::new(Store {
-            file,
+            disk,
             state: Mutex::new(state),
             write_lock: tokio::sync::Mutex::new(()),
         }))
@@ -313,10 +359,14 @@ impl Store {
             let r = f(&mut s);
             (r, serde_json::to_vec(&*s).expect("state serialises"))
         };
-        let file = self.file.clone();
-        tokio::task::spawn_blocking(move || file.write(&bytes))
-            .await
-            .map_err(std::io::Error::other)??;
+        if self.disk.blocks() {
+            let disk = self.disk.clone();
+            tokio::task::spawn_blocking(move || disk.write(&bytes))
+                .await
+                .map_err(std::io::Error::other)??;
+        } else {
+            self.disk.write(&bytes)?;
+        }
         Ok(r)
     }
 
