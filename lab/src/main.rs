@@ -15,11 +15,14 @@ enum Cli {
     Ctl(electd_lab::ctl::CtlArgs),
     /// Run the partition chaos suite (what scripts/chaos.sh runs).
     Chaos(electd_lab::ctl::ChaosArgs),
+    /// Run the quorum node through simulated schedules (what scripts/sim.sh runs).
+    Sim(electd_lab::sim::cmd::SimArgs),
 }
 
 fn main() -> ExitCode {
     match Cli::parse() {
         Cli::Ctl(args) => electd_lab::ctl::main(args),
         Cli::Chaos(args) => electd_lab::ctl::chaos_main(args),
+        Cli::Sim(args) => electd_lab::sim::cmd::main(args),
     }
 }

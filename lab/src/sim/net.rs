@@ -1,0 +1,157 @@
+//! The simulated network: every member's router (the node's whole HTTP app, its `/peer/`
+//! routes behind the same guard and fault layer as on the network) in one map, and an
+//! in-memory [`Wire`] per member that carries its peer requests there after a seeded latency.
+//!
+//! A crashed member has no router: requests to it fail at once, as to a closed port. Each
+//! start of a member is a new incarnation; whatever an earlier incarnation still sends, or
+//! whatever answer reaches it, is lost, as a dead process's would be.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{Request, Response};
+use axum::Router;
+use electd::{NodeId, Wire, WireError};
+use futures_util::future::BoxFuture;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tower::ServiceExt;
+
+/// One-way latency of a message, drawn uniformly in this range (µs).
+const LATENCY_US: (u64, u64) = (100, 1_500);
+
+struct Member {
+    router: Router,
+    incarnation: u64,
+}
+
+/// The members' routers and the network's random source.
+pub struct Net {
+    state: Mutex<State>,
+}
+
+struct State {
+    members: BTreeMap<NodeId, Member>,
+    /// Incarnations ever started, per member (a crashed member keeps its count).
+    started: BTreeMap<NodeId, u64>,
+    rng: StdRng,
+}
+
+impl Net {
+    pub fn new(seed: u64) -> Arc<Net> {
+        Arc::new(Net {
+            state: Mutex::new(State {
+                members: BTreeMap::new(),
+                started: BTreeMap::new(),
+                rng: StdRng::seed_from_u64(seed),
+            }),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("net")
+    }
+
+    /// The next incarnation of member `id`, and the wire it sends through.
+    pub fn incarnate(self: &Arc<Self>, id: NodeId) -> (u64, Arc<dyn Wire>) {
+        let mut st = self.state();
+        let n = st.started.entry(id).or_default();
+        *n += 1;
+        let wire = MemWire {
+            from: id,
+            incarnation: *n,
+            net: self.clone(),
+        };
+        (*n, Arc::new(wire))
+    }
+
+    /// Member `id` (incarnation `incarnation`) is up and answers on `router`.
+    pub fn attach(&self, id: NodeId, incarnation: u64, router: Router) {
+        let m = Member {
+            router,
+            incarnation,
+        };
+        self.state().members.insert(id, m);
+    }
+
+    /// Member `id` crashed: nothing reaches it, nothing it sent arrives any more.
+    pub fn detach(&self, id: NodeId) {
+        self.state().members.remove(&id);
+    }
+
+    fn latency(&self) -> Duration {
+        let us = self.state().rng.gen_range(LATENCY_US.0..=LATENCY_US.1);
+        Duration::from_micros(us)
+    }
+
+    /// Whether `incarnation` of member `id` is the one running.
+    fn current(&self, id: NodeId, incarnation: u64) -> bool {
+        self.state()
+            .members
+            .get(&id)
+            .is_some_and(|m| m.incarnation == incarnation)
+    }
+
+    fn router(&self, id: NodeId) -> Option<Router> {
+        self.state().members.get(&id).map(|m| m.router.clone())
+    }
+
+    /// A request of the simulation itself (admin, `/v1/leader`) to member `id`, at once.
+    pub async fn ask(&self, id: NodeId, req: Request<Body>) -> Option<(u16, Bytes)> {
+        let router = self.router(id)?;
+        let res = router.oneshot(req).await.ok()?;
+        let status = res.status().as_u16();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .ok()?;
+        Some((status, bytes))
+    }
+}
+
+/// The wire of one incarnation of one member.
+struct MemWire {
+    from: NodeId,
+    incarnation: u64,
+    net: Arc<Net>,
+}
+
+impl MemWire {
+    async fn carry(&self, to: NodeId, req: Request<Bytes>) -> Result<Response<Bytes>, WireError> {
+        tokio::time::sleep(self.net.latency()).await;
+        if !self.net.current(self.from, self.incarnation) {
+            // The sender died while its request was on the way.
+            return std::future::pending().await;
+        }
+        let Some(router) = self.net.router(to) else {
+            return Err(WireError::Unreachable(format!("node {to} is down")));
+        };
+        let res = router
+            .oneshot(req.map(Body::from))
+            .await
+            .expect("a router never fails");
+        let (parts, body) = res.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .map_err(|e| WireError::Unreachable(e.to_string()))?;
+        tokio::time::sleep(self.net.latency()).await;
+        if !self.net.current(self.from, self.incarnation) {
+            // The answer reaches a process that is gone.
+            return std::future::pending().await;
+        }
+        Ok(Response::from_parts(parts, bytes))
+    }
+}
+
+impl Wire for MemWire {
+    fn send(
+        &self,
+        to: NodeId,
+        req: Request<Bytes>,
+        _timeout: Duration,
+    ) -> BoxFuture<'_, Result<Response<Bytes>, WireError>> {
+        // The transport bounds the whole exchange by its deadline.
+        Box::pin(self.carry(to, req))
+    }
+}
