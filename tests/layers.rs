@@ -41,6 +41,7 @@ const LAB_LAYERS: &[&[&str]] = &[
         "crashloop",
         "chaos::timeline",
         "chaos::report",
+        "chaos::harness",
         "chaos::scenario",
     ],
     &["chaos::runner", "versus"],

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::chaos::scenario::Scenario;
 use crate::cluster::{agreed, status_row, Cluster, CtlError};
 use electd::config::Mode;
 use electd_client::NodeId;
@@ -397,7 +398,7 @@ pub struct ChaosArgs {
     pub quick: bool,
     /// Only this scenario (S1..S14); repeatable.
     #[arg(long)]
-    pub scenario: Vec<String>,
+    pub scenario: Vec<Scenario>,
     /// Only this mode; repeatable.
     #[arg(long)]
     pub mode: Vec<Mode>,
@@ -421,7 +422,7 @@ pub struct ChaosArgs {
 
 /// Entry point of `electd-lab chaos`; exits 1 when a run failed.
 pub fn chaos_main(args: ChaosArgs) -> ExitCode {
-    use crate::chaos::runner::{run_matrix, Layer, Matrix, SCENARIOS};
+    use crate::chaos::runner::{run_matrix, Layer, Matrix};
     if args.rejudge {
         return match crate::chaos::report::rejudge_c5(&args.out) {
             Ok(n) => {
@@ -444,15 +445,11 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let scenarios: Vec<String> = if args.scenario.is_empty() {
-        SCENARIOS.iter().map(|s| s.to_string()).collect()
+    let scenarios: Vec<Scenario> = if args.scenario.is_empty() {
+        Scenario::ALL.to_vec()
     } else {
         args.scenario.clone()
     };
-    if let Some(bad) = scenarios.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
-        eprintln!("electd-lab chaos: unknown scenario {bad}; expected S1..S14");
-        return ExitCode::from(2);
-    }
     let mut layers = Vec::new();
     for l in &args.layer {
         match Layer::parse(l) {

@@ -10,11 +10,15 @@
 //! - [`check`]: the checkers: C1 election safety, C2 split brain, C3 availability (leaderless time,
 //!   leaderless time on the majority side, failover), C4 convergence after heal, the cost in leader
 //!   changes, and [`check::evaluate`], which folds them into one [`check::RunResult`].
-//! - [`runner`]: runs the matrix on real 5-node clusters (`electd chaos`, `scripts/chaos.sh`);
+//! - [`scenario`]: the scenarios S1–S14, one variant and one function each; [`harness`]: the
+//!   live cluster they act through, and the fault layers.
+//! - [`runner`]: runs the matrix on real 5-node clusters (`electd-lab chaos`, `scripts/chaos.sh`);
 //!   [`kernel`]: the iptables fault layer.
 //! - [`report`]: writes `report.json`, `report.md` and one SVG timeline per run picked by the caller.
 
 pub mod check;
+pub mod harness;
 pub mod kernel;
 pub mod report;
 pub mod runner;
+pub mod scenario;
