@@ -92,46 +92,74 @@ fn addresses(n: usize) -> (AddrBlock, Vec<String>, BTreeMap<NodeId, String>) {
 
 /// Runs one spec; returns the judged result and the log (for the timeline).
 pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunResult, RunLog) {
-    let skip = |why: String| {
-        (
-            RunResult::skipped(
-                spec.mode.as_str(),
-                spec.scenario.as_str(),
-                spec.layer.as_str(),
-                spec.seed,
-                &why,
-            ),
-            RunLog::default(),
-        )
+    let mut run = match set_up(spec, bin) {
+        Ok(run) => run,
+        Err(why) => return skipped(spec, why),
     };
+    let start_ns = mono_ns();
+    for id in run.h.ids() {
+        if let Err(e) = run.h.start(id) {
+            run.h.c.down(Duration::from_secs(2));
+            return skipped(spec, e);
+        }
+    }
+    let (steady, outcome) = exercise(&mut run.h, spec.scenario).await;
+    let msgs = messages(&run.h.c).await;
+    let end_ns = mono_ns();
+    let log = wind_down(&mut run.h, spec, start_ns, end_ns);
+    let res = judge(spec, &log, steady.as_ref(), msgs, end_ns, outcome);
+    if let Some(k) = keep {
+        keep_logs(k, spec, &run.h.c, &log);
+    }
+    (res, log)
+}
+
+/// The row of a run that could not be done, and an empty log.
+fn skipped(spec: &RunSpec, why: String) -> (RunResult, RunLog) {
+    (
+        RunResult::skipped(
+            spec.mode.as_str(),
+            spec.scenario.as_str(),
+            spec.layer.as_str(),
+            spec.seed,
+            &why,
+        ),
+        RunLog::default(),
+    )
+}
+
+/// What a run holds until it ends, dropped in this order: the harness (with the iptables chain,
+/// if still there), the address block, the temp dir (removed).
+struct Run {
+    h: Harness,
+    _block: AddrBlock,
+    _dir: tempfile::TempDir,
+}
+
+/// Everything before the nodes start: the iptables chain (kernel layer), a temp dir marked as
+/// this runner's, the configs on an address block of the run's own, the cluster and its
+/// secrets. `Err` says why the run is skipped.
+fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, String> {
     let chain = if spec.layer == Layer::Kernel {
         if let Some(why) = kernel::unavailable() {
-            return skip(why);
+            return Err(why);
         }
-        match Chain::create() {
-            Ok(c) => Some(c),
-            Err(e) => return skip(e),
-        }
+        Some(Chain::create()?)
     } else {
         None
     };
     sweep_stale_dirs();
-    let dir = match tempfile::Builder::new().prefix(DIR_PREFIX).tempdir() {
-        Ok(d) => d,
-        Err(e) => return skip(format!("temp dir: {e}")),
-    };
-    if let Err(e) = std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string()) {
-        return skip(format!("temp dir: {e}"));
-    }
+    let dir = tempfile::Builder::new()
+        .prefix(DIR_PREFIX)
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
+        .map_err(|e| format!("temp dir: {e}"))?;
     let timing = Timing::default();
-    let (_block, addrs, ips) = addresses(5);
-    if let Err(e) = Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos") {
-        return skip(e.to_string());
-    }
-    let mut c = match Cluster::open(dir.path(), bin) {
-        Ok(c) => c,
-        Err(e) => return skip(e.to_string()),
-    };
+    let (block, addrs, ips) = addresses(5);
+    Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos")
+        .map_err(|e| e.to_string())?;
+    let mut c = Cluster::open(dir.path(), bin).map_err(|e| e.to_string())?;
     c.extra_args = vec![
         "--seed".into(),
         spec.seed.to_string(),
@@ -139,10 +167,8 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
         "warn".into(),
     ];
     c.die_with_parent = true;
-    if let Err(e) = c.ensure_secrets() {
-        return skip(e.to_string());
-    }
-    let mut h = Harness {
+    c.ensure_secrets().map_err(|e| e.to_string())?;
+    let h = Harness {
         c,
         mode: spec.mode,
         layer: spec.layer,
@@ -159,38 +185,71 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
         rng: StdRng::seed_from_u64(spec.seed),
         timing,
     };
-    let start_ns = mono_ns();
-    for id in h.ids() {
-        if let Err(e) = h.start(id) {
-            h.c.down(Duration::from_secs(2));
-            return skip(e);
+    Ok(Run {
+        h,
+        _block: block,
+        _dir: dir,
+    })
+}
+
+/// The steady-state sample: the cluster's sent-message counters before and after a fault-free
+/// second with an agreed leader, how long it lasted (s), and when it ended.
+struct Steady {
+    before: BTreeMap<String, u64>,
+    after: BTreeMap<String, u64>,
+    seconds: f64,
+    end_ns: u64,
+}
+
+/// Warms up, runs the scenario, then observes convergence. The steady sample is there once the
+/// warm-up got that far, even when the scenario then failed.
+async fn exercise(h: &mut Harness, scenario: Scenario) -> (Option<Steady>, Result<(), String>) {
+    let steady = match warm_up(h).await {
+        Ok(steady) => steady,
+        Err(e) => return (None, Err(e)),
+    };
+    let outcome = match scenario.run(h).await {
+        Ok(()) => {
+            observe(h).await;
+            Ok(())
         }
-    }
-    let mut steady = None;
-    let outcome = async {
-        h.leader().await?;
-        sleep(Duration::from_millis(300)).await;
-        // A fault-free second with an agreed leader: the steady-state message rate.
-        let (a, ta) = (messages(&h.c).await, mono_ns());
-        sleep(Duration::from_millis(1_000)).await;
-        let (b, tb) = (messages(&h.c).await, mono_ns());
-        steady = Some((a, b, (tb - ta) as f64 / 1e9, tb));
-        spec.scenario.run(&mut h).await?;
-        // Observe convergence and a stable second after it.
-        let _ =
-            h.c.wait_agreed(Duration::from_millis(CONVERGE_BOUND_MS))
-                .await;
-        sleep(Duration::from_millis(1_200)).await;
-        Ok::<(), String>(())
-    }
-    .await;
-    let msgs = messages(&h.c).await;
-    let end_ns = mono_ns();
+        Err(e) => Err(e),
+    };
+    (Some(steady), outcome)
+}
+
+/// Waits for an agreed leader, then samples the steady-state message rate.
+async fn warm_up(h: &Harness) -> Result<Steady, String> {
+    h.leader().await?;
+    sleep(Duration::from_millis(300)).await;
+    // A fault-free second with an agreed leader: the steady-state message rate.
+    let (before, ta) = (messages(&h.c).await, mono_ns());
+    sleep(Duration::from_millis(1_000)).await;
+    let (after, tb) = (messages(&h.c).await, mono_ns());
+    Ok(Steady {
+        before,
+        after,
+        seconds: (tb - ta) as f64 / 1e9,
+        end_ns: tb,
+    })
+}
+
+/// Observes convergence and a stable second after it.
+async fn observe(h: &Harness) {
+    let _ =
+        h.c.wait_agreed(Duration::from_millis(CONVERGE_BOUND_MS))
+            .await;
+    sleep(Duration::from_millis(1_200)).await;
+}
+
+/// Closes the last fault window, stops the nodes, removes the iptables chain and reads the run
+/// log from the nodes' event files.
+fn wind_down(h: &mut Harness, spec: &RunSpec, start_ns: u64, end_ns: u64) -> RunLog {
     h.close_window();
     h.c.down(Duration::from_secs(3));
     drop(h.chain.take());
     let events = h.c.events(spec.mode);
-    let mut log = RunLog {
+    let log = RunLog {
         nodes: h.ids(),
         start_ns,
         end_ns,
@@ -203,42 +262,65 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
     };
     if spec.mode == Mode::Quorum {
         // A paused node's claim ends with its lease, as the API judges it.
-        log = cap_paused_claims(&log, ms(timing.effective_lease_ms()));
+        cap_paused_claims(&log, ms(h.timing.effective_lease_ms()))
+    } else {
+        log
     }
+}
+
+/// Runs the checkers on the log and adds what the harness saw: the message cost (from the
+/// steady sample and the counters `msgs` at `end_ns`) and a failed harness step.
+fn judge(
+    spec: &RunSpec,
+    log: &RunLog,
+    steady: Option<&Steady>,
+    msgs: BTreeMap<String, u64>,
+    end_ns: u64,
+    outcome: Result<(), String>,
+) -> RunResult {
     let mut res = evaluate(
-        &log,
+        log,
         spec.mode.as_str(),
         spec.scenario.as_str(),
         spec.layer.as_str(),
         spec.seed,
         CONVERGE_BOUND_MS,
     );
-    if let Some((a, b, steady_s, tb)) = &steady {
-        res.set_cost(a, b, &msgs, *steady_s, (end_ns - tb) as f64 / 1e9);
+    if let Some(s) = steady {
+        res.set_cost(
+            &s.before,
+            &s.after,
+            &msgs,
+            s.seconds,
+            (end_ns - s.end_ns) as f64 / 1e9,
+        );
     }
     res.messages = msgs;
     if let Err(e) = outcome {
         res.passed = false;
         res.notes.push(format!("harness: {e}"));
     }
-    if let Some(k) = keep {
-        let dest = k.join(format!(
-            "{}-{}-{}-{}",
-            spec.scenario.as_str(),
-            spec.mode.as_str(),
-            spec.layer.as_str(),
-            spec.seed
-        ));
-        let _ = std::fs::create_dir_all(&dest);
-        for id in log.nodes.clone() {
-            let _ = std::fs::copy(h.c.log_file(id), dest.join(format!("node{id}.log")));
-        }
-        let _ = std::fs::write(
-            dest.join("runlog.json"),
-            serde_json::to_vec(&log).unwrap_or_default(),
-        );
+    res
+}
+
+/// Copies every node's log and the run log to `keep/<scenario>-<mode>-<layer>-<seed>/`, as far
+/// as it can.
+fn keep_logs(keep: &Path, spec: &RunSpec, c: &Cluster, log: &RunLog) {
+    let dest = keep.join(format!(
+        "{}-{}-{}-{}",
+        spec.scenario.as_str(),
+        spec.mode.as_str(),
+        spec.layer.as_str(),
+        spec.seed
+    ));
+    let _ = std::fs::create_dir_all(&dest);
+    for &id in &log.nodes {
+        let _ = std::fs::copy(c.log_file(id), dest.join(format!("node{id}.log")));
     }
-    (res, log)
+    let _ = std::fs::write(
+        dest.join("runlog.json"),
+        serde_json::to_vec(log).unwrap_or_default(),
+    );
 }
 
 /// The whole matrix for `electd-lab chaos`.
