@@ -35,7 +35,13 @@ const LAB_LAYERS: &[&[&str]] = &[
     &["cluster::process"],
     &["cluster::control"],
     &["cluster::state"],
-    &["cluster", "record", "sim", "chaos::check"],
+    &[
+        "cluster",
+        "record",
+        "sim",
+        "chaos::check",
+        "chaos::fixtures",
+    ],
     &[
         "bench",
         "crashloop",

@@ -14,11 +14,15 @@
 //!   live cluster they act through, and the fault layers.
 //! - [`runner`]: runs the matrix on real 5-node clusters (`electd-lab chaos`, `scripts/chaos.sh`);
 //!   [`kernel`]: the iptables fault layer.
-//! - [`report`]: writes `report.json`, `report.md` and one SVG timeline per run picked by the caller.
+//! - [`report`]: writes `report.json`, `report.md` and one SVG timeline per run picked by the
+//!   caller; [`timeline`]: draws that SVG timeline.
 
 pub mod check;
+#[cfg(test)]
+mod fixtures;
 pub mod harness;
 pub mod kernel;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod timeline;
