@@ -95,11 +95,22 @@ pub fn report_json(runs: &[RunResult]) -> io::Result<String> {
 /// `(file name, title)`.
 pub fn report_md(runs: &[RunResult], timelines: &[(String, String)]) -> String {
     let mut out = String::from("# Chaos report\n\n");
+    out.push_str(&summary(runs));
+    out.push_str(&cost_section(runs));
+    out.push_str(&disruption_section(runs));
+    for scenario in first_seen(runs.iter().map(|r| r.scenario.as_str())) {
+        out.push_str(&scenario_section(runs, scenario));
+    }
+    out.push_str(&timelines_section(timelines));
+    out
+}
+
+/// How many runs passed, failed and were skipped, and how to read the tables.
+fn summary(runs: &[RunResult]) -> String {
     let skipped = runs.iter().filter(|r| r.skipped.is_some()).count();
     let passed = runs.iter().filter(|r| r.passed).count();
-    let _ = writeln!(
-        out,
-        "{} runs: {} passed, {} failed, {} skipped.\n",
+    let mut out = format!(
+        "{} runs: {} passed, {} failed, {} skipped.\n\n",
         runs.len(),
         passed,
         runs.len() - passed - skipped,
@@ -112,75 +123,86 @@ pub fn report_md(runs: &[RunResult], timelines: &[(String, String)]) -> String {
          election safety and convergence within the bound; bully and ring pass on convergence \
          alone (their split brain is expected under partitions and reported).\n",
     );
+    out
+}
 
-    out.push_str(&cost_section(runs));
-    out.push_str(&disruption_section(runs));
-
-    for scenario in first_seen(runs.iter().map(|r| r.scenario.as_str())) {
-        let in_scenario: Vec<&RunResult> = runs.iter().filter(|r| r.scenario == scenario).collect();
-        let _ = writeln!(out, "\n## {scenario}\n");
-        out.push_str(
-            "| mode | layer | seeds | split brain ms | max leaders | leaderless ms | \
-             majority-leaderless ms | failover ms | converge ms | leader changes | messages | \
-             safety | passed |\n",
-        );
-        out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
-        let by_mode: Vec<(&str, Vec<&RunResult>)> = modes_in_order(&in_scenario)
-            .into_iter()
-            .map(|mode| {
-                let of_mode = in_scenario
-                    .iter()
-                    .copied()
-                    .filter(|r| r.mode == mode)
-                    .collect();
-                (mode, of_mode)
-            })
-            .collect();
-        for (mode, of_mode) in &by_mode {
-            let mode = *mode;
-            for layer in first_seen(of_mode.iter().map(|r| r.layer.as_str())) {
-                let row: Vec<&RunResult> = of_mode
-                    .iter()
-                    .copied()
-                    .filter(|r| r.layer == layer)
-                    .collect();
-                out.push_str(&table_row(mode, layer, &row));
-            }
-        }
-
-        out.push_str("\nReading:\n\n");
-        for (mode, of_mode) in &by_mode {
-            let _ = writeln!(out, "- {}", reading(mode, of_mode));
-        }
-
-        let troubled: Vec<&RunResult> = in_scenario
-            .iter()
-            .copied()
-            .filter(|r| !r.passed || r.skipped.is_some())
-            .collect();
-        if !troubled.is_empty() {
-            out.push_str("\nFailed or skipped runs:\n\n");
-            for r in troubled {
-                let why = match &r.skipped {
-                    Some(reason) => format!("skipped: {reason}"),
-                    None if r.notes.is_empty() => "failed".to_string(),
-                    None => r.notes.join("; "),
-                };
-                let _ = writeln!(out, "- {} / {} / seed {}: {}", r.mode, r.layer, r.seed, why);
-            }
+/// One scenario's section: the table (a row per mode and layer), a reading per mode, and the
+/// failed or skipped runs.
+fn scenario_section(runs: &[RunResult], scenario: &str) -> String {
+    let in_scenario: Vec<&RunResult> = runs.iter().filter(|r| r.scenario == scenario).collect();
+    let mut out = format!("\n## {scenario}\n\n");
+    out.push_str(
+        "| mode | layer | seeds | split brain ms | max leaders | leaderless ms | \
+         majority-leaderless ms | failover ms | converge ms | leader changes | messages | \
+         safety | passed |\n",
+    );
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+    let by_mode: Vec<(&str, Vec<&RunResult>)> = modes_in_order(&in_scenario)
+        .into_iter()
+        .map(|mode| {
+            let of_mode = in_scenario
+                .iter()
+                .copied()
+                .filter(|r| r.mode == mode)
+                .collect();
+            (mode, of_mode)
+        })
+        .collect();
+    for (mode, of_mode) in &by_mode {
+        let mode = *mode;
+        for layer in first_seen(of_mode.iter().map(|r| r.layer.as_str())) {
+            let row: Vec<&RunResult> = of_mode
+                .iter()
+                .copied()
+                .filter(|r| r.layer == layer)
+                .collect();
+            out.push_str(&table_row(mode, layer, &row));
         }
     }
 
-    if !timelines.is_empty() {
-        out.push_str("\n## Timelines\n\n");
-        out.push_str(
-            "Lanes: green leader, amber candidate, pale blue follower, dark grey down, white \
-             unknown, hatched paused. Red shading: network faults. Top strip: red where two or \
-             more nodes claim at once.\n\n",
-        );
-        for (file, title) in timelines {
-            let _ = writeln!(out, "### {title}\n\n![{title}]({file})\n");
-        }
+    out.push_str("\nReading:\n\n");
+    for (mode, of_mode) in &by_mode {
+        let _ = writeln!(out, "- {}", reading(mode, of_mode));
+    }
+    out.push_str(&troubled_section(&in_scenario));
+    out
+}
+
+/// The failed and skipped runs of a scenario, with why; empty when there are none.
+fn troubled_section(in_scenario: &[&RunResult]) -> String {
+    let troubled: Vec<&RunResult> = in_scenario
+        .iter()
+        .copied()
+        .filter(|r| !r.passed || r.skipped.is_some())
+        .collect();
+    if troubled.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nFailed or skipped runs:\n\n");
+    for r in troubled {
+        let why = match &r.skipped {
+            Some(reason) => format!("skipped: {reason}"),
+            None if r.notes.is_empty() => "failed".to_string(),
+            None => r.notes.join("; "),
+        };
+        let _ = writeln!(out, "- {} / {} / seed {}: {}", r.mode, r.layer, r.seed, why);
+    }
+    out
+}
+
+/// The timelines, with how to read them; empty when there are none.
+fn timelines_section(timelines: &[(String, String)]) -> String {
+    if timelines.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n## Timelines\n\n");
+    out.push_str(
+        "Lanes: green leader, amber candidate, pale blue follower, dark grey down, white \
+         unknown, hatched paused. Red shading: network faults. Top strip: red where two or \
+         more nodes claim at once.\n\n",
+    );
+    for (file, title) in timelines {
+        let _ = writeln!(out, "### {title}\n\n![{title}]({file})\n");
     }
     out
 }
@@ -406,29 +428,11 @@ fn reading(mode: &str, runs: &[&RunResult]) -> String {
         return format!("**{mode}**: not run ({} skipped).", runs.len());
     }
     let n = done.len();
-    let mut parts: Vec<String> = Vec::new();
-    let worst = |f: &dyn Fn(&RunResult) -> f64| done.iter().map(|r| f(r)).fold(0.0, f64::max);
-
-    let split = worst(&|r| r.split_brain_ms);
-    let max_leaders = done.iter().map(|r| r.max_leaders).max().unwrap_or(0);
-    if split > 0.0 {
-        let mut s = format!(
-            "{max_leaders} leaders at once, split brain up to {}",
-            human_ms(split)
-        );
-        if mode == "quorum" || done.iter().any(|r| r.election_safety.is_some()) {
-            s.push_str(" (a safety failure)");
-        }
-        parts.push(s);
-    } else if max_leaders == 0 {
-        parts.push("no leader at all".to_string());
-    } else {
-        parts.push("0 ms split brain".to_string());
-    }
+    let mut parts: Vec<String> = vec![split_words(mode, &done)];
     if done.iter().any(|r| r.election_safety == Some(false)) {
         parts.push("two leaders in one term (election safety violated)".to_string());
     }
-    let leaderless = worst(&|r| r.leaderless_ms);
+    let leaderless = worst(&done, |r| r.leaderless_ms);
     if leaderless > 0.0 {
         parts.push(format!("leaderless up to {}", human_ms(leaderless)));
     } else {
@@ -444,34 +448,8 @@ fn reading(mode: &str, runs: &[&RunResult]) -> String {
             human_ms(majority.iter().copied().fold(0.0, f64::max))
         ));
     }
-    let failovers: Vec<f64> = done.iter().filter_map(|r| r.failover_ms).collect();
-    if failovers.len() == n {
-        parts.push(format!(
-            "failover in {}",
-            human_ms(failovers.iter().copied().fold(0.0, f64::max))
-        ));
-    } else if !failovers.is_empty() {
-        parts.push(format!(
-            "no agreed leader after the fault in {} of {n} runs",
-            n - failovers.len()
-        ));
-    } else {
-        parts.push(
-            "no failover measured (no agreed leader after the fault, or no fault)".to_string(),
-        );
-    }
-    let converged: Vec<f64> = done.iter().filter_map(|r| r.converge_ms).collect();
-    if converged.len() == n {
-        parts.push(format!(
-            "converged {} after heal",
-            human_ms(converged.iter().copied().fold(0.0, f64::max))
-        ));
-    } else {
-        parts.push(format!(
-            "did not converge in {} of {n} runs",
-            n - converged.len()
-        ));
-    }
+    parts.push(failover_words(&done));
+    parts.push(converge_words(&done));
     let changes = done.iter().map(|r| r.leader_changes).max().unwrap_or(0);
     parts.push(format!(
         "up to {changes} leader change{}",
@@ -479,6 +457,64 @@ fn reading(mode: &str, runs: &[&RunResult]) -> String {
     ));
     let passed = done.iter().filter(|r| r.passed).count();
     format!("**{mode}**: {}; {passed}/{n} passed.", parts.join("; "))
+}
+
+/// The largest `f` over the runs, 0 when none is larger.
+fn worst(done: &[&RunResult], f: impl Fn(&RunResult) -> f64) -> f64 {
+    done.iter().map(|r| f(r)).fold(0.0, f64::max)
+}
+
+/// The reading's words on split brain: how many leaders at once and for how long.
+fn split_words(mode: &str, done: &[&RunResult]) -> String {
+    let split = worst(done, |r| r.split_brain_ms);
+    let max_leaders = done.iter().map(|r| r.max_leaders).max().unwrap_or(0);
+    if split > 0.0 {
+        let mut s = format!(
+            "{max_leaders} leaders at once, split brain up to {}",
+            human_ms(split)
+        );
+        if mode == "quorum" || done.iter().any(|r| r.election_safety.is_some()) {
+            s.push_str(" (a safety failure)");
+        }
+        s
+    } else if max_leaders == 0 {
+        "no leader at all".to_string()
+    } else {
+        "0 ms split brain".to_string()
+    }
+}
+
+/// The reading's words on failover: the worst, or in how many runs none was agreed.
+fn failover_words(done: &[&RunResult]) -> String {
+    let n = done.len();
+    let failovers: Vec<f64> = done.iter().filter_map(|r| r.failover_ms).collect();
+    if failovers.len() == n {
+        format!(
+            "failover in {}",
+            human_ms(failovers.iter().copied().fold(0.0, f64::max))
+        )
+    } else if !failovers.is_empty() {
+        format!(
+            "no agreed leader after the fault in {} of {n} runs",
+            n - failovers.len()
+        )
+    } else {
+        "no failover measured (no agreed leader after the fault, or no fault)".to_string()
+    }
+}
+
+/// The reading's words on convergence after heal.
+fn converge_words(done: &[&RunResult]) -> String {
+    let n = done.len();
+    let converged: Vec<f64> = done.iter().filter_map(|r| r.converge_ms).collect();
+    if converged.len() == n {
+        format!(
+            "converged {} after heal",
+            human_ms(converged.iter().copied().fold(0.0, f64::max))
+        )
+    } else {
+        format!("did not converge in {} of {n} runs", n - converged.len())
+    }
 }
 
 #[cfg(test)]
