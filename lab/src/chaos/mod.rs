@@ -1,4 +1,4 @@
-//! The chaos suite's judges and its report (`docs/design/chaos.md`).
+//! The chaos suite: its scenarios, the runner, the judges and the report (`docs/design/chaos.md`).
 //!
 //! A run of the matrix (mode × scenario × layer × seed) leaves a [`check::RunLog`]: every node's
 //! event log on the one host-wide monotonic clock, the process faults the harness applied

@@ -1,5 +1,6 @@
 //! The scenarios of `docs/design/chaos.md`, S1–S14: each one a variant of [`Scenario`] and one
-//! `async fn` below that runs its schedule on a warmed-up cluster through the [`Harness`].
+//! `async fn` below that runs its schedule on a warmed-up cluster through the harness
+//! ([`super::harness`]).
 //!
 //! A scenario's random draws (who is cut off, who is killed) come from the harness's generator,
 //! seeded by the run's seed, so a seed replays the same schedule.
