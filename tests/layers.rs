@@ -32,20 +32,32 @@ const NODE_LAYERS: &[&[&str]] = &[
 
 /// The lab's layers, lowest first.
 const LAB_LAYERS: &[&[&str]] = &[
-    &["bin", "cluster::addr", "cluster::dir", "chaos::kernel"],
+    &[
+        "bin",
+        "cluster::addr",
+        "cluster::dir",
+        "chaos::kernel",
+        "sim::clock",
+        "sim::net",
+        "sim::schedule",
+        "sim::legacy",
+    ],
     &["cluster::configs", "cluster::secrets"],
     &["cluster::process"],
     &["cluster::control"],
     &["cluster::state"],
-    &["cluster", "record", "sim", "chaos::check"],
+    &["cluster", "chaos::check", "chaos::fixtures"],
+    &["chaos::record", "sim::quorum"],
     &[
         "bench",
         "crashloop",
         "chaos::timeline",
         "chaos::report",
+        "chaos::harness",
         "chaos::scenario",
+        "sim::cmd",
     ],
-    &["chaos::runner", "versus"],
+    &["chaos::runner", "versus", "sim"],
     &["chaos", "ctl"],
     &["lib"],
 ];

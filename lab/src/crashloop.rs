@@ -19,8 +19,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::chaos::check::{election_safety, leader_changes, split_brain};
+use crate::chaos::record::Recorder;
 use crate::cluster::{claimants, Cluster, Observed};
-use crate::record::Recorder;
 use electd::config::{Mode, Timing};
 use electd_client::NodeId;
 

@@ -1,9 +1,13 @@
-//! `electd-lab ctl` and `electd-lab chaos`: the command line of [`crate::cluster`], run by `scripts/cluster.sh`.
+//! `electd-lab ctl` and `electd-lab chaos`: the command line of [`crate::cluster`] (run by
+//! `scripts/cluster.sh`) and of the chaos suite (run by `scripts/chaos.sh`).
 
-use std::path::PathBuf;
+use rustix::process::Signal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::chaos::runner::{run_matrix, Layer, Matrix};
+use crate::chaos::scenario::Scenario;
 use crate::cluster::{agreed, status_row, Cluster, CtlError};
 use electd::config::Mode;
 use electd_client::NodeId;
@@ -138,61 +142,13 @@ async fn print_status(c: &Cluster) {
 async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
     let bin = crate::bin::electd_bin().map_err(CtlError::Usage)?;
     let c = Cluster::open(&args.cluster_dir, &bin)?;
-    let node = |id: NodeId| c.member(id).map(|_| id);
     match args.cmd {
         CtlCmd::Up {
             mode,
             wait,
             heartbeat_ms,
             follower_lease_ms,
-        } => {
-            let mut c = c;
-            let mut flags = Vec::new();
-            if let Some(v) = heartbeat_ms {
-                flags.extend(["--heartbeat-ms".to_string(), v.to_string()]);
-            }
-            if let Some(v) = follower_lease_ms {
-                flags.extend(["--follower-lease-ms".to_string(), v.to_string()]);
-            }
-            let running: Vec<_> = c
-                .ids()
-                .into_iter()
-                .filter(|id| c.pid(*id).is_some())
-                .collect();
-            if !running.is_empty() && c.mode() != mode {
-                return Err(CtlError::Usage(format!(
-                    "nodes {running:?} are running in mode {}; run `down` first",
-                    c.mode().as_str()
-                )));
-            }
-            if !running.is_empty() && c.extra_args != flags {
-                return Err(CtlError::Usage(format!(
-                    "nodes {running:?} are running with timing flags {:?}; run `down` first",
-                    c.extra_args
-                )));
-            }
-            c.set_timing_flags(flags)?;
-            c.ensure_secrets()?;
-            for id in c.ids() {
-                let pid = c.start(id, mode)?;
-                eprintln!("node {id}: pid {pid}, log {}", c.log_file(id).display());
-            }
-            let leader = c.wait_agreed(Duration::from_secs(wait)).await;
-            print_status(&c).await;
-            match leader {
-                Some(l) => {
-                    println!("leader: {l} (mode {})", mode.as_str());
-                    Ok(ExitCode::SUCCESS)
-                }
-                None => {
-                    eprintln!(
-                        "no agreed leader within {wait} s; see the logs under {}",
-                        c.run.display()
-                    );
-                    Ok(ExitCode::FAILURE)
-                }
-            }
-        }
+        } => up(c, mode, wait, heartbeat_ms, follower_lease_ms).await,
         CtlCmd::Down => {
             c.down(Duration::from_secs(5));
             Ok(ExitCode::SUCCESS)
@@ -208,19 +164,15 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
             }
             None => Ok(ExitCode::FAILURE),
         },
-        CtlCmd::Kill { id } => signal_result(c.kill(node(id)?), id),
-        CtlCmd::Stop { id } => signal_result(c.stop(node(id)?, Duration::from_secs(5)), id),
+        CtlCmd::Kill { id } => signal_result(c.kill(node(&c, id)?), id),
+        CtlCmd::Stop { id } => signal_result(c.stop(node(&c, id)?, Duration::from_secs(5)), id),
         CtlCmd::Start { id } => {
-            let pid = c.start(node(id)?, c.mode())?;
+            let pid = c.start(node(&c, id)?, c.mode())?;
             println!("node {id}: pid {pid}");
             Ok(ExitCode::SUCCESS)
         }
-        CtlCmd::Pause { id } => {
-            signal_result(c.signal(node(id)?, rustix::process::Signal::STOP), id)
-        }
-        CtlCmd::Resume { id } => {
-            signal_result(c.signal(node(id)?, rustix::process::Signal::CONT), id)
-        }
+        CtlCmd::Pause { id } => signal_result(c.signal(node(&c, id)?, Signal::STOP), id),
+        CtlCmd::Resume { id } => signal_result(c.signal(node(&c, id)?, Signal::CONT), id),
         CtlCmd::Partition { groups } => {
             let groups = groups
                 .iter()
@@ -229,16 +181,106 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
             c.partition(&groups).await?;
             Ok(ExitCode::SUCCESS)
         }
-        CtlCmd::Bench {
-            what:
-                BenchCmd::VsEtcd {
-                    trials,
-                    idle_seconds,
-                    profile,
-                    seed,
-                    etcd,
-                    work,
-                },
+        CtlCmd::Bench { what } => bench(c, what).await,
+        CtlCmd::CrashLoop { cycles, seed } => crash_loop(&c, cycles, seed).await,
+        CtlCmd::Heal => {
+            c.heal().await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `id` when it is a member of the cluster.
+fn node(c: &Cluster, id: NodeId) -> Result<NodeId, CtlError> {
+    c.member(id).map(|_| id)
+}
+
+/// `up`: starts every node (refused while nodes run in another mode or with other timing
+/// flags), waits for an agreed leader and prints the states.
+async fn up(
+    mut c: Cluster,
+    mode: Mode,
+    wait: u64,
+    heartbeat_ms: Option<u64>,
+    follower_lease_ms: Option<u64>,
+) -> Result<ExitCode, CtlError> {
+    let mut flags = Vec::new();
+    if let Some(v) = heartbeat_ms {
+        flags.extend(["--heartbeat-ms".to_string(), v.to_string()]);
+    }
+    if let Some(v) = follower_lease_ms {
+        flags.extend(["--follower-lease-ms".to_string(), v.to_string()]);
+    }
+    let running: Vec<_> = c
+        .ids()
+        .into_iter()
+        .filter(|id| c.pid(*id).is_some())
+        .collect();
+    if !running.is_empty() && c.mode() != mode {
+        return Err(CtlError::Usage(format!(
+            "nodes {running:?} are running in mode {}; run `down` first",
+            c.mode().as_str()
+        )));
+    }
+    if !running.is_empty() && c.extra_args != flags {
+        return Err(CtlError::Usage(format!(
+            "nodes {running:?} are running with timing flags {:?}; run `down` first",
+            c.extra_args
+        )));
+    }
+    c.set_timing_flags(flags)?;
+    c.ensure_secrets()?;
+    for id in c.ids() {
+        let pid = c.start(id, mode)?;
+        eprintln!("node {id}: pid {pid}, log {}", c.log_file(id).display());
+    }
+    let leader = c.wait_agreed(Duration::from_secs(wait)).await;
+    print_status(&c).await;
+    match leader {
+        Some(l) => {
+            println!("leader: {l} (mode {})", mode.as_str());
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!(
+                "no agreed leader within {wait} s; see the logs under {}",
+                c.run.display()
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `bench …`: one benchmark, its numbers printed; exit 1 when it failed.
+async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
+    let res = match what {
+        BenchCmd::Failover {
+            trials,
+            graceful: false,
+        } => crate::bench::failover(&c, trials).await.map(|v| {
+            crate::bench::summarize("failover after SIGKILL of the leader", v);
+        }),
+        BenchCmd::Failover {
+            trials,
+            graceful: true,
+        } => crate::bench::handoff(&c, trials).await.map(print_handoff),
+        BenchCmd::Isolate { trials } => crate::bench::isolate(&c, trials).await.map(|(s, e)| {
+            crate::bench::summarize("isolated leader stopped claiming", s);
+            crate::bench::summarize("majority's new leader claimed", e);
+        }),
+        BenchCmd::Load {
+            seconds,
+            connections,
+        } => crate::bench::load(&c, seconds, connections)
+            .await
+            .and_then(|r| print_load(&r)),
+        BenchCmd::VsEtcd {
+            trials,
+            idle_seconds,
+            profile,
+            seed,
+            etcd,
+            work,
         } => {
             let seed = seed.unwrap_or_else(rand::random);
             let mut c = c;
@@ -246,125 +288,93 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
                 path: work.clone(),
                 source,
             })?;
-            match crate::versus::compare(&mut c, trials, idle_seconds, profile, seed, &etcd, &work)
-                .await
-            {
-                Ok(()) => Ok(ExitCode::SUCCESS),
-                Err(e) => {
-                    eprintln!("bench failed: {e}");
-                    Ok(ExitCode::FAILURE)
-                }
-            }
+            crate::versus::compare(&mut c, trials, idle_seconds, profile, seed, &etcd, &work).await
         }
-        CtlCmd::Bench { what } => {
-            let res = match what {
-                BenchCmd::Failover {
-                    trials,
-                    graceful: false,
-                } => crate::bench::failover(&c, trials).await.map(|v| {
-                    crate::bench::summarize("failover after SIGKILL of the leader", v);
-                }),
-                BenchCmd::Failover {
-                    trials,
-                    graceful: true,
-                } => crate::bench::handoff(&c, trials).await.map(|h| {
-                    let stopped: Vec<f64> = h.stopped_claiming.iter().flatten().copied().collect();
-                    let missing = h.stopped_claiming.len() - stopped.len();
-                    crate::bench::summarize("SIGTERM: the leader stopped claiming", stopped);
-                    if missing > 0 {
-                        println!("  ({missing} trials recorded no step-down event)");
-                    }
-                    crate::bench::summarize(
-                        "SIGTERM: the others agreed on a new leader",
-                        h.handoff,
-                    );
-                    crate::bench::summarize("SIGTERM: the old leader exited", h.exited);
-                }),
-                BenchCmd::VsEtcd { .. } => unreachable!("handled above"),
-                BenchCmd::Isolate { trials } => {
-                    crate::bench::isolate(&c, trials).await.map(|(s, e)| {
-                        crate::bench::summarize("isolated leader stopped claiming", s);
-                        crate::bench::summarize("majority's new leader claimed", e);
-                    })
-                }
-                BenchCmd::Load {
-                    seconds,
-                    connections,
-                } => crate::bench::load(&c, seconds, connections)
-                    .await
-                    .and_then(|r| {
-                        let p = |q| crate::bench::percentile(&r.latency_ms, q);
-                        println!(
-                            "load: {} requests in {:.1} s = {:.0} req/s, {} errors; latency \
-                             p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
-                            r.requests,
-                            r.seconds,
-                            r.requests as f64 / r.seconds,
-                            r.errors,
-                            p(50.0),
-                            p(99.0),
-                            r.latency_ms.last().copied().unwrap_or(f64::NAN)
-                        );
-                        println!(
-                            "leader before: {} (term {}), after: {} (term {}); role changes \
-                             during the run: {}",
-                            r.before.0,
-                            r.before.1,
-                            r.after.0,
-                            r.after.1,
-                            r.changes.len()
-                        );
-                        for e in &r.changes {
-                            println!("  change: {e:?}");
-                        }
-                        if r.changes.is_empty() && r.before == r.after {
-                            Ok(())
-                        } else {
-                            Err("spurious leader changes under load".to_string())
-                        }
-                    }),
-            };
-            match res {
-                Ok(()) => Ok(ExitCode::SUCCESS),
-                Err(e) => {
-                    eprintln!("bench failed: {e}");
-                    Ok(ExitCode::FAILURE)
-                }
-            }
+    };
+    match res {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("bench failed: {e}");
+            Ok(ExitCode::FAILURE)
         }
-        CtlCmd::CrashLoop { cycles, seed } => {
-            let seed = seed.unwrap_or_else(rand::random);
-            println!("crash loop: {cycles} cycles, seed {seed} (replay with --seed {seed})");
-            let timing = electd::config::Config::load(&c.member(c.ids()[0])?.config)?.timing;
-            match crate::crashloop::crash_loop(&c, timing, cycles, seed, 50).await {
-                Ok(r) => {
-                    println!(
-                        "crash loop passed: {} cycles in {:.1} s, {} leader kills, {} kills \
-                         during start-up, {} restarts read back with their term, {} leaderships \
-                         taken; final leader {} in term {}",
-                        r.cycles,
-                        r.elapsed_ms as f64 / 1e3,
-                        r.leader_kills,
-                        r.early_kills,
-                        r.durable_checks,
-                        r.leader_changes,
-                        r.final_leader,
-                        r.final_term
-                    );
-                    if c.mode() == Mode::Quorum {
-                        println!("event logs: no term led twice, never two claimants at once");
-                    }
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    eprintln!("crash loop FAILED (seed {seed}): {e}");
-                    Ok(ExitCode::FAILURE)
-                }
+    }
+}
+
+/// `bench failover --graceful`: when the leader stopped claiming, the others agreed on a new
+/// one, and the old one exited, after its SIGTERM.
+fn print_handoff(h: crate::bench::Handoff) {
+    let stopped: Vec<f64> = h.stopped_claiming.iter().flatten().copied().collect();
+    let missing = h.stopped_claiming.len() - stopped.len();
+    crate::bench::summarize("SIGTERM: the leader stopped claiming", stopped);
+    if missing > 0 {
+        println!("  ({missing} trials recorded no step-down event)");
+    }
+    crate::bench::summarize("SIGTERM: the others agreed on a new leader", h.handoff);
+    crate::bench::summarize("SIGTERM: the old leader exited", h.exited);
+}
+
+/// `bench load`: the rate, the latency and the leader changes; `Err` when the leader changed.
+fn print_load(r: &crate::bench::LoadReport) -> Result<(), String> {
+    let p = |q| crate::bench::percentile(&r.latency_ms, q);
+    println!(
+        "load: {} requests in {:.1} s = {:.0} req/s, {} errors; latency \
+         p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
+        r.requests,
+        r.seconds,
+        r.requests as f64 / r.seconds,
+        r.errors,
+        p(50.0),
+        p(99.0),
+        r.latency_ms.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "leader before: {} (term {}), after: {} (term {}); role changes \
+         during the run: {}",
+        r.before.0,
+        r.before.1,
+        r.after.0,
+        r.after.1,
+        r.changes.len()
+    );
+    for e in &r.changes {
+        println!("  change: {e:?}");
+    }
+    if r.changes.is_empty() && r.before == r.after {
+        Ok(())
+    } else {
+        Err("spurious leader changes under load".to_string())
+    }
+}
+
+/// `crash-loop`: SIGKILLs at random moments (seeded; the seed is printed to replay), then the
+/// verdict.
+async fn crash_loop(c: &Cluster, cycles: usize, seed: Option<u64>) -> Result<ExitCode, CtlError> {
+    let seed = seed.unwrap_or_else(rand::random);
+    println!("crash loop: {cycles} cycles, seed {seed} (replay with --seed {seed})");
+    let timing = electd::config::Config::load(&c.member(c.ids()[0])?.config)?.timing;
+    match crate::crashloop::crash_loop(c, timing, cycles, seed, 50).await {
+        Ok(r) => {
+            println!(
+                "crash loop passed: {} cycles in {:.1} s, {} leader kills, {} kills \
+                 during start-up, {} restarts read back with their term, {} leaderships \
+                 taken; final leader {} in term {}",
+                r.cycles,
+                r.elapsed_ms as f64 / 1e3,
+                r.leader_kills,
+                r.early_kills,
+                r.durable_checks,
+                r.leader_changes,
+                r.final_leader,
+                r.final_term
+            );
+            if c.mode() == Mode::Quorum {
+                println!("event logs: no term led twice, never two claimants at once");
             }
-        }
-        CtlCmd::Heal => {
-            c.heal().await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("crash loop FAILED (seed {seed}): {e}");
+            Ok(ExitCode::FAILURE)
         }
     }
 }
@@ -378,7 +388,7 @@ fn signal_result(sent: bool, id: NodeId) -> Result<ExitCode, CtlError> {
     }
 }
 
-/// Entry point of `electd ctl`.
+/// Entry point of `electd-lab ctl`.
 pub fn main(args: CtlArgs) -> ExitCode {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -393,7 +403,7 @@ pub fn main(args: CtlArgs) -> ExitCode {
     }
 }
 
-/// `electd chaos`: the matrix of `docs/design/chaos.md` on real clusters.
+/// `electd-lab chaos`: the matrix of `docs/design/chaos.md` on real clusters.
 #[derive(clap::Args, Debug)]
 pub struct ChaosArgs {
     /// One run of each scenario per mode (and per layer where it matters), seed 1.
@@ -401,7 +411,7 @@ pub struct ChaosArgs {
     pub quick: bool,
     /// Only this scenario (S1..S14); repeatable.
     #[arg(long)]
-    pub scenario: Vec<String>,
+    pub scenario: Vec<Scenario>,
     /// Only this mode; repeatable.
     #[arg(long)]
     pub mode: Vec<Mode>,
@@ -425,21 +435,8 @@ pub struct ChaosArgs {
 
 /// Entry point of `electd-lab chaos`; exits 1 when a run failed.
 pub fn chaos_main(args: ChaosArgs) -> ExitCode {
-    use crate::chaos::runner::{run_matrix, Layer, Matrix, SCENARIOS};
     if args.rejudge {
-        return match crate::chaos::report::rejudge_c5(&args.out) {
-            Ok(n) => {
-                println!(
-                    "chaos: C5 judged again for {n} runs in {}",
-                    args.out.display()
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("electd-lab chaos --rejudge: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        return rejudge(&args.out);
     }
     let bin = match crate::bin::electd_bin() {
         Ok(b) => b,
@@ -448,22 +445,46 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let scenarios: Vec<String> = if args.scenario.is_empty() {
-        SCENARIOS.iter().map(|s| s.to_string()).collect()
+    let m = match matrix(&args) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    println!(
+        "chaos: seeds {:?} (replay one run with --scenario S --mode M --layer L --seed N)",
+        m.seeds
+    );
+    run_chaos(&m, &bin)
+}
+
+/// `chaos --rejudge`: C5 judged again for the stored runs in `out`.
+fn rejudge(out: &Path) -> ExitCode {
+    match crate::chaos::report::rejudge_c5(out) {
+        Ok(n) => {
+            println!("chaos: C5 judged again for {n} runs in {}", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("electd-lab chaos --rejudge: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The matrix the arguments ask for (every scenario and mode when none is named); `Err` with
+/// exit code 2 for an unknown layer.
+fn matrix(args: &ChaosArgs) -> Result<Matrix, ExitCode> {
+    let scenarios: Vec<Scenario> = if args.scenario.is_empty() {
+        Scenario::ALL.to_vec()
     } else {
         args.scenario.clone()
     };
-    if let Some(bad) = scenarios.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
-        eprintln!("electd-lab chaos: unknown scenario {bad}; expected S1..S14");
-        return ExitCode::from(2);
-    }
     let mut layers = Vec::new();
     for l in &args.layer {
         match Layer::parse(l) {
             Some(l) => layers.push(l),
             None => {
                 eprintln!("electd-lab chaos: unknown layer {l}; expected app, kernel or process");
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             }
         }
     }
@@ -472,10 +493,7 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
         (None, true) => vec![1],
         (None, false) => (1..=args.seeds.max(1)).collect(),
     };
-    println!(
-        "chaos: seeds {seeds:?} (replay one run with --scenario S --mode M --layer L --seed N)"
-    );
-    let m = Matrix {
+    Ok(Matrix {
         modes: if args.mode.is_empty() {
             vec![Mode::Quorum, Mode::Bully, Mode::Ring]
         } else {
@@ -485,7 +503,13 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
         layers: (!layers.is_empty()).then_some(layers),
         seeds,
         out: args.out.clone(),
-    };
+    })
+}
+
+/// Runs the matrix until it is done or the process is told to stop; exit 0 when every run
+/// passed (skips aside), 1 when one failed or the report could not be written, 130 when
+/// stopped.
+fn run_chaos(m: &Matrix, bin: &Path) -> ExitCode {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -493,7 +517,7 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
         .expect("tokio runtime");
     let run = rt.block_on(async {
         tokio::select! {
-            r = run_matrix(&m, &bin) => Some(r),
+            r = run_matrix(m, bin) => Some(r),
             sig = electd::terminate_signal() => {
                 // Dropping the run removes its iptables chain and temp dir; its nodes die
                 // with this process (they were started with a parent-death signal).

@@ -11,10 +11,9 @@
 //!   event logs, the report and its timelines (`docs/design/chaos.md`).
 //! - [`bench`]: failover, graceful handoff, isolation and load benchmarks on a running cluster;
 //!   [`versus`]: failover against etcd with one poller.
-//! - [`record`]: the process events the lab causes (kill, start, pause…), recorded for the
-//!   checkers, and the run log they judge.
 //! - [`crashloop`]: SIGKILL at random moments, then judge the run.
-//! - [`sim`]: the bully and ring state machines in simulated time (seeded schedules).
+//! - [`sim`]: simulated time: bully and ring as state machines, and the real quorum node
+//!   in one process (`electd-lab sim`, `scripts/sim.sh`).
 //! - [`bin`]: where the node binary is found.
 
 pub mod bench;
@@ -23,6 +22,5 @@ pub mod chaos;
 pub mod cluster;
 pub mod crashloop;
 pub mod ctl;
-pub mod record;
 pub mod sim;
 pub mod versus;

@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::chaos::check::{cap_paused_claims, split_brain, RunLog};
+use crate::chaos::record::Recorder;
 use crate::cluster::{AddrBlock, Cluster, Observed};
-use crate::record::Recorder;
 use electd::clock::mono_ns;
 use electd_client::NodeId;
 use rustix::process::{self, Pid, Signal};

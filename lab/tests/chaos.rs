@@ -4,12 +4,16 @@
 //! iptables; without them they print why and are skipped (this test then covers the app layer).
 
 use electd::config::Mode;
-use electd_lab::chaos::runner::{run_one, Layer, RunSpec};
+use electd_lab::chaos::runner::{run_one, Layer, RunSpec, Scenario};
 
-fn run(mode: Mode, scenario: &str, layer: Layer) -> Option<electd_lab::chaos::check::RunResult> {
+fn run(
+    mode: Mode,
+    scenario: Scenario,
+    layer: Layer,
+) -> Option<electd_lab::chaos::check::RunResult> {
     let spec = RunSpec {
         mode,
-        scenario: scenario.into(),
+        scenario,
         layer,
         seed: 1,
     };
@@ -31,7 +35,7 @@ fn run(mode: Mode, scenario: &str, layer: Layer) -> Option<electd_lab::chaos::ch
     Some(res)
 }
 
-fn quorum_is_safe(scenario: &str, layer: Layer) {
+fn quorum_is_safe(scenario: Scenario, layer: Layer) {
     if let Some(r) = run(Mode::Quorum, scenario, layer) {
         assert_eq!(r.split_brain_ms, 0.0, "{scenario} {layer:?}: {r:?}");
         assert_eq!(r.election_safety, Some(true), "{scenario} {layer:?}: {r:?}");
@@ -44,7 +48,7 @@ fn quorum_is_safe(scenario: &str, layer: Layer) {
 }
 
 fn legacy_splits(mode: Mode, layer: Layer) {
-    if let Some(r) = run(mode, "S5", layer) {
+    if let Some(r) = run(mode, Scenario::S5, layer) {
         assert!(
             r.max_leaders >= 2 && r.split_brain_ms > 0.0,
             "{mode:?} {layer:?}: {r:?}"
@@ -58,19 +62,19 @@ fn legacy_splits(mode: Mode, layer: Layer) {
 
 #[test]
 fn quorum_leader_isolated_app_and_kernel() {
-    quorum_is_safe("S3", Layer::App);
-    quorum_is_safe("S3", Layer::Kernel);
+    quorum_is_safe(Scenario::S3, Layer::App);
+    quorum_is_safe(Scenario::S3, Layer::Kernel);
 }
 
 #[test]
 fn quorum_split_and_one_way_cuts() {
-    quorum_is_safe("S5", Layer::App);
-    quorum_is_safe("S8", Layer::Kernel);
+    quorum_is_safe(Scenario::S5, Layer::App);
+    quorum_is_safe(Scenario::S8, Layer::Kernel);
 }
 
 #[test]
 fn quorum_paused_leader() {
-    quorum_is_safe("S11", Layer::Process);
+    quorum_is_safe(Scenario::S11, Layer::Process);
 }
 
 #[test]

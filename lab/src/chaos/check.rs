@@ -344,70 +344,12 @@ pub fn evaluate(
     let changes = leader_changes(log);
     let c5 = disruption(log);
 
-    let mut notes = Vec::new();
-    if let Some(s) = &safety {
-        for c in &s.conflicts {
-            notes.push(format!(
-                "C1: term {} was led by nodes {}",
-                c.term,
-                join_ids(&c.nodes)
-            ));
-        }
-    }
-    if split.split_brain_ns > 0 {
-        let first = &split.spans[0];
-        notes.push(format!(
-            "C2: {} ms with two or more leaders (at most {}); first at {} ms into the run: nodes {}",
-            fmt_ms(ms_up(split.split_brain_ns)),
-            split.max_leaders,
-            fmt_ms(ms_round(first.from_ns.saturating_sub(log.start_ns))),
-            join_ids(&first.leaders)
-        ));
-        if split.paused_ns > 0 {
-            notes.push(format!(
-                "C2: {} ms of it with a paused (SIGSTOPped) claimant",
-                fmt_ms(ms_up(split.paused_ns))
-            ));
-        }
-    }
+    let mut notes = safety_notes(safety.as_ref());
+    notes.extend(split_notes(&split, log.start_ns));
     let bound_ns = converge_bound_ms.saturating_mul(1_000_000);
     let converged = matches!(conv.converge_ns, Some(c) if c <= bound_ns);
-    match (conv.from_ns, conv.converge_ns) {
-        (None, _) => notes.push("C4: no heal_ns, so convergence was not measured".to_string()),
-        (Some(_), None) => notes.push("C4: never converged after heal".to_string()),
-        (Some(_), Some(c)) => {
-            if c > bound_ns {
-                notes.push(format!(
-                    "C4: converged after {} ms, above the bound of {converge_bound_ms} ms",
-                    fmt_ms(ms_round(c))
-                ));
-            }
-            if conv.stable_ns < STABLE_NS {
-                notes.push(format!(
-                    "C4: the converged state held only {} ms before the window ended",
-                    fmt_ms(ms_round(conv.stable_ns))
-                ));
-            }
-        }
-    }
-    if sweep.ignored_while_down > 0 {
-        notes.push(format!(
-            "log: {} events stamped while their node was down were ignored",
-            sweep.ignored_while_down
-        ));
-    }
-    if sweep.foreign_events > 0 {
-        notes.push(format!(
-            "log: {} events from nodes outside the membership were ignored",
-            sweep.foreign_events
-        ));
-    }
-    if log.quorum_mode != (mode == "quorum") {
-        notes.push(format!(
-            "log: mode label {mode:?} but quorum_mode = {}",
-            log.quorum_mode
-        ));
-    }
+    notes.extend(convergence_notes(&conv, converge_bound_ms));
+    notes.extend(log_notes(&sweep, log, mode));
 
     let passed = if log.quorum_mode {
         split.split_brain_ns == 0 && safety.as_ref().is_some_and(|s| s.safe) && converged
@@ -437,6 +379,93 @@ pub fn evaluate(
         notes,
         skipped: None,
     }
+}
+
+/// C1's notes: each term led by more than one node.
+fn safety_notes(safety: Option<&ElectionSafety>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(s) = safety {
+        for c in &s.conflicts {
+            notes.push(format!(
+                "C1: term {} was led by nodes {}",
+                c.term,
+                join_ids(&c.nodes)
+            ));
+        }
+    }
+    notes
+}
+
+/// C2's notes: how long two or more claimed, the first time, and how much of it with a paused
+/// claimant.
+fn split_notes(split: &SplitBrain, start_ns: u64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if split.split_brain_ns > 0 {
+        let first = &split.spans[0];
+        notes.push(format!(
+            "C2: {} ms with two or more leaders (at most {}); first at {} ms into the run: nodes {}",
+            fmt_ms(ms_up(split.split_brain_ns)),
+            split.max_leaders,
+            fmt_ms(ms_round(first.from_ns.saturating_sub(start_ns))),
+            join_ids(&first.leaders)
+        ));
+        if split.paused_ns > 0 {
+            notes.push(format!(
+                "C2: {} ms of it with a paused (SIGSTOPped) claimant",
+                fmt_ms(ms_up(split.paused_ns))
+            ));
+        }
+    }
+    notes
+}
+
+/// C4's notes: not measured, never converged, converged too late, or not held long enough.
+fn convergence_notes(conv: &Convergence, converge_bound_ms: u64) -> Vec<String> {
+    let bound_ns = converge_bound_ms.saturating_mul(1_000_000);
+    let mut notes = Vec::new();
+    match (conv.from_ns, conv.converge_ns) {
+        (None, _) => notes.push("C4: no heal_ns, so convergence was not measured".to_string()),
+        (Some(_), None) => notes.push("C4: never converged after heal".to_string()),
+        (Some(_), Some(c)) => {
+            if c > bound_ns {
+                notes.push(format!(
+                    "C4: converged after {} ms, above the bound of {converge_bound_ms} ms",
+                    fmt_ms(ms_round(c))
+                ));
+            }
+            if conv.stable_ns < STABLE_NS {
+                notes.push(format!(
+                    "C4: the converged state held only {} ms before the window ended",
+                    fmt_ms(ms_round(conv.stable_ns))
+                ));
+            }
+        }
+    }
+    notes
+}
+
+/// Notes on the log itself: events ignored, and a mode label that disagrees with it.
+fn log_notes(sweep: &Sweep, log: &RunLog, mode: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    if sweep.ignored_while_down > 0 {
+        notes.push(format!(
+            "log: {} events stamped while their node was down were ignored",
+            sweep.ignored_while_down
+        ));
+    }
+    if sweep.foreign_events > 0 {
+        notes.push(format!(
+            "log: {} events from nodes outside the membership were ignored",
+            sweep.foreign_events
+        ));
+    }
+    if log.quorum_mode != (mode == "quorum") {
+        notes.push(format!(
+            "log: mode label {mode:?} but quorum_mode = {}",
+            log.quorum_mode
+        ));
+    }
+    notes
 }
 
 /// C5 result: how much cut-off nodes disturbed the cluster.

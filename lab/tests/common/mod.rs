@@ -10,8 +10,8 @@ use electd::clock::ms;
 use electd::config::{Mode, Timing};
 use electd_client::{Event, NodeId};
 use electd_lab::chaos::check::{cap_paused_claims, election_safety, split_brain, RunLog};
+use electd_lab::chaos::record::Recorder;
 use electd_lab::cluster::{claim_addrs, AddrBlock, Cluster, Observed};
-use electd_lab::record::Recorder;
 
 pub struct TestCluster {
     pub c: Cluster,

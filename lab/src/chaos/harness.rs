@@ -1,0 +1,268 @@
+//! The harness a scenario acts through: one live 5-node cluster, its fault state on the chosen
+//! layer, and everything recorded for the checkers (process events, fault windows, the first
+//! fault and the heal).
+//!
+//! Layers: `app` (each node's fault set over the admin API), `kernel` (iptables on per-node
+//! loopback addresses, see [`super::kernel`]), `process` (signals only: S1, S2, S11). Delays
+//! always come from the app layer: this kernel has no netem.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+
+use super::check::FaultWindow;
+use super::kernel::Chain;
+use crate::chaos::record::Recorder;
+use crate::cluster::Cluster;
+use electd::clock::mono_ns;
+use electd::config::{Mode, Timing};
+use electd_client::FaultSet;
+use electd_client::NodeId;
+
+/// Where a run's faults live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    App,
+    Kernel,
+    Process,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::App => "app",
+            Layer::Kernel => "kernel",
+            Layer::Process => "process",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Layer> {
+        match s {
+            "app" => Some(Layer::App),
+            "kernel" => Some(Layer::Kernel),
+            "process" => Some(Layer::Process),
+            _ => None,
+        }
+    }
+}
+
+/// A live run: the cluster, the fault state, and everything recorded for the checkers.
+pub(super) struct Harness {
+    pub(super) c: Cluster,
+    pub(super) mode: Mode,
+    pub(super) layer: Layer,
+    pub(super) ips: BTreeMap<NodeId, String>,
+    pub(super) chain: Option<Chain>,
+    pub(super) cuts: BTreeSet<(NodeId, NodeId)>,
+    pub(super) loss: f64,
+    pub(super) delays: BTreeMap<NodeId, u64>,
+    pub(super) rec: Recorder,
+    pub(super) faults: Vec<FaultWindow>,
+    /// The fault window in force: start, label, and who could talk to whom when it opened.
+    pub(super) open: Option<(u64, String, Vec<Vec<NodeId>>)>,
+    pub(super) fault_ns: Option<u64>,
+    pub(super) heal_ns: Option<u64>,
+    pub(super) rng: StdRng,
+    pub(super) timing: Timing,
+}
+
+const WAIT: Duration = Duration::from_secs(20);
+
+impl Harness {
+    pub(super) fn ids(&self) -> Vec<NodeId> {
+        self.c.ids()
+    }
+
+    /// The first fault is in force from `t_ns` on (failover is measured from it).
+    fn mark_fault(&mut self, t_ns: u64) {
+        if self.fault_ns.is_none() {
+            self.fault_ns = Some(t_ns);
+        }
+    }
+
+    pub(super) fn kill(&mut self, id: NodeId) {
+        if let Some(t) = self.rec.kill(&self.c, id) {
+            self.mark_fault(t);
+        }
+    }
+
+    pub(super) fn start(&mut self, id: NodeId) -> Result<(), String> {
+        self.rec
+            .start(&self.c, id, self.mode)
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    pub(super) fn pause(&mut self, id: NodeId) {
+        let t = self.rec.pause(&self.c, id);
+        self.mark_fault(t);
+    }
+
+    pub(super) fn resume(&mut self, id: NodeId) {
+        self.rec.resume(&self.c, id);
+    }
+
+    pub(super) async fn leader(&self) -> Result<NodeId, String> {
+        self.c
+            .wait_agreed(WAIT)
+            .await
+            .ok_or_else(|| "no agreed leader".to_string())
+    }
+
+    /// Who can talk to whom under the current cuts, as the checker's groups (pairs open both
+    /// ways, singletons for cut-off nodes; none when nothing is cut).
+    fn groups(&self) -> Vec<Vec<NodeId>> {
+        if self.cuts.is_empty() {
+            return Vec::new();
+        }
+        let ids = self.ids();
+        let mut g = Vec::new();
+        for &a in &ids {
+            let mut alone = true;
+            for &b in &ids {
+                if a != b && !self.cuts.contains(&(a, b)) && !self.cuts.contains(&(b, a)) {
+                    alone = false;
+                    if a < b {
+                        g.push(vec![a, b]);
+                    }
+                }
+            }
+            if alone {
+                g.push(vec![a]);
+            }
+        }
+        g
+    }
+
+    /// Pushes the network fault state to the layer and opens a fault window labelled `label`.
+    pub(super) async fn apply(&mut self, label: &str) -> Result<(), String> {
+        self.close_window();
+        match self.layer {
+            Layer::Kernel => {
+                let chain = self.chain.as_ref().ok_or("no iptables chain")?;
+                let cuts: Vec<(String, String)> = self
+                    .cuts
+                    .iter()
+                    .map(|(a, b)| (self.ips[a].clone(), self.ips[b].clone()))
+                    .collect();
+                let ips: Vec<String> = self.ips.values().cloned().collect();
+                chain.set(&cuts, self.loss, &ips)?;
+                self.push_app(true).await?;
+            }
+            _ => self.push_app(false).await?,
+        }
+        // The window starts once every rule is in force.
+        let t = mono_ns();
+        self.mark_fault(t);
+        self.open = Some((t, label.to_string(), self.groups()));
+        Ok(())
+    }
+
+    /// The app-layer fault sets: cuts and loss (unless the kernel does those) and delays.
+    async fn push_app(&self, delays_only: bool) -> Result<(), String> {
+        // A message crosses the sender's and the receiver's fault set: per-node loss r gives
+        // link loss 1 - (1 - r)^2 = loss.
+        let r = 1.0 - (1.0 - self.loss).sqrt();
+        for id in self.ids() {
+            if self.c.pid(id).is_none() {
+                continue;
+            }
+            let set = FaultSet {
+                block_to: if delays_only {
+                    BTreeSet::new()
+                } else {
+                    self.cuts
+                        .iter()
+                        .filter(|(a, _)| *a == id)
+                        .map(|(_, b)| *b)
+                        .collect()
+                },
+                block_from: BTreeSet::new(),
+                drop_rate: if delays_only { 0.0 } else { r },
+                delay_ms: self.delays.get(&id).copied().unwrap_or(0),
+            };
+            self.c
+                .set_faults(id, &set)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn close_window(&mut self) {
+        // The groups of the window are those in force while it was open (taken when it
+        // opened: by the time it closes, a flapping scenario has set the next cuts).
+        if let Some((start, label, groups)) = self.open.take() {
+            self.faults.push(FaultWindow {
+                start_ns: start,
+                end_ns: mono_ns(),
+                label,
+                groups,
+            });
+        }
+    }
+
+    /// Cuts every link between the groups, both ways.
+    pub(super) async fn partition(&mut self, groups: &[Vec<NodeId>]) -> Result<(), String> {
+        self.cuts.clear();
+        for (i, g) in groups.iter().enumerate() {
+            for (j, h) in groups.iter().enumerate() {
+                if i != j {
+                    for a in g {
+                        for b in h {
+                            self.cuts.insert((*a, *b));
+                        }
+                    }
+                }
+            }
+        }
+        let label = format!(
+            "partition {}",
+            groups
+                .iter()
+                .map(|g| g
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        self.apply(&label).await
+    }
+
+    /// Clears every network fault; the next moment is the heal.
+    pub(super) async fn heal(&mut self) -> Result<(), String> {
+        self.close_window();
+        self.cuts.clear();
+        self.loss = 0.0;
+        self.delays.clear();
+        if let Some(chain) = &self.chain {
+            chain.set(&[], 0.0, &[])?;
+        }
+        for id in self.ids() {
+            if self.c.pid(id).is_some() {
+                self.c.clear_faults(id).await.map_err(|e| e.to_string())?;
+            }
+        }
+        self.heal_ns = Some(mono_ns());
+        Ok(())
+    }
+
+    pub(super) fn others(&self, not: &[NodeId]) -> Vec<NodeId> {
+        self.ids()
+            .into_iter()
+            .filter(|i| !not.contains(i))
+            .collect()
+    }
+
+    pub(super) fn hold(&self) -> Duration {
+        // Long enough for many follower leases on each side: 3 s at the default timings, as
+        // with the timings of earlier reports.
+        Duration::from_millis(20 * self.timing.follower_lease_ms)
+    }
+}
+
+pub(super) async fn sleep(d: Duration) {
+    tokio::time::sleep(d).await
+}

@@ -1,0 +1,402 @@
+//! The scenarios of `docs/design/chaos.md`, S1–S14: each one a variant of [`Scenario`] and one
+//! `async fn` below that runs its schedule on a warmed-up cluster through the harness
+//! ([`super::harness`]).
+//!
+//! A scenario's random draws (who is cut off, who is killed) come from the harness's generator,
+//! seeded by the run's seed, so a seed replays the same schedule.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use super::harness::{sleep, Harness, Layer};
+use electd::clock::mono_ns;
+use electd::config::Mode;
+use electd_client::NodeId;
+
+/// One scenario of `docs/design/chaos.md`; `--scenario S5` on the command line, `"S5"` in
+/// `report.json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scenario {
+    S1,
+    S2,
+    S3,
+    S4,
+    S5,
+    S6,
+    S7,
+    S8,
+    S9,
+    S10,
+    S11,
+    S12,
+    S13,
+    S14,
+}
+
+impl Scenario {
+    /// Every scenario, in order.
+    pub const ALL: [Scenario; 14] = [
+        Scenario::S1,
+        Scenario::S2,
+        Scenario::S3,
+        Scenario::S4,
+        Scenario::S5,
+        Scenario::S6,
+        Scenario::S7,
+        Scenario::S8,
+        Scenario::S9,
+        Scenario::S10,
+        Scenario::S11,
+        Scenario::S12,
+        Scenario::S13,
+        Scenario::S14,
+    ];
+
+    /// `"S1"` … `"S14"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scenario::S1 => "S1",
+            Scenario::S2 => "S2",
+            Scenario::S3 => "S3",
+            Scenario::S4 => "S4",
+            Scenario::S5 => "S5",
+            Scenario::S6 => "S6",
+            Scenario::S7 => "S7",
+            Scenario::S8 => "S8",
+            Scenario::S9 => "S9",
+            Scenario::S10 => "S10",
+            Scenario::S11 => "S11",
+            Scenario::S12 => "S12",
+            Scenario::S13 => "S13",
+            Scenario::S14 => "S14",
+        }
+    }
+
+    /// What the scenario does, in one line.
+    pub fn description(self) -> &'static str {
+        match self {
+            Scenario::S1 => "leader crash (SIGKILL), then restart",
+            Scenario::S2 => {
+                "a follower crashes; a majority (3 of 5) crashes; all crash; each restarts"
+            }
+            Scenario::S3 => "leader isolated from everyone (both directions)",
+            Scenario::S4 => "one follower isolated (in bully: the highest id)",
+            Scenario::S5 => "2 / 3 split, leader on the 2 side; then on the 3 side",
+            Scenario::S6 => "majorities ring: every node sees a majority, no two the same one",
+            Scenario::S7 => "bridge: two halves joined by one node",
+            Scenario::S8 => "one-way cuts: the leader can send but not receive, then the reverse",
+            Scenario::S9 => "delay on the leader's links near the election timeout",
+            Scenario::S10 => "30% packet loss on all links",
+            Scenario::S11 => "leader paused (SIGSTOP) past the election timeout, then resumed",
+            Scenario::S12 => "flapping: a 2 / 3 partition that changes every 3 election timeouts",
+            Scenario::S13 => "a 2 / 3 split, a kill and 20% loss, then heal and converge",
+            Scenario::S14 => "three-way split 2 / 2 / 1 (no majority anywhere)",
+        }
+    }
+
+    /// The layers where the scenario's faults live.
+    pub fn layers(self) -> &'static [Layer] {
+        match self {
+            Scenario::S1 | Scenario::S2 | Scenario::S11 => &[Layer::Process],
+            Scenario::S9 => &[Layer::App],
+            _ => &[Layer::App, Layer::Kernel],
+        }
+    }
+
+    /// Runs the scenario's schedule on a warmed-up cluster: waits for the agreed leader, then
+    /// applies the faults and heals.
+    pub(super) async fn run(self, h: &mut Harness) -> Result<(), String> {
+        let l = h.leader().await?;
+        match self {
+            Scenario::S1 => leader_crash(h, l).await,
+            Scenario::S2 => crashes(h, l).await,
+            Scenario::S3 => leader_isolated(h, l).await,
+            Scenario::S4 => follower_isolated(h, l).await,
+            Scenario::S5 => two_three_split(h, l).await,
+            Scenario::S6 => majorities_ring(h).await,
+            Scenario::S7 => bridge(h, l).await,
+            Scenario::S8 => one_way_cuts(h, l).await,
+            Scenario::S9 => leader_delay(h, l).await,
+            Scenario::S10 => loss(h).await,
+            Scenario::S11 => leader_paused(h, l).await,
+            Scenario::S12 => flapping(h).await,
+            Scenario::S13 => mixture_then_heal(h).await,
+            Scenario::S14 => three_way_split(h).await,
+        }
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Scenario, String> {
+        Scenario::ALL
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S14"))
+    }
+}
+
+impl clap::ValueEnum for Scenario {
+    fn value_variants<'a>() -> &'a [Scenario] {
+        &Scenario::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()).help(self.description()))
+    }
+}
+
+/// S1: SIGKILL the leader, restart it after the hold; the restart is the heal.
+async fn leader_crash(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    h.kill(l);
+    sleep(hold).await;
+    h.start(l)?;
+    h.heal_ns = Some(mono_ns());
+    Ok(())
+}
+
+/// S2: a follower crashes and restarts; then three random nodes; then all five.
+async fn crashes(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    let f = h.others(&[l])[0];
+    h.kill(f);
+    sleep(hold / 2).await;
+    h.start(f)?;
+    sleep(hold / 2).await;
+    let mut three = h.others(&[]);
+    three.shuffle(&mut h.rng);
+    three.truncate(3);
+    for id in &three {
+        h.kill(*id);
+    }
+    sleep(hold / 2).await;
+    for id in &three {
+        h.start(*id)?;
+    }
+    sleep(hold / 2).await;
+    for id in h.ids() {
+        h.kill(id);
+    }
+    sleep(hold / 4).await;
+    for id in h.ids() {
+        h.start(id)?;
+    }
+    h.heal_ns = Some(mono_ns());
+    Ok(())
+}
+
+/// S3: the leader cut off from everyone, both ways.
+async fn leader_isolated(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    h.partition(&[vec![l], h.others(&[l])]).await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S4: one follower cut off (a random one; in bully mode the highest id, the natural winner).
+async fn follower_isolated(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    let victim = if h.mode == Mode::Bully {
+        *h.ids().iter().max().expect("nodes")
+    } else {
+        let f = h.others(&[l]);
+        f[h.rng.gen_range(0..f.len())]
+    };
+    h.partition(&[vec![victim], h.others(&[victim])]).await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S5: 2 | 3 with the leader on the small side, heal; then 2 | 3 with the (new) leader on the
+/// large side, heal.
+async fn two_three_split(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    let mut rest = h.others(&[l]);
+    rest.shuffle(&mut h.rng);
+    let small = vec![l, rest[0]];
+    h.partition(&[small.clone(), h.others(&small)]).await?;
+    sleep(hold).await;
+    h.heal().await?;
+    let l = h.leader().await?;
+    let mut rest = h.others(&[l]);
+    rest.shuffle(&mut h.rng);
+    let small = vec![rest[0], rest[1]];
+    h.partition(&[small.clone(), h.others(&small)]).await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S6: a ring of neighbours: each node talks to the two next to it only.
+async fn majorities_ring(h: &mut Harness) -> Result<(), String> {
+    let hold = h.hold();
+    let ids = h.ids();
+    let n = ids.len();
+    h.cuts.clear();
+    for i in 0..n {
+        for j in 0..n {
+            let d = (i + n - j) % n;
+            if i != j && d != 1 && d != n - 1 {
+                h.cuts.insert((ids[i], ids[j]));
+            }
+        }
+    }
+    h.apply("majorities ring").await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S7: the leader and one node on one side, two nodes on the other, one bridge node talking
+/// to both.
+async fn bridge(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    let mut rest = h.others(&[l]);
+    rest.shuffle(&mut h.rng);
+    let (a, bridge, c, d) = (rest[0], rest[1], rest[2], rest[3]);
+    let left = [l, a];
+    let right = [c, d];
+    h.cuts.clear();
+    for x in left {
+        for y in right {
+            h.cuts.insert((x, y));
+            h.cuts.insert((y, x));
+        }
+    }
+    h.apply(&format!("bridge {bridge} between {l},{a} and {c},{d}"))
+        .await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S8: the leader can send but not receive, heal; then the (new) leader can receive but not
+/// send, heal.
+async fn one_way_cuts(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    let others = h.others(&[l]);
+    h.cuts = others.iter().map(|o| (*o, l)).collect();
+    h.apply(&format!("{l} sends, cannot receive")).await?;
+    sleep(hold).await;
+    h.heal().await?;
+    let l = h.leader().await?;
+    let others = h.others(&[l]);
+    h.cuts = others.iter().map(|o| (l, *o)).collect();
+    h.apply(&format!("{l} receives, cannot send")).await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S9: the leader's messages delayed by three quarters of an election timeout.
+async fn leader_delay(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    let et = h.timing.follower_lease_ms;
+    h.delays.insert(l, et * 3 / 4);
+    h.apply(&format!("delay {} ms on {l}", et * 3 / 4)).await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S10: 30% loss on every link.
+async fn loss(h: &mut Harness) -> Result<(), String> {
+    let hold = h.hold();
+    h.loss = 0.3;
+    h.apply("30% loss on all links").await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S11: the leader SIGSTOPped for four election timeouts, then resumed; the resume is the heal.
+async fn leader_paused(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let et = h.timing.follower_lease_ms;
+    h.pause(l);
+    sleep(Duration::from_millis(4 * et)).await;
+    h.resume(l);
+    h.heal_ns = Some(mono_ns());
+    Ok(())
+}
+
+/// S12: six random 2 | 3 partitions, each held three election timeouts, then heal.
+async fn flapping(h: &mut Harness) -> Result<(), String> {
+    let et = h.timing.follower_lease_ms;
+    for _ in 0..6 {
+        let mut ids = h.ids();
+        ids.shuffle(&mut h.rng);
+        let (a, b) = ids.split_at(2);
+        h.partition(&[a.to_vec(), b.to_vec()]).await?;
+        sleep(Duration::from_millis(3 * et)).await;
+    }
+    h.heal().await
+}
+
+/// S13: a mixture, then heal: the convergence bound is the point.
+async fn mixture_then_heal(h: &mut Harness) -> Result<(), String> {
+    let hold = h.hold();
+    let mut ids = h.ids();
+    ids.shuffle(&mut h.rng);
+    h.partition(&[ids[..2].to_vec(), ids[2..].to_vec()]).await?;
+    sleep(hold / 2).await;
+    let victim = ids[h.rng.gen_range(0..ids.len())];
+    h.kill(victim);
+    h.loss = 0.2;
+    h.apply("partition, a kill and 20% loss").await?;
+    sleep(hold / 2).await;
+    // Heal first: a node that is still starting cannot take a fault set yet.
+    h.heal().await?;
+    h.start(victim)
+}
+
+/// S14: a random 2 | 2 | 1 split: no side has a majority.
+async fn three_way_split(h: &mut Harness) -> Result<(), String> {
+    let hold = h.hold();
+    let mut ids = h.ids();
+    ids.shuffle(&mut h.rng);
+    h.partition(&[ids[..2].to_vec(), ids[2..4].to_vec(), ids[4..].to_vec()])
+        .await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn names_parse_back_and_are_in_order() {
+        let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
+        let expected: Vec<String> = (1..=14).map(|i| format!("S{i}")).collect();
+        assert_eq!(names, expected);
+        for s in Scenario::ALL {
+            assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
+            assert_eq!(<Scenario as ValueEnum>::from_str(s.as_str(), false), Ok(s));
+            assert_eq!(s.to_string(), s.as_str());
+            assert!(!s.description().is_empty());
+        }
+        assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
+        assert!("S15".parse::<Scenario>().is_err());
+        assert!("s5".parse::<Scenario>().is_err());
+        assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
+    }
+
+    #[test]
+    fn layers_as_before() {
+        for s in Scenario::ALL {
+            let want: &[Layer] = match s.as_str() {
+                "S1" | "S2" | "S11" => &[Layer::Process],
+                "S9" => &[Layer::App],
+                _ => &[Layer::App, Layer::Kernel],
+            };
+            assert_eq!(s.layers(), want, "{s}");
+        }
+    }
+}
