@@ -291,67 +291,6 @@ impl Sim {
 
     async fn apply(&mut self, step: &Step) {
         match step {
-            Step::Heal => {
-                self.cuts.clear();
-                self.loss = 0.0;
-                self.delays.clear();
-                self.note("heal".into());
-            }
-            Step::Split(groups) => {
-                self.cut_between(groups);
-                self.note(format!("split {groups:?}"));
-            }
-            Step::Isolate(t) => {
-                let n = self.resolve(*t);
-                let rest: Vec<NodeId> = self.ids.iter().copied().filter(|&i| i != n).collect();
-                self.cut_between(&[vec![n], rest]);
-                self.note(format!("isolate {n} ({t})"));
-            }
-            Step::Bridge {
-                left,
-                right,
-                bridge,
-            } => {
-                self.cut_between(&[left.clone(), right.clone()]);
-                self.note(format!("bridge {left:?} -{bridge}- {right:?}"));
-            }
-            Step::RingOfMajorities => {
-                let n = self.ids.len();
-                for (i, &a) in self.ids.clone().iter().enumerate() {
-                    for (j, &b) in self.ids.clone().iter().enumerate() {
-                        let d = (i + n - j) % n;
-                        if a != b && d != 1 && d != n - 1 {
-                            let on_receiver = self.rng.gen_bool(0.5);
-                            self.cuts.insert((a, b), on_receiver);
-                        }
-                    }
-                }
-                self.note("ring of majorities".into());
-            }
-            Step::OneWay {
-                from,
-                to,
-                on_receiver,
-            } => {
-                let from = self.resolve(*from);
-                if from != *to {
-                    self.cuts.insert((from, *to), *on_receiver);
-                    let side = if *on_receiver {
-                        "block_from"
-                    } else {
-                        "block_to"
-                    };
-                    self.note(format!("one-way cut {from} -> {to} ({side})"));
-                }
-            }
-            Step::Loss(p) => {
-                self.loss = *p;
-                self.note(format!("loss {p}"));
-            }
-            Step::Delay { node, ms } => {
-                self.delays.insert(*node, *ms);
-                self.note(format!("delay {ms} ms on {node}"));
-            }
             Step::Crash { target, down_ms } => {
                 let n = self.resolve(*target);
                 self.note(format!("crash {n} ({target}) for {down_ms} ms"));
@@ -374,8 +313,82 @@ impl Sim {
                     self.note(format!("resign {l} to {to:?}: {answer:?}"));
                 }
             }
+            network => {
+                let line = self.change_network(network);
+                self.note(line);
+            }
         }
         self.apply_all_faults().await;
+    }
+
+    /// Changes the cuts, loss or delays as `step` says; answers the timeline's line.
+    fn change_network(&mut self, step: &Step) -> String {
+        match step {
+            Step::Heal => {
+                self.cuts.clear();
+                self.loss = 0.0;
+                self.delays.clear();
+                "heal".into()
+            }
+            Step::Split(groups) => {
+                self.cut_between(groups);
+                format!("split {groups:?}")
+            }
+            Step::Isolate(t) => {
+                let n = self.resolve(*t);
+                let rest: Vec<NodeId> = self.ids.iter().copied().filter(|&i| i != n).collect();
+                self.cut_between(&[vec![n], rest]);
+                format!("isolate {n} ({t})")
+            }
+            Step::Bridge {
+                left,
+                right,
+                bridge,
+            } => {
+                self.cut_between(&[left.clone(), right.clone()]);
+                format!("bridge {left:?} -{bridge}- {right:?}")
+            }
+            Step::RingOfMajorities => {
+                let ids = self.ids.clone();
+                let n = ids.len();
+                for (i, &a) in ids.iter().enumerate() {
+                    for (j, &b) in ids.iter().enumerate() {
+                        let d = (i + n - j) % n;
+                        if a != b && d != 1 && d != n - 1 {
+                            let on_receiver = self.rng.gen_bool(0.5);
+                            self.cuts.insert((a, b), on_receiver);
+                        }
+                    }
+                }
+                "ring of majorities".into()
+            }
+            Step::OneWay {
+                from,
+                to,
+                on_receiver,
+            } => {
+                let from = self.resolve(*from);
+                if from == *to {
+                    return format!("one-way cut {from} -> {to}: none (the same node)");
+                }
+                self.cuts.insert((from, *to), *on_receiver);
+                let side = if *on_receiver {
+                    "block_from"
+                } else {
+                    "block_to"
+                };
+                format!("one-way cut {from} -> {to} ({side})")
+            }
+            Step::Loss(p) => {
+                self.loss = *p;
+                format!("loss {p}")
+            }
+            Step::Delay { node, ms } => {
+                self.delays.insert(*node, *ms);
+                format!("delay {ms} ms on {node}")
+            }
+            Step::Crash { .. } | Step::Resign { .. } => unreachable!("not a network step"),
+        }
     }
 
     async fn play(&mut self) {
