@@ -53,7 +53,11 @@ pub(super) struct Harness {
     pub(super) layer: Layer,
     pub(super) ips: BTreeMap<NodeId, String>,
     pub(super) chain: Option<Chain>,
+    /// Directed cuts `from -> to`: messages from `from` to `to` are lost.
     pub(super) cuts: BTreeSet<(NodeId, NodeId)>,
+    /// App layer: the cuts are written `block_from` on their receivers instead of `block_to`
+    /// on their senders (the same cut, `docs/design/api-v1.md`; S8 writes it both ways).
+    pub(super) cuts_on_receiver: bool,
     pub(super) loss: f64,
     pub(super) delays: BTreeMap<NodeId, u64>,
     pub(super) rec: Recorder,
@@ -167,17 +171,19 @@ impl Harness {
             if self.c.pid(id).is_none() {
                 continue;
             }
+            let cut_here = |on_receiver: bool| -> BTreeSet<NodeId> {
+                if delays_only || on_receiver != self.cuts_on_receiver {
+                    return BTreeSet::new();
+                }
+                self.cuts
+                    .iter()
+                    .filter(|(a, b)| if on_receiver { *b == id } else { *a == id })
+                    .map(|(a, b)| if on_receiver { *a } else { *b })
+                    .collect()
+            };
             let set = FaultSet {
-                block_to: if delays_only {
-                    BTreeSet::new()
-                } else {
-                    self.cuts
-                        .iter()
-                        .filter(|(a, _)| *a == id)
-                        .map(|(_, b)| *b)
-                        .collect()
-                },
-                block_from: BTreeSet::new(),
+                block_to: cut_here(false),
+                block_from: cut_here(true),
                 drop_rate: if delays_only { 0.0 } else { r },
                 delay_ms: self.delays.get(&id).copied().unwrap_or(0),
             };

@@ -175,6 +175,7 @@ fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, String> {
         ips,
         chain,
         cuts: BTreeSet::new(),
+        cuts_on_receiver: false,
         loss: 0.0,
         delays: BTreeMap::new(),
         rec: Recorder::new(),

@@ -280,19 +280,37 @@ async fn bridge(h: &mut Harness, l: NodeId) -> Result<(), String> {
 }
 
 /// S8: the leader can send but not receive, heal; then the (new) leader can receive but not
-/// send, heal.
+/// send, heal. At the app layer each cut is written once on its senders (`block_to`) and once
+/// on its receivers (`block_from`): the first phase one way (chosen by the seed) and the
+/// second the other, so that the seeds of a full run see each phase written both ways.
 async fn one_way_cuts(h: &mut Harness, l: NodeId) -> Result<(), String> {
     let hold = h.hold();
+    let first_on_receiver = h.rng.gen_bool(0.5);
+    let written = |on_receiver: bool| {
+        if on_receiver {
+            "block_from"
+        } else {
+            "block_to"
+        }
+    };
     let others = h.others(&[l]);
     h.cuts = others.iter().map(|o| (*o, l)).collect();
-    h.apply(&format!("{l} sends, cannot receive")).await?;
+    h.cuts_on_receiver = first_on_receiver;
+    let label = format!("{l} sends, cannot receive ({})", written(first_on_receiver));
+    h.apply(&label).await?;
     sleep(hold).await;
     h.heal().await?;
     let l = h.leader().await?;
     let others = h.others(&[l]);
     h.cuts = others.iter().map(|o| (l, *o)).collect();
-    h.apply(&format!("{l} receives, cannot send")).await?;
+    h.cuts_on_receiver = !first_on_receiver;
+    let label = format!(
+        "{l} receives, cannot send ({})",
+        written(!first_on_receiver)
+    );
+    h.apply(&label).await?;
     sleep(hold).await;
+    h.cuts_on_receiver = false;
     h.heal().await
 }
 
