@@ -81,6 +81,13 @@ impl Net {
         self.state().members.remove(&id);
     }
 
+    /// Every member gone, at the end of a simulation. The routers hold the nodes and the nodes
+    /// hold their wires, which hold the network: this breaks the circle, so that the nodes,
+    /// their files and their tasks are freed with the runtime.
+    pub fn clear(&self) {
+        self.state().members.clear();
+    }
+
     fn latency(&self) -> Duration {
         let us = self.state().rng.gen_range(LATENCY_US.0..=LATENCY_US.1);
         Duration::from_micros(us)

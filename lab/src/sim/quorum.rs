@@ -414,6 +414,8 @@ impl Sim {
         for r in self.running.values() {
             r.stop.cancel();
         }
+        self.running.clear();
+        self.net.clear();
     }
 
     /// After the final heal: one leader that every member names, within 10 s.
