@@ -29,6 +29,13 @@ pub struct SimArgs {
     pub broken: bool,
 }
 
+/// Files this process has open.
+fn open_files() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
 /// Runs the schedules; exit 1 when any was violated.
 pub fn main(args: SimArgs) -> ExitCode {
     let spec = |seed| Spec {
@@ -75,12 +82,23 @@ pub fn main(args: SimArgs) -> ExitCode {
     );
     let started = Instant::now();
     let (mut violated, mut sim_ms) = (0u64, 0u64);
+    let mut files = open_files();
     for seed in first..first + args.seeds {
         let out = run(&spec(seed));
         sim_ms += out.sim_ms;
         if let Some(v) = out.violations.first() {
             violated += 1;
             println!("FAIL seed {seed}: {v} (replay: scripts/sim.sh --seed {seed} {flags})");
+        }
+        // A schedule must free what it opened: a leak would end a long soak.
+        let now = open_files();
+        if now > files {
+            violated += 1;
+            println!(
+                "FAIL seed {seed}: {} files left open (replay: scripts/sim.sh --seed {seed} {flags})",
+                now - files
+            );
+            files = now;
         }
     }
     let secs = started.elapsed().as_secs_f64();

@@ -5,8 +5,14 @@
 //! A crashed member has no router: requests to it fail at once, as to a closed port. Each
 //! start of a member is a new incarnation; whatever an earlier incarnation still sends, or
 //! whatever answer reaches it, is lost, as a dead process's would be.
+//!
+//! A paused member (SIGSTOP) reads and writes nothing: what it sends, what is sent to it and
+//! the answers to its requests wait, as in socket buffers, until it resumes; its senders'
+//! deadlines run meanwhile. Its own timers keep running (one runtime holds every member):
+//! what a real stop adds, every overdue timer firing at once on resume, is what the chaos
+//! scenario S11 does to real processes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +23,7 @@ use electd::{NodeId, Wire, WireError};
 use futures_util::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tokio::sync::Notify;
 use tower::ServiceExt;
 
 /// One-way latency of a message, drawn uniformly in this range (µs).
@@ -30,12 +37,16 @@ struct Member {
 /// The members' routers and the network's random source.
 pub struct Net {
     state: Mutex<State>,
+    /// Told whenever a member resumes.
+    resumed: Notify,
 }
 
 struct State {
     members: BTreeMap<NodeId, Member>,
     /// Incarnations ever started, per member (a crashed member keeps its count).
     started: BTreeMap<NodeId, u64>,
+    /// Members stopped (SIGSTOP) now.
+    paused: BTreeSet<NodeId>,
     rng: StdRng,
 }
 
@@ -45,8 +56,10 @@ impl Net {
             state: Mutex::new(State {
                 members: BTreeMap::new(),
                 started: BTreeMap::new(),
+                paused: BTreeSet::new(),
                 rng: StdRng::seed_from_u64(seed),
             }),
+            resumed: Notify::new(),
         })
     }
 
@@ -79,6 +92,31 @@ impl Net {
     /// Member `id` crashed: nothing reaches it, nothing it sent arrives any more.
     pub fn detach(&self, id: NodeId) {
         self.state().members.remove(&id);
+        self.resume(id);
+    }
+
+    /// Member `id` stops (SIGSTOP): it reads and sends nothing until [`Net::resume`].
+    pub fn pause(&self, id: NodeId) {
+        self.state().paused.insert(id);
+    }
+
+    /// Member `id` runs again (SIGCONT): what waited for it moves on.
+    pub fn resume(&self, id: NodeId) {
+        if self.state().paused.remove(&id) {
+            self.resumed.notify_waiters();
+        }
+    }
+
+    /// Until member `id` is not paused.
+    async fn awake(&self, id: NodeId) {
+        loop {
+            // Registered before the check, so that no resume is missed.
+            let resumed = self.resumed.notified();
+            if !self.state().paused.contains(&id) {
+                return;
+            }
+            resumed.await;
+        }
     }
 
     /// Every member gone, at the end of a simulation. The routers hold the nodes and the nodes
@@ -105,8 +143,12 @@ impl Net {
         self.state().members.get(&id).map(|m| m.router.clone())
     }
 
-    /// A request of the simulation itself (admin, `/v1/leader`) to member `id`, at once.
+    /// A request of the simulation itself (admin, `/v1/leader`) to member `id`, at once; none
+    /// to a paused member (its answer would come after it resumes, judged then).
     pub async fn ask(&self, id: NodeId, req: Request<Body>) -> Option<(u16, Bytes)> {
+        if self.state().paused.contains(&id) {
+            return None;
+        }
         let router = self.router(id)?;
         let res = router.oneshot(req).await.ok()?;
         let status = res.status().as_u16();
@@ -126,7 +168,11 @@ struct MemWire {
 
 impl MemWire {
     async fn carry(&self, to: NodeId, req: Request<Bytes>) -> Result<Response<Bytes>, WireError> {
+        // A paused sender writes nothing yet.
+        self.net.awake(self.from).await;
         tokio::time::sleep(self.net.latency()).await;
+        // A paused receiver reads nothing yet.
+        self.net.awake(to).await;
         if !self.net.current(self.from, self.incarnation) {
             // The sender died while its request was on the way.
             return std::future::pending().await;
@@ -143,6 +189,8 @@ impl MemWire {
             .await
             .map_err(|e| WireError::Unreachable(e.to_string()))?;
         tokio::time::sleep(self.net.latency()).await;
+        // A paused sender reads its answer when it resumes.
+        self.net.awake(self.from).await;
         if !self.net.current(self.from, self.incarnation) {
             // The answer reaches a process that is gone.
             return std::future::pending().await;
@@ -160,5 +208,61 @@ impl Wire for MemWire {
     ) -> BoxFuture<'_, Result<Response<Bytes>, WireError>> {
         // The transport bounds the whole exchange by its deadline.
         Box::pin(self.carry(to, req))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::post;
+    use tokio::time::Instant;
+
+    fn echo() -> Router {
+        Router::new().route("/peer/x", post(|| async { "ok" }))
+    }
+
+    fn req() -> Request<Bytes> {
+        Request::post("/peer/x")
+            .body(Bytes::new())
+            .expect("a request")
+    }
+
+    /// A paused member reads, writes and answers nothing until it resumes; then the held
+    /// messages move on.
+    #[tokio::test(start_paused = true)]
+    async fn a_paused_member_holds_its_traffic_until_it_resumes() {
+        let net = Net::new(1);
+        let (i1, w1) = net.incarnate(1);
+        let (i2, w2) = net.incarnate(2);
+        net.attach(1, i1, echo());
+        net.attach(2, i2, echo());
+        let hold = Duration::from_secs(2);
+        net.pause(2);
+        assert!(net
+            .ask(2, Request::get("/").body(Body::empty()).unwrap())
+            .await
+            .is_none());
+        let started = Instant::now();
+        let resume = {
+            let net = net.clone();
+            async move {
+                tokio::time::sleep(hold).await;
+                net.resume(2);
+            }
+        };
+        // Each exchange notes when it completed.
+        let timed = |w: Arc<dyn Wire>, to| async move {
+            let res = w.send(to, req(), hold).await;
+            (res, started.elapsed())
+        };
+        let ((a, ta), (b, tb), ()) = tokio::join!(timed(w1.clone(), 2), timed(w2, 1), resume);
+        assert_eq!(a.expect("delivered after the resume").status(), 200);
+        assert_eq!(b.expect("sent after the resume").status(), 200);
+        assert!(ta >= hold, "a paused member answered after {ta:?}");
+        assert!(tb >= hold, "a paused member sent after {tb:?}");
+        // Running, the same exchange takes only the latencies.
+        let started = Instant::now();
+        w1.send(2, req(), hold).await.expect("delivered");
+        assert!(started.elapsed() < Duration::from_millis(10));
     }
 }

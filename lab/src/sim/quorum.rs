@@ -189,11 +189,7 @@ impl Sim {
         };
         let seed = self.spec.seed ^ (id << 32) ^ incarnation;
         let stop = CancellationToken::new();
-        self.procs.push(ProcEvent {
-            t_ns: self.clock.now_ns(),
-            node: id,
-            kind: ProcKind::Start,
-        });
+        self.proc_event(id, ProcKind::Start);
         let node = Node::start_in(self.config(id), seed, stop.clone(), stop.clone(), around)
             .await
             .expect("a simulated node starts");
@@ -216,10 +212,15 @@ impl Sim {
         }
         self.disks.insert(id, survived);
         drop(r.node);
+        self.proc_event(id, ProcKind::Kill);
+    }
+
+    /// What happened to member `id`'s process, for the checkers.
+    fn proc_event(&mut self, node: NodeId, kind: ProcKind) {
         self.procs.push(ProcEvent {
             t_ns: self.clock.now_ns(),
-            node: id,
-            kind: ProcKind::Kill,
+            node,
+            kind,
         });
     }
 
@@ -298,6 +299,16 @@ impl Sim {
                 tokio::time::sleep(Duration::from_millis(*down_ms)).await;
                 self.start(n).await;
                 self.note(format!("restart {n}"));
+            }
+            Step::Pause { target, ms } => {
+                let n = self.resolve(*target);
+                self.note(format!("pause {n} ({target}) for {ms} ms"));
+                self.net.pause(n);
+                self.proc_event(n, ProcKind::Pause);
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                self.net.resume(n);
+                self.proc_event(n, ProcKind::Resume);
+                self.note(format!("resume {n}"));
             }
             Step::Resign { to } => {
                 if let Some(l) = self.claimant() {
@@ -387,7 +398,9 @@ impl Sim {
                 self.delays.insert(*node, *ms);
                 format!("delay {ms} ms on {node}")
             }
-            Step::Crash { .. } | Step::Resign { .. } => unreachable!("not a network step"),
+            Step::Crash { .. } | Step::Pause { .. } | Step::Resign { .. } => {
+                unreachable!("not a network step")
+            }
         }
     }
 

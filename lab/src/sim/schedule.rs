@@ -1,7 +1,7 @@
 //! Schedules of faults for the quorum simulator, drawn from a seed: partitions (halves,
 //! isolations, bridges, a ring of majorities), one-way cuts (written on either side), message
-//! loss and delay, crashes with restarts (some inside the followers' lease), resignations,
-//! and heals, each followed by a stretch of simulated time.
+//! loss and delay, pauses longer than the lease, crashes with restarts (some inside the
+//! followers' lease), resignations, and heals, each followed by a stretch of simulated time.
 
 use std::fmt;
 
@@ -49,6 +49,8 @@ pub enum Step {
     Delay { node: NodeId, ms: u64 },
     /// `target` crashes (SIGKILL) and starts again after `down_ms` on what it had made durable.
     Crash { target: Target, down_ms: u64 },
+    /// `target` is stopped (SIGSTOP) for `ms`, longer than its lease, then resumed.
+    Pause { target: Target, ms: u64 },
     /// The claimant resigns, naming `to` or not.
     Resign { to: Option<NodeId> },
 }
@@ -92,7 +94,7 @@ fn target(rng: &mut StdRng, ids: &[NodeId]) -> Target {
 fn step(rng: &mut StdRng, ids: &[NodeId], f: u64) -> Step {
     let mut shuffled = ids.to_vec();
     shuffled.shuffle(rng);
-    match rng.gen_range(0..11) {
+    match rng.gen_range(0..12) {
         0 | 1 => Step::Heal,
         2 => {
             let cut = rng.gen_range(1..ids.len());
@@ -125,8 +127,40 @@ fn step(rng: &mut StdRng, ids: &[NodeId], f: u64) -> Step {
             // Often back within the followers' lease, sometimes long after.
             down_ms: rng.gen_range(0..=3 * f),
         },
+        10 => Step::Pause {
+            target: target(rng, ids),
+            // Past the lease (the claim lease is below the followers'), up to three times it.
+            ms: rng.gen_range(f + 1..=3 * f),
+        },
         _ => Step::Resign {
             to: rng.gen_bool(0.5).then(|| shuffled[0]),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use std::mem::discriminant;
+
+    /// Every kind of step, pauses past the lease included, turns up in a few schedules.
+    #[test]
+    fn schedules_draw_every_kind_of_step() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let steps: Vec<Step> = (0..20)
+            .flat_map(|_| draw(&mut rng, 5, 8, 150))
+            .map(|t| t.step)
+            .collect();
+        let kinds: std::collections::BTreeSet<String> = steps
+            .iter()
+            .map(|s| format!("{:?}", discriminant(s)))
+            .collect();
+        assert_eq!(kinds.len(), 11, "kinds drawn: {kinds:?}");
+        for s in &steps {
+            if let Step::Pause { ms, .. } = s {
+                assert!(*ms > 150, "a pause of {ms} ms is within the lease");
+            }
+        }
     }
 }
