@@ -510,15 +510,29 @@ pub fn disruption(log: &RunLog) -> Disruption {
             if reach.len() >= majority {
                 continue;
             }
+            // Only terms it went past the rest of the cluster with count: a node that can still
+            // receive (a one-way cut) learns the majority's new terms, which disturbs nobody.
             let before = term_at(n, w.start_ns);
-            let max_during = log
+            let others_at = |t: u64| {
+                nodes
+                    .iter()
+                    .filter(|&&o| o != n)
+                    .map(|&o| term_at(o, t))
+                    .max()
+                    .unwrap_or(0)
+            };
+            let gained = log
                 .events
                 .iter()
                 .filter(|e| e.node_id == n && e.t_mono_ns > w.start_ns && e.t_mono_ns < w.end_ns)
-                .map(|e| e.view.term)
+                .map(|e| {
+                    e.view
+                        .term
+                        .saturating_sub(before.max(others_at(e.t_mono_ns)))
+                })
                 .max()
-                .unwrap_or(before);
-            out.minority_terms_gained += max_during.saturating_sub(before);
+                .unwrap_or(0);
+            out.minority_terms_gained += gained;
         }
         let Some(holder) = claims
             .iter()
@@ -1165,6 +1179,16 @@ mod tests {
         let d = disruption(&l);
         assert_eq!(d.minority_terms_gained, 2);
         assert_eq!(d.heal_leader_changes, Some(0), "node 1 still leads");
+        // A node that can receive (a one-way cut) and learns the majority's new term gains
+        // nothing of its own.
+        let mut learns = log(10_000, all_follow(0, 1, 3));
+        learns.events.push(lead(1, 1, 3));
+        learns
+            .faults
+            .push(window(1000, 5000, vec![vec![1, 2, 3], vec![4, 5]]));
+        learns.events.push(lead(2000, 2, 4));
+        learns.events.push(follow(2100, 4, 4, Some(2)));
+        assert_eq!(disruption(&learns).minority_terms_gained, 0);
         // On heal, node 4's term 5 deposes node 1: node 2 is elected in term 6.
         l.events.push(follow(5100, 1, 5, None));
         l.events.push(lead(5200, 2, 6));
