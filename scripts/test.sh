@@ -8,6 +8,9 @@ cd "$root"
 # iptables: the kernel fault layer of the chaos tests.
 . "$root/scripts/lib/iptables.sh"
 need_iptables test.sh
+# Chromium: the status page test (installed in the background while the suite builds).
+. "$root/scripts/lib/chromium.sh"
+start_chromium_install test.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -16,6 +19,7 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== tests"
 # The lab's tests run the node binary (target/debug/electd): build it first.
 cargo build --quiet --bin electd
+wait_chromium_install test.sh
 # The simulator's 1,000 schedules (lab/tests/sim.rs) start from a seed that changes per run.
 export ELECTD_SIM_FIRST="${ELECTD_SIM_FIRST:-$(( $(date +%s) % 1000000 * 10000 ))}"
 echo "simulator: seeds $ELECTD_SIM_FIRST..$(( ELECTD_SIM_FIRST + 999 )) (replay one: scripts/sim.sh --seed S)"

@@ -1,6 +1,7 @@
-//! The HTTP API of `docs/design/api-v1.md`: the read API (`/v1/leader`, `/v1/status`, `/v1/events`,
-//! `/v1/health`, `/metrics`), the admin fault API, and the engine's `/peer/` routes behind the
-//! transport guard. [`app`] builds the router, testable without a socket.
+//! The HTTP API of `docs/design/api-v1.md`: the status page (`/`, in `page.rs`), the read API
+//! (`/v1/leader`, `/v1/claim`,
+//! `/v1/watch` (in `watch.rs`), `/v1/status`, `/v1/events`, `/v1/health`, `/metrics`), the admin
+//! fault API, and the engine's `/peer/` routes behind the transport guard. [`app`] builds the router, testable without a socket.
 //!
 //! Every error is a 4xx/5xx with `{"error": {"code": "...", "message": "..."}}`.
 
@@ -13,9 +14,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Json, Router};
-use electd_client::{
-    EventsPage, Health, LeaderInfo, LeaderRef, PeerStatus, ResignRequest, Status, Timings,
-};
+use electd_client::{EventsPage, Health, LeaderInfo, PeerStatus, ResignRequest, Status, Timings};
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
@@ -25,8 +24,10 @@ use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 use crate::faults::FaultSet;
 use crate::metrics;
 use crate::node::Node;
+use crate::page;
 use crate::role::Resigned;
 use crate::transport;
+use crate::watch;
 
 impl From<ResignError> for ApiError {
     fn from(e: ResignError) -> ApiError {
@@ -45,36 +46,25 @@ impl From<ResignError> for ApiError {
     }
 }
 
-/// Judges the node's role now and renders it as the contract says.
-pub fn leader_info(node: &Node) -> LeaderInfo {
-    let judged = node.view();
-    let v = judged.view;
-    LeaderInfo {
-        node_id: node.cfg.id,
-        mode: node.mode(),
-        role: v.role,
-        term: v.term,
-        leader: v.leader.map(|id| LeaderRef {
-            id,
-            addr: node.cfg.peer_addr(id).unwrap_or_default().to_string(),
-        }),
-        // Rounded down: never promise more lease than there is.
-        lease_ms: judged.lease_remaining_ns.map(|ns| ns / 1_000_000),
-    }
-}
-
 /// The whole router of one node.
 pub fn app(node: Arc<Node>) -> Router {
     let peer = node.peer_routes().layer(middleware::from_fn_with_state(
         node.transport.clone(),
         transport::guard,
     ));
-    Router::new()
+    // The read API, readable from any origin (the status page of one node reads the others).
+    let read = Router::new()
+        .route("/", get(page::get_page))
         .route("/v1/leader", get(get_leader))
+        .route("/v1/claim", get(get_claim))
+        .route("/v1/watch", get(watch::get_watch))
         .route("/v1/status", get(get_status))
         .route("/v1/events", get(get_events))
         .route("/v1/health", get(health))
         .route("/metrics", get(get_metrics))
+        .layer(middleware::map_response(any_origin));
+    Router::new()
+        .merge(read)
         .route(
             "/v1/admin/faults",
             get(get_faults).put(put_faults).delete(delete_faults),
@@ -134,6 +124,16 @@ async fn drain(body: axum::body::Body) {
     }
 }
 
+/// `Access-Control-Allow-Origin: *` on the read API: it carries no secret and takes no
+/// credentials; the admin API does not get it.
+async fn any_origin(mut res: Response) -> Response {
+    res.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        header::HeaderValue::from_static("*"),
+    );
+    res
+}
+
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
@@ -145,7 +145,19 @@ async fn health() -> Json<Health> {
 }
 
 async fn get_leader(State(node): State<Arc<Node>>) -> Json<LeaderInfo> {
-    Json(leader_info(&node))
+    Json(node.leader_info())
+}
+
+/// `GET /v1/claim`: 200 while this node holds the lease-bound claim, 503 otherwise; the body
+/// of `/v1/leader` either way (for readiness probes and load balancers).
+async fn get_claim(State(node): State<Arc<Node>>) -> (StatusCode, Json<LeaderInfo>) {
+    let info = node.leader_info();
+    let status = if info.view().claims() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(info))
 }
 
 async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
@@ -166,7 +178,7 @@ async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
         .collect();
     let t = node.cfg.timing;
     Json(Status {
-        leader: leader_info(&node),
+        leader: node.leader_info(),
         cluster_id: node.cfg.cluster_id.clone(),
         peers,
         counters: node.stats.snapshot(),
@@ -179,6 +191,8 @@ async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         seed: node.seed,
         faults: node.transport.faults.get(),
+        insecure: node.cfg.runs_insecure(),
+        admin_api: node.cfg.admin_token.is_some(),
         engine: node.engine_status(),
     })
 }
@@ -215,10 +229,14 @@ async fn get_metrics(State(node): State<Arc<Node>>) -> Response {
         .into_response()
 }
 
-/// Checks the admin bearer token when one is configured.
+/// Checks the admin bearer token; without one configured the admin API is disabled (403).
 fn check_admin(node: &Node, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &node.cfg.admin_token else {
-        return Ok(());
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "admin_disabled",
+            "the admin API is disabled: this node has no admin_token (ELECTD_ADMIN_TOKEN)",
+        ));
     };
     let given = headers
         .get(header::AUTHORIZATION)

@@ -134,20 +134,37 @@ pub struct Config {
     /// Shared secret that authenticates peer requests (README, "Hardening"). Never logged or served.
     #[serde(default, skip_serializing)]
     pub cluster_secret: Option<Secret>,
-    /// Bearer token for the admin API; when unset the admin API is open.
+    /// Bearer token for the admin API; when unset the admin API is disabled (403).
     #[serde(default, skip_serializing)]
     pub admin_token: Option<Secret>,
+    /// Run a cluster of several members without `cluster_secret`: any process that reaches a
+    /// node's port may then vote and append as a peer. Refused unless set; said in the log
+    /// and in `/v1/status` when it is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
     /// Seed of the node's own random source (fault layer drop decisions). Unset: taken from the
     /// clock and printed at start, so that a run can be replayed.
     #[serde(default)]
     pub seed: Option<u64>,
     #[serde(default)]
     pub timing: Timing,
+    /// How many `GET /v1/watch` streams the node serves at once; one more gets 429.
+    #[serde(default = "default_max_watchers")]
+    pub max_watchers: usize,
     pub peers: Vec<Peer>,
 }
 
 fn default_cluster_id() -> String {
     "electd".to_string()
+}
+
+/// The default of [`Config::max_watchers`].
+pub const DEFAULT_MAX_WATCHERS: usize = 64;
+/// The most [`Config::max_watchers`] may be.
+pub const MAX_WATCHERS_LIMIT: usize = 10_000;
+
+fn default_max_watchers() -> usize {
+    DEFAULT_MAX_WATCHERS
 }
 
 /// Why a config was refused. Every variant names the file or the field.
@@ -166,6 +183,27 @@ pub enum ConfigError {
     /// rule, "id: 9 is not among the peers" otherwise.
     #[error("{field}{}{message}", if message.starts_with('(') { " " } else { ": " })]
     Invalid { field: String, message: String },
+}
+
+/// `IP:PORT`, `[IPv6]:PORT`, or `HOST:PORT` with a DNS name for HOST (letters, digits, `-`
+/// and `.`), as in a Kubernetes StatefulSet's stable pod names.
+fn is_host_port(addr: &str) -> bool {
+    if addr.parse::<SocketAddr>().is_ok() {
+        return true;
+    }
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return false;
+    };
+    port.parse::<u16>().is_ok_and(|p| p > 0)
+        && !host.is_empty()
+        && host.len() <= 253
+        && host
+            .split('.')
+            .all(|label| !label.is_empty() && label.len() <= 63 && !label.starts_with('-'))
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+        && !host.chars().all(|c| c.is_ascii_digit() || c == '.')
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -238,6 +276,11 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Whether the node runs among peers without a cluster secret (allowed by `insecure`).
+    pub fn runs_insecure(&self) -> bool {
+        self.peers.len() > 1 && self.cluster_secret.is_none()
+    }
+
     /// The address this node binds.
     pub fn listen_addr(&self) -> SocketAddr {
         match self.listen {
@@ -290,6 +333,15 @@ impl Config {
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "must not be empty"));
         }
+        if !(1..=MAX_WATCHERS_LIMIT).contains(&self.max_watchers) {
+            return Err(invalid(
+                "max_watchers",
+                format!(
+                    "({}) must be between 1 and {MAX_WATCHERS_LIMIT}",
+                    self.max_watchers
+                ),
+            ));
+        }
         if self.peers.is_empty() {
             return Err(invalid(
                 "peers",
@@ -311,10 +363,24 @@ impl Config {
                     format!("{} appears more than once", p.id),
                 ));
             }
-            if p.addr.parse::<SocketAddr>().is_err() {
+            if !is_host_port(&p.addr) {
                 return Err(invalid(
                     format!("peers[{i}].addr"),
-                    format!("{:?} is not an ip:port address", p.addr),
+                    format!(
+                        "{:?} is not an address: IP:PORT or HOST:PORT (a DNS name)",
+                        p.addr
+                    ),
+                ));
+            }
+            if p.id == self.id && self.listen.is_none() && p.addr.parse::<SocketAddr>().is_err() {
+                return Err(invalid(
+                    "listen",
+                    format!(
+                        "must be given when this node's own address ({}) is a host name: \
+                         the IP:PORT to bind, e.g. 0.0.0.0:{}",
+                        p.addr,
+                        p.addr.rsplit(':').next().unwrap_or("7000")
+                    ),
                 ));
             }
             if !addrs.insert(p.addr.as_str()) {
@@ -334,6 +400,17 @@ impl Config {
             if secret.expose_secret().len() < 16 {
                 return Err(invalid("cluster_secret", "must be at least 16 characters"));
             }
+        }
+        if self.peers.len() > 1 && self.cluster_secret.is_none() && !self.insecure {
+            return Err(invalid(
+                "cluster_secret",
+                format!(
+                    "a cluster of {} members needs one (its peers authenticate every request \
+                     with it): set cluster_secret (ELECTD_CLUSTER_SECRET), or insecure = true \
+                     (--insecure) to let any process that reaches a node vote",
+                    self.peers.len()
+                ),
+            ));
         }
         if let Some(token) = &self.admin_token {
             if token.expose_secret().len() < 16 {
@@ -428,8 +505,10 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
         cluster_id: "t".into(),
         cluster_secret: None,
         admin_token: None,
+        insecure: false,
         seed: Some(1),
         timing: Timing::default(),
+        max_watchers: DEFAULT_MAX_WATCHERS,
         peers: vec![Peer {
             id: 1,
             addr: "127.0.0.1:9".into(),
@@ -446,6 +525,7 @@ mod tests {
     const GOOD: &str = r#"
 id = 2
 data_dir = "/tmp/x"
+insecure = true
 [[peers]]
 id = 1
 addr = "127.0.0.1:7001"
@@ -538,7 +618,33 @@ addr = "127.0.0.1:7003"
     #[test]
     fn bad_addr_and_mode_and_unknown_field() {
         let text = GOOD.replace("127.0.0.1:7003", "nowhere");
-        assert!(err(&text).starts_with("peers[2].addr: \"nowhere\" is not an ip:port"));
+        assert!(err(&text).starts_with("peers[2].addr: \"nowhere\" is not an address"));
+        // A host name is an address (Kubernetes' stable pod names) …
+        let named = GOOD.replace("127.0.0.1:7003", "electd-2.electd.default.svc:7000");
+        assert!(parse(&named).is_ok());
+        for bad in [
+            "999.1.1.1:7000",
+            "host:0",
+            "host:x",
+            "-host:7000",
+            "ho st:7000",
+            ":7000",
+        ] {
+            let text = GOOD.replace("127.0.0.1:7003", bad);
+            assert!(err(&text).starts_with("peers[2].addr:"), "{bad}");
+        }
+        // … but a node must be told where to bind when its own address is one.
+        let own = GOOD.replace("127.0.0.1:7002", "electd-1.electd:7000");
+        assert!(
+            err(&own).starts_with("listen: must be given"),
+            "{}",
+            err(&own)
+        );
+        let own = format!("listen = \"0.0.0.0:7000\"\n{own}");
+        assert_eq!(
+            parse(&own).unwrap().listen_addr(),
+            "0.0.0.0:7000".parse().unwrap()
+        );
         let text = format!("mode = \"paxos\"\n{GOOD}");
         assert!(
             err(&text).contains("unknown variant `paxos`"),
@@ -557,6 +663,22 @@ addr = "127.0.0.1:7003"
         assert!(err(&text).starts_with("cluster_id:"));
         let text = format!("cluster_secret = \"short\"\n{GOOD}");
         assert!(err(&text).starts_with("cluster_secret: must be at least 16"));
+    }
+
+    #[test]
+    fn a_cluster_without_a_secret_is_refused_unless_insecure() {
+        let secure = GOOD.replace("insecure = true\n", "");
+        let e = err(&secure);
+        assert!(
+            e.starts_with("cluster_secret: a cluster of 3 members needs one"),
+            "{e}"
+        );
+        assert!(e.contains("insecure = true"), "{e}");
+        let with = format!("cluster_secret = \"0123456789abcdef0123\"\n{secure}");
+        assert!(!parse(&with).unwrap().insecure);
+        // One member has no peers to authenticate.
+        let alone = "id = 1\ndata_dir = \"/tmp/x\"\n[[peers]]\nid = 1\naddr = \"127.0.0.1:7001\"\n";
+        assert!(parse(alone).is_ok());
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! The event log: one event per change of (role, term, leader), stamped on the shared monotonic
 //! clock, kept in memory for `/v1/events` and written through to `<data_dir>/events.jsonl`
-//! so that it survives the node being killed.
+//! so that it survives the node being killed. Its followers (`/v1/watch`) are told of each new
+//! event and read it from here at their own pace; [`Watchers`] bounds how many there are.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::role::{NodeId, View};
 
@@ -33,6 +37,8 @@ pub struct EventLog {
     node_id: NodeId,
     path: PathBuf,
     inner: Mutex<Inner>,
+    /// The `seq` of the last event recorded (0: none yet), for the log's followers.
+    latest: watch::Sender<u64>,
 }
 
 struct Inner {
@@ -40,6 +46,8 @@ struct Inner {
     events: VecDeque<Event>,
     next_seq: u64,
     last: Option<View>,
+    /// Whether older events than memory holds are in the file.
+    evicted: bool,
 }
 
 impl EventLog {
@@ -54,6 +62,7 @@ impl EventLog {
         };
         let mut events = VecDeque::new();
         let mut next_seq = 1;
+        let mut evicted = false;
         if let Ok(f) = File::open(&path) {
             for line in BufReader::new(f).lines() {
                 let line = line.map_err(open_err)?;
@@ -62,6 +71,7 @@ impl EventLog {
                     events.push_back(ev);
                     if events.len() > KEEP_IN_MEMORY {
                         events.pop_front();
+                        evicted = true;
                     }
                 }
             }
@@ -78,11 +88,13 @@ impl EventLog {
         Ok(EventLog {
             node_id,
             path,
+            latest: watch::Sender::new(next_seq - 1),
             inner: Mutex::new(Inner {
                 file,
                 events,
                 next_seq,
                 last: None,
+                evicted,
             }),
         })
     }
@@ -114,7 +126,9 @@ impl EventLog {
         inner.events.push_back(ev.clone());
         if inner.events.len() > KEEP_IN_MEMORY {
             inner.events.pop_front();
+            inner.evicted = true;
         }
+        self.latest.send_replace(ev.seq);
         tracing::info!(
             role = state.role.as_str(),
             term = state.term,
@@ -128,6 +142,34 @@ impl EventLog {
     /// The last recorded state, if any.
     pub fn last(&self) -> Option<View> {
         self.inner.lock().expect("event log lock").last
+    }
+
+    /// The `seq` of the last recorded event (0 when there is none).
+    pub fn latest_seq(&self) -> u64 {
+        *self.latest.borrow()
+    }
+
+    /// Told the `seq` of each new event (a follower that is slow sees only the latest).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.latest.subscribe()
+    }
+
+    /// Events with `seq >= from`, at most `limit`: from memory, or from the file when memory
+    /// no longer reaches back that far (a follower far behind loses nothing).
+    pub fn replay(&self, from: u64, limit: usize) -> Vec<Event> {
+        let in_memory = {
+            let inner = self.inner.lock().expect("event log lock");
+            !inner.evicted || inner.events.front().is_some_and(|e| e.seq <= from)
+        };
+        if in_memory {
+            return self.since(from, limit).0;
+        }
+        read_events_file(&self.path)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.seq >= from)
+            .take(limit)
+            .collect()
     }
 
     /// Events with `seq >= since` (at most `limit`), and the `seq` to ask for next.
@@ -145,6 +187,47 @@ impl EventLog {
             if since == 0 { 1 } else { since },
         ));
         (events, next)
+    }
+}
+
+/// The live followers of the event log (`GET /v1/watch`): at most `max` at once; one more is
+/// refused, and counted.
+pub struct Watchers {
+    slots: Arc<Semaphore>,
+    max: usize,
+    refused: AtomicU64,
+}
+
+impl Watchers {
+    pub fn new(max: usize) -> Watchers {
+        Watchers {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// A slot for one more follower, held until it goes; `None` (counted) when all are taken.
+    pub fn enter(&self) -> Option<OwnedSemaphorePermit> {
+        let slot = self.slots.clone().try_acquire_owned().ok();
+        if slot.is_none() {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        slot
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Followers now.
+    pub fn open(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
+
+    /// Followers refused since the node started.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
     }
 }
 
@@ -205,5 +288,39 @@ mod tests {
         let (evs, next) = log.since(4, 100);
         assert!(evs.is_empty());
         assert_eq!(next, 4);
+    }
+
+    #[test]
+    fn followers_are_told_of_each_event_and_replay_it_from_memory_or_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open(dir.path(), 1).unwrap();
+        let mut rx = log.subscribe();
+        assert_eq!(log.latest_seq(), 0);
+        for term in 1..=(KEEP_IN_MEMORY as u64 + 5) {
+            log.record(term, st(Role::Follower, term, None));
+        }
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(*rx.borrow_and_update(), KEEP_IN_MEMORY as u64 + 5);
+        // Seq 1..5 left memory: they come from the file, in order, without a gap.
+        let early = log.replay(2, 3);
+        assert_eq!(early.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3, 4]);
+        let late = log.replay(KEEP_IN_MEMORY as u64 + 4, 10);
+        assert_eq!(late.len(), 2);
+        // A reopened log tells its followers where it is.
+        drop(log);
+        let log = EventLog::open(dir.path(), 1).unwrap();
+        assert_eq!(log.latest_seq(), KEEP_IN_MEMORY as u64 + 5);
+    }
+
+    #[test]
+    fn watchers_are_bounded_and_refusals_counted() {
+        let w = Watchers::new(2);
+        let a = w.enter().unwrap();
+        let _b = w.enter().unwrap();
+        assert!(w.enter().is_none());
+        assert_eq!((w.open(), w.refused()), (2, 1));
+        drop(a);
+        let _c = w.enter().expect("a freed slot");
+        assert_eq!(w.open(), 2);
     }
 }

@@ -25,6 +25,8 @@
 //! | | [`legacy`] | bully and ring as I/O-free state machines, and the one driver for both |
 //! | 4 node | `node` | a running node: the engine of its mode, its view, its shutdown |
 //! | 5 serving | `api` | the HTTP API of `docs/api-v1.md`, built by [`app`] |
+//! | | `watch` | `GET /v1/watch`: the view as Server-Sent Events, resumable from the event log |
+//! | | `page` | `GET /`: the status page (one embedded HTML file) |
 //! | | `metrics` | `/metrics` in Prometheus form |
 //! | | `server` | the loop that serves it (header read timeout, drain at shutdown) |
 //! | 6 binary | `main.rs` | `electd`: flags, config, one node |
@@ -50,9 +52,11 @@ mod faults;
 pub mod fuzzing;
 mod metrics;
 mod node;
+mod page;
 mod server;
 mod stats;
 mod transport;
+mod watch;
 mod wire;
 
 pub use crate::api::app;

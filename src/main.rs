@@ -1,4 +1,6 @@
-//! `electd`: runs one node. See `electd --help` and README.md.
+//! `electd`: runs one node, or (with a subcommand) asks one. See `electd --help` and README.md.
+
+mod cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,12 +19,18 @@ const EXIT_RUNTIME: u8 = 1;
 
 /// electd: a leader-election node (quorum, bully or ring mode).
 ///
-/// Every config field can be given in the TOML file (--config), as an environment variable
-/// ELECTD_<FIELD>, or as a flag; a flag wins over the environment, the environment over the
-/// file, the file over the default.
+/// Without a command, runs a node. Every config field can be given in the TOML file
+/// (--config), as an environment variable ELECTD_<FIELD>, or as a flag; a flag wins over the
+/// environment, the environment over the file, the file over the default.
+///
+/// The commands ask one node (--node, or ELECTD_NODE). Exit codes: 0 yes/done, 1 the node
+/// could not be reached, 2 bad flags, 3 the node answered no (no leader known; resignation
+/// refused).
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// TOML config file (see README.md, "Configuration").
     #[arg(long, short = 'c', value_name = "FILE", env = "ELECTD_CONFIG")]
     config: Option<PathBuf>,
@@ -31,9 +39,51 @@ struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. info or electd=debug. Env: RUST_LOG.
     #[arg(long, default_value = "info,openraft=warn")]
     log: String,
+    /// Log lines as text, or as one JSON object a line (for log collectors).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "ELECTD_LOG_FORMAT")]
+    log_format: LogFormat,
     /// Check the config and exit (0 when valid).
     #[arg(long)]
     check_config: bool,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Who the node says leads (exit 0), or that it knows no leader (exit 3).
+    Leader(cli::client::NodeArgs),
+    /// The node's status: view, peers, timings, counters.
+    Status(cli::client::NodeArgs),
+    /// One line per change of the node's view (role, term, leader), from the current one on.
+    Watch(cli::client::WatchArgs),
+    /// Hand the leader role over (the node must be the leader; needs the admin token).
+    Resign(cli::client::ResignArgs),
+    /// Run a command only while the node holds the claim (SIGTERM before the claim can end,
+    /// SIGKILL at the latest when it does; started again when the claim comes back).
+    Run(cli::run::RunArgs),
+}
+
+/// Runs a client command on a runtime of its own.
+fn client_command(cmd: Command) -> ExitCode {
+    use cli::client;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async {
+        match cmd {
+            Command::Leader(a) => client::leader(a).await,
+            Command::Status(a) => client::status(a).await,
+            Command::Watch(a) => client::watch(a).await,
+            Command::Resign(a) => client::resign(a).await,
+            Command::Run(a) => cli::run::run(a).await,
+        }
+    })
 }
 
 /// The config fields as flags and environment variables, serialised as a TOML table of the
@@ -69,6 +119,11 @@ struct Fields {
     #[arg(long, env = "ELECTD_ADMIN_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "unset")]
     admin_token: Option<String>,
+    /// Run a cluster without a cluster secret (any process that reaches a node may then vote
+    /// as a peer); refused unless given.
+    #[arg(long, env = "ELECTD_INSECURE")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    insecure: bool,
     /// Seed of the node's random source (fault-layer drops); printed at start.
     #[arg(long, env = "ELECTD_SEED")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,6 +134,10 @@ struct Fields {
           env = "ELECTD_PEERS", value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     peers: Vec<Peer>,
+    /// How many GET /v1/watch streams the node serves at once (default 64); one more gets 429.
+    #[arg(long, env = "ELECTD_MAX_WATCHERS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_watchers: Option<usize>,
     #[command(flatten)]
     #[serde(skip_serializing_if = "TimingFields::is_empty")]
     timing: TimingFields,
@@ -148,15 +207,20 @@ fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Some(cmd) = cli.command.take() {
+        return client_command(cmd);
+    }
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&filter)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_ansi(false)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let cfg = match build_config(&cli) {
         Ok(c) => c,
         Err(e) => {
@@ -201,6 +265,15 @@ async fn run(cfg: Config) -> Result<(), String> {
         seed,
         "electd starting"
     );
+    if cfg.runs_insecure() {
+        tracing::warn!(
+            "INSECURE: no cluster_secret: peer requests are not authenticated, so any process \
+             that reaches this node's port can vote and append as a peer (insecure = true)"
+        );
+    }
+    if cfg.admin_token.is_none() {
+        tracing::info!("admin API disabled (403): no admin_token");
+    }
     let stop = CancellationToken::new();
     let fatal = CancellationToken::new();
     let node = Node::start(cfg, seed, stop.clone(), fatal.clone())

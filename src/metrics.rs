@@ -55,6 +55,18 @@ pub fn render(node: &Node) -> String {
         "milliseconds since the node started",
         node.uptime_ms() as i64,
     );
+    gauge(
+        &mut reg,
+        "watchers",
+        "open GET /v1/watch streams",
+        node.watchers.open() as i64,
+    );
+    counter(
+        &mut reg,
+        "watchers_refused",
+        "GET /v1/watch requests refused with 429 (max_watchers reached)",
+        node.watchers.refused(),
+    );
     let mut out = String::new();
     encode(&mut out, &reg).expect("writing to a String cannot fail");
     out

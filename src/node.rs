@@ -11,15 +11,16 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::{Engine, Judged, ResignError};
-use crate::events::{EventLog, EventLogError};
+use crate::events::{EventLog, EventLogError, Watchers};
 use crate::faults::Faults;
 use crate::legacy::{Bully, LegacyNode, Ring};
 use crate::quorum::storage::{Disk, StateFile, Store};
 use crate::quorum::{QuorumError, QuorumNode};
-use crate::role::{Mode, NodeId, Resigned};
+use crate::role::{Mode, NodeId, Resigned, View};
 use crate::stats::Stats;
 use crate::transport::Transport;
 use crate::wire::Wire;
+use electd_client::{LeaderInfo, LeaderRef};
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,8 @@ pub struct Node {
     engine: Arc<dyn Engine>,
     pub(crate) transport: Arc<Transport>,
     pub(crate) events: Arc<EventLog>,
+    /// The followers of `events` (`/v1/watch`), bounded by `cfg.max_watchers`.
+    pub(crate) watchers: Watchers,
     pub(crate) stats: Arc<Stats>,
     pub(crate) seed: u64,
     started: Instant,
@@ -138,6 +141,7 @@ impl Node {
             ),
         };
         Ok(Arc::new(Node {
+            watchers: Watchers::new(cfg.max_watchers),
             cfg,
             engine,
             transport,
@@ -152,6 +156,28 @@ impl Node {
     /// The node's effective role, judged now.
     pub fn view(&self) -> Judged {
         self.engine.view()
+    }
+
+    /// The view judged now, as the body of `/v1/leader`.
+    pub fn leader_info(&self) -> LeaderInfo {
+        let judged = self.view();
+        self.render(judged.view, judged.lease_remaining_ns)
+    }
+
+    /// A view of this node as the body of `/v1/leader` (and of each `/v1/watch` event).
+    pub(crate) fn render(&self, v: View, lease_remaining_ns: Option<u64>) -> LeaderInfo {
+        LeaderInfo {
+            node_id: self.cfg.id,
+            mode: self.mode(),
+            role: v.role,
+            term: v.term,
+            leader: v.leader.map(|id| LeaderRef {
+                id,
+                addr: self.cfg.peer_addr(id).unwrap_or_default().to_string(),
+            }),
+            // Rounded down: never promise more lease than there is.
+            lease_ms: lease_remaining_ns.map(|ns| ns / 1_000_000),
+        }
     }
 
     /// Hands the leader role over (`POST /v1/admin/resign`): quorum mode only; bully and ring
@@ -175,6 +201,11 @@ impl Node {
     /// The engine's `/peer/...` routes (without the transport guard; the API adds it).
     pub fn peer_routes(&self) -> Router {
         self.engine.clone().routes()
+    }
+
+    /// Cancelled when the node stops (its streams end then).
+    pub(crate) fn stopping(&self) -> CancellationToken {
+        self.stop.clone()
     }
 
     /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm allows.

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
+pub use crate::error::Error;
+use crate::watch::Watch;
 use crate::wire::{
     ErrorBody, EventsPage, FaultSet, Health, LeaderInfo, NodeId, ResignRequest, Resigned, Status,
 };
@@ -23,74 +25,38 @@ pub fn http_client() -> reqwest::ClientBuilder {
         .pool_idle_timeout(CLIENT_IDLE)
 }
 
-/// Why a request to a node failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// No answer: connection refused, timeout, reset.
-    #[error("{addr}: {source}")]
-    Http {
-        addr: String,
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The node answered with an error status and the contract's error body.
-    #[error("{addr}: {status} {}: {}", body.error.code, body.error.message)]
-    Api {
-        addr: String,
-        status: u16,
-        body: ErrorBody,
-    },
-    /// The node answered something that is not the contract's JSON.
-    #[error("{addr}: unexpected answer ({status}): {message}")]
-    Decode {
-        addr: String,
-        status: u16,
-        message: String,
-    },
-}
-
-impl Error {
-    /// The error code of an API error (`not_leader`, `unauthorized`, …).
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            Error::Api { body, .. } => Some(&body.error.code),
-            _ => None,
-        }
-    }
-
-    /// The HTTP status, when the node answered.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            Error::Api { status, .. } | Error::Decode { status, .. } => Some(*status),
-            Error::Http { .. } => None,
-        }
-    }
-}
-
 /// The API of one node at `addr` (`ip:port`).
 #[derive(Clone, Debug)]
 pub struct Client {
     http: reqwest::Client,
     addr: String,
     admin_token: Option<String>,
+    /// Bound of each request (a watch stream: of its first answer), when the client sets one.
+    timeout: Option<Duration>,
 }
 
 impl Client {
-    /// A client for the node at `addr`, whose every request ends after `timeout`.
+    /// A client for the node at `addr`, whose every request ends after `timeout` (a watch
+    /// stream must begin within it).
     pub fn new(addr: impl Into<String>, timeout: Duration) -> Client {
         let http = http_client()
-            .timeout(timeout)
+            .connect_timeout(timeout)
             .build()
             .expect("reqwest client builds");
-        Client::with_http(http, addr)
+        Client {
+            timeout: Some(timeout),
+            ..Client::with_http(http, addr)
+        }
     }
 
-    /// A client for the node at `addr` on a shared connection pool.
+    /// A client for the node at `addr` on a shared connection pool (whose settings bound
+    /// its requests).
     pub fn with_http(http: reqwest::Client, addr: impl Into<String>) -> Client {
         Client {
             http,
             addr: addr.into(),
             admin_token: None,
+            timeout: None,
         }
     }
 
@@ -115,30 +81,95 @@ impl Client {
         }
     }
 
-    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, Error> {
-        let http = |source| Error::Http {
+    pub(crate) fn http_error(&self, source: reqwest::Error) -> Error {
+        Error::Http {
             addr: self.addr.clone(),
             source,
-        };
-        let res = req.send().await.map_err(http)?;
-        let status = res.status().as_u16();
-        let bytes = res.bytes().await.map_err(http)?;
-        let decode = |message: String| Error::Decode {
-            addr: self.addr.clone(),
-            status,
-            message,
-        };
-        if (200..300).contains(&status) {
-            return serde_json::from_slice(&bytes).map_err(|e| decode(e.to_string()));
         }
-        match serde_json::from_slice::<ErrorBody>(&bytes) {
-            Ok(body) => Err(Error::Api {
+    }
+
+    /// `req` bounded by the client's timeout, if it has one.
+    fn bounded(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self.timeout {
+            Some(t) => req.timeout(t),
+            None => req,
+        }
+    }
+
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, Error> {
+        let res = self
+            .bounded(req)
+            .send()
+            .await
+            .map_err(|e| self.http_error(e))?;
+        let status = res.status().as_u16();
+        let bytes = res.bytes().await.map_err(|e| self.http_error(e))?;
+        if (200..300).contains(&status) {
+            return serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
+                addr: self.addr.clone(),
+                status,
+                message: e.to_string(),
+            });
+        }
+        Err(self.refusal(status, &bytes))
+    }
+
+    /// An error answer: the contract's error body, or whatever came.
+    pub(crate) fn refusal(&self, status: u16, bytes: &[u8]) -> Error {
+        match serde_json::from_slice::<ErrorBody>(bytes) {
+            Ok(body) => Error::Api {
                 addr: self.addr.clone(),
                 status,
                 body,
-            }),
-            Err(_) => Err(decode(String::from_utf8_lossy(&bytes).into_owned())),
+            },
+            Err(_) => Error::Decode {
+                addr: self.addr.clone(),
+                status,
+                message: String::from_utf8_lossy(bytes).into_owned(),
+            },
         }
+    }
+
+    /// `GET /v1/claim`: the node's view, and whether it holds the claim (200) or not (503).
+    pub async fn claim(&self) -> Result<(bool, LeaderInfo), Error> {
+        let req = self.bounded(self.http.get(self.url("/v1/claim")));
+        let res = req.send().await.map_err(|e| self.http_error(e))?;
+        let status = res.status().as_u16();
+        let bytes = res.bytes().await.map_err(|e| self.http_error(e))?;
+        if status != 200 && status != 503 {
+            return Err(self.refusal(status, &bytes));
+        }
+        let info = serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
+            addr: self.addr.clone(),
+            status,
+            message: e.to_string(),
+        })?;
+        Ok((status == 200, info))
+    }
+
+    /// `GET /v1/watch`, from the current view, or after event `last_id` (`Last-Event-ID`).
+    pub async fn watch(&self, last_id: Option<u64>) -> Result<Watch, Error> {
+        let mut req = self.http.get(self.url("/v1/watch"));
+        if let Some(id) = last_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let answer = req.send();
+        let res = match self.timeout {
+            Some(t) => tokio::time::timeout(t, answer)
+                .await
+                .map_err(|_| Error::Silent {
+                    addr: self.addr.clone(),
+                    silent: t,
+                })?,
+            None => answer.await,
+        }
+        .map_err(|e| self.http_error(e))?;
+        let status = res.status().as_u16();
+        if status != 200 {
+            let bytes = res.bytes().await.map_err(|e| self.http_error(e))?;
+            return Err(self.refusal(status, &bytes));
+        }
+        Ok(Watch::new(self.addr.clone(), res, last_id))
     }
 
     /// `GET /v1/leader`.
@@ -165,8 +196,7 @@ impl Client {
     /// `GET /metrics`, the Prometheus text.
     pub async fn metrics_text(&self) -> Result<String, Error> {
         let res = self
-            .http
-            .get(self.url("/metrics"))
+            .bounded(self.http.get(self.url("/metrics")))
             .send()
             .await
             .map_err(|source| Error::Http {

@@ -7,11 +7,16 @@
 //!   `/v1/events`, fault sets, resign, the error body.
 //! - [`http`]: [`Client`] for one node, and [`http_client`], the one place where electd's HTTP
 //!   clients (peers included) are configured.
+//! - [`watch`]: [`Watch`], a `/v1/watch` stream read as views.
 
+mod error;
 pub mod http;
+pub mod watch;
 pub mod wire;
 
-pub use http::{http_client, Client, Error, CLIENT_IDLE};
+pub use error::Error;
+pub use http::{http_client, Client, CLIENT_IDLE};
+pub use watch::{Watch, Watched, WATCH_SILENCE};
 pub use wire::{
     Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Health, LeaderInfo, LeaderRef,
     Mode, NodeId, PeerStatus, ResignRequest, Resigned, Role, Status, Timings, View, MAX_DELAY_MS,

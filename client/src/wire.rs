@@ -189,6 +189,13 @@ pub struct Status {
     pub seed: u64,
     /// The fault set in force.
     pub faults: FaultSet,
+    /// The node runs in a cluster without a cluster secret (`insecure = true`): any process
+    /// that reaches it may vote as a peer.
+    #[serde(default)]
+    pub insecure: bool,
+    /// Whether the admin API is served (it needs an admin token; without one it answers 403).
+    #[serde(default)]
+    pub admin_api: bool,
     /// What the mode's engine adds (openraft's state, tick settings); not part of the contract.
     pub engine: serde_json::Value,
 }

@@ -15,6 +15,7 @@
 //! - [`sim`]: simulated time: bully and ring as state machines, and the real quorum node
 //!   in one process (`electd-lab sim`, `scripts/sim.sh`).
 //! - [`bin`]: where the node binary is found.
+//! - [`stamp`]: a stand-in application that stamps its lifetime, for the tests of `electd run`.
 
 pub mod bench;
 pub mod bin;
@@ -23,4 +24,5 @@ pub mod cluster;
 pub mod crashloop;
 pub mod ctl;
 pub mod sim;
+pub mod stamp;
 pub mod versus;

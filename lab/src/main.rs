@@ -17,6 +17,9 @@ enum Cli {
     Chaos(electd_lab::ctl::ChaosArgs),
     /// Run the quorum node through simulated schedules (what scripts/sim.sh runs).
     Sim(electd_lab::sim::cmd::SimArgs),
+    /// A stand-in application for the tests of `electd run` (stamps its lifetime to a file).
+    #[command(hide = true)]
+    Stamp(electd_lab::stamp::StampArgs),
 }
 
 fn main() -> ExitCode {
@@ -24,5 +27,6 @@ fn main() -> ExitCode {
         Cli::Ctl(args) => electd_lab::ctl::main(args),
         Cli::Chaos(args) => electd_lab::ctl::chaos_main(args),
         Cli::Sim(args) => electd_lab::sim::cmd::main(args),
+        Cli::Stamp(args) => electd_lab::stamp::main(args),
     }
 }

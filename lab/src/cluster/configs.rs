@@ -50,8 +50,10 @@ impl Cluster {
                 cluster_id: cluster_id.to_string(),
                 cluster_secret: None,
                 admin_token: None,
+                insecure: false,
                 seed: None,
                 timing,
+                max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
                 peers: peers.clone(),
             };
             let path = dir.join(format!("node{}.toml", p.id));

@@ -35,6 +35,14 @@ use super::net::Net;
 use super::schedule::{draw, Step, Target, Timed};
 use crate::chaos::check::{election_safety, split_brain, ProcEvent, ProcKind, RunLog};
 
+/// The simulated nodes' admin token.
+const SIM_ADMIN_TOKEN: &str = "simulation-admin-token";
+
+/// An admin request of the simulation (the nodes' admin API needs the token).
+fn admin(req: axum::http::request::Builder) -> axum::http::request::Builder {
+    req.header("authorization", format!("Bearer {SIM_ADMIN_TOKEN}"))
+}
+
 /// What to simulate.
 #[derive(Clone, Debug)]
 pub struct Spec {
@@ -164,10 +172,13 @@ impl Sim {
             data_dir: self.dir.join(format!("node{id}")),
             mode: Mode::Quorum,
             cluster_id: "sim".into(),
+            // The simulated network has no strangers; the admin API needs its token.
             cluster_secret: None,
-            admin_token: None,
+            admin_token: Some(SIM_ADMIN_TOKEN.to_string().into()),
+            insecure: true,
             seed: None,
             timing: self.timing,
+            max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
             peers: self
                 .ids
                 .iter()
@@ -244,7 +255,7 @@ impl Sim {
 
     async fn apply_faults(&self, id: NodeId) {
         let body = serde_json::to_vec(&self.fault_set(id)).expect("a fault set");
-        let req = Request::put("/v1/admin/faults")
+        let req = admin(Request::put("/v1/admin/faults"))
             .header("content-type", "application/json")
             .body(Body::from(body))
             .expect("a request");
@@ -316,7 +327,7 @@ impl Sim {
                         Some(t) => format!("{{\"to\": {t}}}"),
                         None => String::new(),
                     };
-                    let req = Request::post("/v1/admin/resign")
+                    let req = admin(Request::post("/v1/admin/resign"))
                         .header("content-type", "application/json")
                         .body(Body::from(body))
                         .expect("a request");

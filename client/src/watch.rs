@@ -1,0 +1,196 @@
+//! [`Watch`]: a `GET /v1/watch` stream read as views. The stream is Server-Sent Events as the
+//! WHATWG HTML standard defines them (lines ending in LF, CRLF or CR; a blank line ends an
+//! event; `:` starts a comment; `id` and `data` fields, several `data` lines joined by LF);
+//! only what electd sends is kept: each event's `id` (the event log's seq) and its `data`
+//! (the JSON of `/v1/leader`).
+
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::wire::LeaderInfo;
+
+/// How long a stream may stay silent, keep-alives included, before it counts as dead: three
+/// of the node's keep-alive intervals (5 s, `src/watch.rs`).
+pub const WATCH_SILENCE: Duration = Duration::from_secs(15);
+
+/// One event of a watch stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watched {
+    /// The event log's `seq`; give it back as `last_id` to resume after this event.
+    pub id: u64,
+    pub info: LeaderInfo,
+}
+
+/// An open watch stream.
+pub struct Watch {
+    addr: String,
+    res: reqwest::Response,
+    parser: Parser,
+    last_id: Option<u64>,
+}
+
+impl Watch {
+    pub(crate) fn new(addr: String, res: reqwest::Response, last_id: Option<u64>) -> Watch {
+        Watch {
+            addr,
+            res,
+            parser: Parser::default(),
+            last_id,
+        }
+    }
+
+    /// The id of the last event read (or the one the stream resumed after).
+    pub fn last_id(&self) -> Option<u64> {
+        self.last_id
+    }
+
+    /// The next event; `Ok(None)` when the node ended the stream (it stopped), an error when
+    /// the connection broke or nothing came for [`WATCH_SILENCE`].
+    pub async fn next(&mut self) -> Result<Option<Watched>, Error> {
+        loop {
+            while let Some(raw) = self.parser.take_event() {
+                let Some(data) = raw.data else {
+                    continue; // a comment-only block (keep-alive)
+                };
+                let info = serde_json::from_str(&data).map_err(|e| self.decode(e.to_string()))?;
+                let id = raw
+                    .id
+                    .and_then(|id| id.parse().ok())
+                    .ok_or_else(|| self.decode(format!("an event without a numeric id: {data}")))?;
+                self.last_id = Some(id);
+                return Ok(Some(Watched { id, info }));
+            }
+            let chunk = tokio::time::timeout(WATCH_SILENCE, self.res.chunk())
+                .await
+                .map_err(|_| Error::Silent {
+                    addr: self.addr.clone(),
+                    silent: WATCH_SILENCE,
+                })?
+                .map_err(|source| Error::Http {
+                    addr: self.addr.clone(),
+                    source,
+                })?;
+            match chunk {
+                Some(bytes) => self.parser.feed(&bytes),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    fn decode(&self, message: String) -> Error {
+        Error::Decode {
+            addr: self.addr.clone(),
+            status: 200,
+            message,
+        }
+    }
+}
+
+/// The fields of one event that electd uses.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct RawEvent {
+    id: Option<String>,
+    data: Option<String>,
+}
+
+/// Splits a byte stream into events.
+#[derive(Default)]
+struct Parser {
+    /// Bytes of a line not yet ended.
+    line: Vec<u8>,
+    /// The previous byte was CR (a following LF belongs to the same line end).
+    after_cr: bool,
+    current: RawEvent,
+    ready: std::collections::VecDeque<RawEvent>,
+}
+
+impl Parser {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            match b {
+                b'\n' if self.after_cr => self.after_cr = false,
+                b'\n' | b'\r' => {
+                    self.after_cr = b == b'\r';
+                    let line = std::mem::take(&mut self.line);
+                    self.end_line(&String::from_utf8_lossy(&line));
+                }
+                _ => {
+                    self.after_cr = false;
+                    self.line.push(b);
+                }
+            }
+        }
+    }
+
+    fn end_line(&mut self, line: &str) {
+        if line.is_empty() {
+            let ev = std::mem::take(&mut self.current);
+            if ev != RawEvent::default() {
+                self.ready.push_back(ev);
+            }
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "id" => self.current.id = Some(value.to_string()),
+            "data" => match &mut self.current.data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => self.current.data = Some(value.to_string()),
+            },
+            _ => {} // event, retry and unknown fields: electd sends none it needs
+        }
+    }
+
+    fn take_event(&mut self) -> Option<RawEvent> {
+        self.ready.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(chunks: &[&[u8]]) -> Vec<RawEvent> {
+        let mut p = Parser::default();
+        for c in chunks {
+            p.feed(c);
+        }
+        std::iter::from_fn(|| p.take_event()).collect()
+    }
+
+    fn ev(id: &str, data: &str) -> RawEvent {
+        RawEvent {
+            id: Some(id.into()),
+            data: Some(data.into()),
+        }
+    }
+
+    #[test]
+    fn events_end_at_a_blank_line_whatever_the_line_ends_and_chunks() {
+        let want = vec![ev("1", "{\"a\":1}"), ev("2", "x\ny")];
+        let lf: &[u8] = b"id: 1\ndata: {\"a\":1}\n\n: keep-alive\n\nid:2\ndata: x\ndata: y\n\n";
+        assert_eq!(events(&[lf]), want);
+        let crlf = String::from_utf8_lossy(lf).replace('\n', "\r\n");
+        assert_eq!(events(&[crlf.as_bytes()]), want);
+        // A CRLF split across two chunks is one line end, not two.
+        let bytes = crlf.as_bytes();
+        let cut = crlf.find('\r').unwrap() + 1;
+        assert_eq!(events(&[&bytes[..cut], &bytes[cut..]]), want);
+        // One byte at a time.
+        let singles: Vec<&[u8]> = lf.chunks(1).collect();
+        assert_eq!(events(&singles), want);
+    }
+
+    #[test]
+    fn comments_alone_make_no_event_and_an_unended_event_waits() {
+        assert!(events(&[b": keep-alive\n\n: again\n\n"]).is_empty());
+        assert!(events(&[b"id: 3\ndata: {}\n"]).is_empty());
+    }
+}

@@ -1,0 +1,367 @@
+//! What an application uses, on real processes: the watch stream (`GET /v1/watch`), leader-only
+//! readiness (`GET /v1/claim`), the watcher bound, and the `electd` client commands' exit codes.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestCluster;
+use electd::clock::mono_ns;
+use electd::config::Mode;
+use electd_client::{Client, Event, NodeId, Watch, Watched};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// Reads events from `w` until `done` holds for one (at most [`WAIT`]); returns them all.
+async fn read_until(w: &mut Watch, done: impl Fn(&Watched) -> bool) -> Vec<(Watched, u64)> {
+    let until = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while Instant::now() < until {
+        let left = until.saturating_duration_since(Instant::now());
+        let Ok(next) = tokio::time::timeout(left, w.next()).await else {
+            break;
+        };
+        let ev = next.expect("the stream reads").expect("the stream goes on");
+        let stop = done(&ev);
+        seen.push((ev, mono_ns()));
+        if stop {
+            return seen;
+        }
+    }
+    panic!(
+        "no awaited event within {WAIT:?}; seen: {:?}",
+        seen.iter().map(|(w, _)| w).collect::<Vec<_>>()
+    );
+}
+
+/// The node's own events with `seq` in `from..=to`, from its event log.
+async fn logged(c: &Client, from: u64, to: u64) -> Vec<Event> {
+    let page = c.events(from, 1000).await.expect("events");
+    page.events.into_iter().filter(|e| e.seq <= to).collect()
+}
+
+/// The watched events are the node's event log, id for id and view for view, with no gap.
+async fn assert_is_the_log(c: &Client, seen: &[(Watched, u64)]) {
+    let ids: Vec<u64> = seen.iter().map(|(w, _)| w.id).collect();
+    for pair in ids.windows(2) {
+        assert_eq!(pair[1], pair[0] + 1, "ids not consecutive: {ids:?}");
+    }
+    let log = logged(c, ids[0], *ids.last().unwrap()).await;
+    let views: Vec<_> = seen.iter().map(|(w, _)| w.info.view()).collect();
+    let log_views: Vec<_> = log.iter().map(|e| e.view).collect();
+    assert_eq!(views, log_views, "the stream differs from the event log");
+}
+
+/// Node event (stamped on CLOCK_MONOTONIC) to the line the client read, in ms.
+async fn latencies(c: &Client, seen: &[(Watched, u64)]) -> Vec<f64> {
+    let first = seen[0].0.id;
+    let log = logged(c, first, seen.last().unwrap().0.id).await;
+    seen.iter()
+        .zip(log)
+        .map(|((_, got), e)| got.saturating_sub(e.t_mono_ns) as f64 / 1e6)
+        .collect()
+}
+
+/// A kill of the leader, seen on a follower's watch: the leader, then no leader, then a new
+/// one, with consecutive ids that are the node's event log; a stream that reconnects with
+/// `Last-Event-ID` gets what happened while it was away, without a gap.
+#[test]
+fn the_watch_shows_a_kill_then_no_leader_then_a_new_leader_and_resumes_without_gaps() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 5);
+    let l1 = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let f = tc.c.ids().into_iter().find(|&i| i != l1).unwrap();
+    let client = Client::new(tc.c.member(f).unwrap().addr.clone(), Duration::from_secs(2));
+    rt.block_on(async {
+        // Live: the current view first, then every change.
+        let mut w = client.watch(None).await.expect("a watch stream");
+        let first = w.next().await.unwrap().unwrap();
+        assert_eq!(first.info.view().leader, Some(l1), "{first:?}");
+        tc.kill(l1);
+        let seen = read_until(&mut w, |e| {
+            e.info.leader.as_ref().is_some_and(|l| l.id != l1)
+        })
+        .await;
+        let views: Vec<Option<NodeId>> = seen.iter().map(|(w, _)| w.info.view().leader).collect();
+        assert!(
+            views.contains(&None),
+            "no 'no leader' between the two: {views:?}"
+        );
+        assert_eq!(
+            seen[0].0.id,
+            first.id + 1,
+            "the first change follows the current view"
+        );
+        assert_is_the_log(&client, &seen).await;
+        let lat = latencies(&client, &seen).await;
+        eprintln!("watch latency (node event -> client), ms: {lat:.2?}");
+        let l2 = seen.last().unwrap().0.info.leader.as_ref().unwrap().id;
+
+        // Away: the stream is dropped, the new leader hands over, the node moves on.
+        let last = w.last_id().unwrap();
+        drop(w);
+        tc.c.client(l2)
+            .unwrap()
+            .resign(None)
+            .await
+            .expect("the new leader resigns");
+        let until = Instant::now() + WAIT;
+        loop {
+            let now = client
+                .leader()
+                .await
+                .ok()
+                .and_then(|i| i.leader.map(|l| l.id));
+            if now.is_some_and(|l| l != l2) {
+                break;
+            }
+            assert!(Instant::now() < until, "no third leader within {WAIT:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Back: resumes right after the last event read, with what it missed.
+        let mut w = client.watch(Some(last)).await.expect("a resumed stream");
+        let missed = read_until(&mut w, |e| {
+            e.info.leader.as_ref().is_some_and(|l| l.id != l2)
+        })
+        .await;
+        assert_eq!(missed[0].0.id, last + 1, "resumed with a gap");
+        assert_is_the_log(&client, &missed).await;
+    });
+    tc.assert_safe();
+}
+
+/// `GET /v1/claim`: 200 on the one node that holds the claim, 503 on the others, the body of
+/// `/v1/leader` on every node.
+#[test]
+fn claim_answers_200_on_exactly_the_leader_and_503_elsewhere() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 5);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let until = Instant::now() + WAIT;
+    loop {
+        let answers: Vec<(NodeId, bool)> = rt.block_on(async {
+            let mut out = Vec::new();
+            for id in tc.c.ids() {
+                let (claims, info) = tc.c.client(id).unwrap().claim().await.expect("an answer");
+                assert_eq!(info.node_id, id);
+                assert_eq!(claims, info.view().claims(), "status and body disagree");
+                out.push((id, claims));
+            }
+            out
+        });
+        let claimants: Vec<NodeId> = answers.iter().filter(|a| a.1).map(|a| a.0).collect();
+        if claimants == [leader] {
+            break;
+        }
+        assert!(claimants.len() <= 1, "two claim at once: {answers:?}");
+        assert!(
+            Instant::now() < until,
+            "not one 200 and four 503s: {answers:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// At most `max_watchers` streams; one more gets 429 with the JSON error, counted in /metrics;
+/// a freed slot can be taken again.
+#[test]
+fn watchers_beyond_the_bound_get_429_and_are_counted() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Bully, 1);
+    let addr = tc.c.member(1).unwrap().addr.clone();
+    let client = Client::new(addr, Duration::from_secs(2));
+    rt.block_on(async {
+        let until = Instant::now() + WAIT;
+        while client.health().await.is_err() {
+            assert!(Instant::now() < until, "node 1 does not answer");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let max = electd::config::DEFAULT_MAX_WATCHERS;
+        let mut open = Vec::new();
+        for _ in 0..max {
+            open.push(client.watch(None).await.expect("a stream within the bound"));
+        }
+        let err = client.watch(None).await.err().expect("one more is refused");
+        assert_eq!(err.status(), Some(429), "{err}");
+        assert_eq!(err.code(), Some("too_many_watchers"), "{err}");
+        let metrics = client.metrics_text().await.unwrap();
+        assert!(
+            metrics.contains(&format!("electd_watchers {max}")),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("electd_watchers_refused_total 1"),
+            "{metrics}"
+        );
+        open.pop();
+        // The slot is freed when the server notices the stream is gone: bounded retry.
+        let until = Instant::now() + WAIT;
+        loop {
+            match client.watch(None).await {
+                Ok(_) => break,
+                Err(e) if e.status() == Some(429) && Instant::now() < until => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("a freed slot is not given again: {e}"),
+            }
+        }
+    });
+}
+
+fn electd(args: &[&str]) -> (i32, String) {
+    let out = Command::new(electd_lab::bin::electd_bin().unwrap())
+        .args(args)
+        .env_remove("ELECTD_NODE")
+        .env_remove("ELECTD_ADMIN_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .expect("electd runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// `electd leader|status|resign|watch`: exit 0 for yes, 1 unreachable, 2 bad flags, 3 no.
+#[test]
+fn client_commands_answer_with_exit_codes_a_shell_can_use() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let follower = tc.c.ids().into_iter().find(|&i| i != leader).unwrap();
+    let addr = |id| tc.c.member(id).unwrap().addr.clone();
+
+    let (code, out) = electd(&["leader", "--node", &addr(follower), "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let info: electd_client::LeaderInfo = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(info.view().leader, Some(leader));
+    let (code, out) = electd(&["leader", "--node", &addr(follower)]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("leader {leader}")), "{out}");
+
+    let (code, out) = electd(&["status", "--node", &addr(leader), "--json"]);
+    assert_eq!(code, 0);
+    let status: electd_client::Status = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(status.leader.node_id, leader);
+
+    // Unreachable: a port nobody listens on (the block's own addresses are ours alone).
+    let (block, spare) = common::block_addrs(1);
+    let (code, _) = electd(&["leader", "--node", &spare[0], "--timeout-ms", "500"]);
+    assert_eq!(code, 1);
+    drop(block);
+    let (code, _) = electd(&["leader", "--bogus"]);
+    assert_eq!(code, 2);
+
+    // Resign: refused by a follower (3), done by the leader (0), with the admin token.
+    let token =
+        tc.c.admin_token()
+            .expect("the test cluster has an admin token");
+    let resign = |id: NodeId| {
+        let out = Command::new(electd_lab::bin::electd_bin().unwrap())
+            .args(["resign", "--node", &addr(id), "--json"])
+            .env("ELECTD_ADMIN_TOKEN", &token)
+            .output()
+            .expect("electd runs");
+        out.status.code().unwrap_or(-1)
+    };
+    assert_eq!(resign(follower), 3);
+    assert_eq!(resign(leader), 0);
+
+    // Watch: the current view as a JSON line with its id, first.
+    let mut child = Command::new(electd_lab::bin::electd_bin().unwrap())
+        .args(["watch", "--node", &addr(follower), "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("electd watch runs");
+    let mut line = String::new();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .map(|_| line)
+    });
+    let until = Instant::now() + WAIT;
+    while !reader.is_finished() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = reader.join().unwrap().expect("a line");
+    let v: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
+    assert!(
+        v["id"].as_u64().is_some() && v["node_id"] == follower,
+        "{line}"
+    );
+}
+
+/// Secure by default: a node of a cluster without a cluster secret refuses to start unless
+/// `--insecure`, and then says so in its log and in `/v1/status`; without an admin token its
+/// admin API answers 403 `admin_disabled`.
+#[test]
+fn without_a_secret_a_node_refuses_to_start_unless_insecure_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_block, addrs) = common::block_addrs(3);
+    electd_lab::cluster::Cluster::write_configs(
+        dir.path(),
+        &addrs,
+        Mode::Quorum,
+        common::TEST_TIMING,
+        "electd-test",
+    )
+    .unwrap();
+    let node = |extra: &[&str]| {
+        let mut cmd = Command::new(electd_lab::bin::electd_bin().unwrap());
+        cmd.arg("--config")
+            .arg(dir.path().join("node1.toml"))
+            .args(extra)
+            .env_remove("ELECTD_CLUSTER_SECRET")
+            .env_remove("ELECTD_ADMIN_TOKEN")
+            .env_remove("ELECTD_INSECURE")
+            .stdin(Stdio::null());
+        cmd
+    };
+    let out = node(&[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cluster_secret") && err.contains("--insecure"),
+        "{err}"
+    );
+
+    let log = dir.path().join("node1.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let child = node(&["--insecure"])
+        .stderr(out.try_clone().unwrap())
+        .stdout(out)
+        .spawn()
+        .unwrap();
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _reap = Reap(child);
+    let client = Client::new(addrs[0].clone(), Duration::from_secs(2));
+    let rt = TestCluster::rt();
+    rt.block_on(async {
+        let until = Instant::now() + WAIT;
+        while client.health().await.is_err() {
+            assert!(Instant::now() < until, "the insecure node does not answer");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let status = client.status().await.unwrap();
+        assert!(status.insecure && !status.admin_api, "{status:?}");
+        let err = client
+            .set_faults(&electd_client::FaultSet::default())
+            .await
+            .expect_err("no admin API without a token");
+        assert_eq!(err.status(), Some(403), "{err}");
+        assert_eq!(err.code(), Some("admin_disabled"), "{err}");
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("INSECURE"), "{text}");
+}

@@ -1,0 +1,254 @@
+//! `electd run` on real processes: one supervisor beside each node of a 3-node cluster, each
+//! running a stand-in application (`electd-lab stamp`) that stamps its lifetime to a file every
+//! millisecond. The leader is paused (SIGSTOP) past its lease, then the next one is killed;
+//! every stamp of every child must lie inside a claim interval of its own node, in the term it
+//! was given (`ELECTD_TERM`), by the nodes' event logs.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestCluster;
+use electd::config::Mode;
+use electd_client::NodeId;
+use electd_lab::chaos::check::{cap_paused_claims, claim_intervals, ProcKind};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// The supervisors, stopped with SIGINT (and reaped) when dropped, even when the test fails.
+struct Supervisors(Vec<(NodeId, Child)>);
+
+impl Supervisors {
+    fn interrupt_all(&mut self) -> Vec<(NodeId, Option<i32>)> {
+        let mut out = Vec::new();
+        for (id, child) in &mut self.0 {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+            }
+            let until = Instant::now() + Duration::from_secs(5);
+            let mut code = None;
+            while Instant::now() < until {
+                if let Ok(Some(status)) = child.try_wait() {
+                    code = status.code();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if code.is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            out.push((*id, code));
+        }
+        self.0.clear();
+        out
+    }
+}
+
+impl Drop for Supervisors {
+    fn drop(&mut self) {
+        self.interrupt_all();
+    }
+}
+
+/// Stamps of one file: (mono ns, term, pid).
+fn stamps(path: &Path) -> Vec<(u64, u64, u32)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((
+                it.next()?.parse().ok()?,
+                it.next()?.parse().ok()?,
+                it.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Waits until the stamps of `path` satisfy `ok`, at most [`WAIT`].
+fn wait_stamps(path: &Path, what: &str, ok: impl Fn(&[(u64, u64, u32)]) -> bool) {
+    let until = Instant::now() + WAIT;
+    while !ok(&stamps(path)) {
+        assert!(Instant::now() < until, "{what}: not within {WAIT:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the running nodes other than `not` agree on a leader that is not `not` and that
+/// claims, at most [`WAIT`].
+async fn leader_other_than(tc: &TestCluster, not: NodeId) -> NodeId {
+    let until = Instant::now() + WAIT;
+    loop {
+        let mut named = BTreeSet::new();
+        let mut claimant = None;
+        for id in tc.c.ids().into_iter().filter(|&i| i != not) {
+            if let Ok(info) = tc.c.leader_info(id).await {
+                named.insert(info.view().leader);
+                if info.view().claims() {
+                    claimant = Some(id);
+                }
+            }
+        }
+        let named: Vec<Option<NodeId>> = named.into_iter().collect();
+        if let (Some(c), [Some(l)]) = (claimant, named.as_slice()) {
+            if c == *l {
+                return c;
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "no leader other than {not} within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn the_child_of_electd_run_lives_only_inside_its_nodes_claim() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let l1 = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let dir = tempfile::tempdir().unwrap();
+    let file = |id: NodeId| -> PathBuf { dir.path().join(format!("stamps{id}")) };
+    let lab = env!("CARGO_BIN_EXE_electd-lab");
+    let mut sups = Supervisors(Vec::new());
+    for id in tc.c.ids() {
+        let child = Command::new(electd_lab::bin::electd_bin().unwrap())
+            .args([
+                "run",
+                "--node",
+                &tc.c.member(id).unwrap().addr,
+                "--grace-ms",
+                "60",
+            ])
+            .arg("--")
+            .args([lab, "stamp"])
+            .arg(file(id))
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join(format!("run{id}.log"))).unwrap())
+            .spawn()
+            .expect("electd run starts");
+        sups.0.push((id, child));
+    }
+    wait_stamps(&file(l1), "the leader's child starts", |s| s.len() > 50);
+
+    // The leader stops (SIGSTOP) for longer than its lease: its child must stop before the
+    // claim can end; the next leader's child starts.
+    tc.rec.pause(&tc.c, l1);
+    let l2 = rt.block_on(leader_other_than(&tc, l1));
+    wait_stamps(&file(l2), "the new leader's child starts", |s| s.len() > 50);
+    tc.rec.resume(&tc.c, l1);
+
+    // The new leader is killed: its child must stop by the claim's deadline; a child starts
+    // beside the third leader (a new child, even if that is the first leader again).
+    let seen: BTreeSet<u32> =
+        tc.c.ids()
+            .iter()
+            .flat_map(|&id| stamps(&file(id)).into_iter().map(|s| s.2))
+            .collect();
+    tc.kill(l2);
+    let l3 = rt.block_on(leader_other_than(&tc, l2));
+    wait_stamps(&file(l3), "the third leader's child starts", |s| {
+        s.iter().filter(|st| !seen.contains(&st.2)).count() > 50
+    });
+    // The killed node's child has stopped: its file no longer grows.
+    let until = Instant::now() + WAIT;
+    let mut last = stamps(&file(l2)).len();
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = stamps(&file(l2)).len();
+        if now == last {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the killed node's child keeps running"
+        );
+        last = now;
+    }
+    let codes = sups.interrupt_all();
+    for (id, code) in &codes {
+        assert_eq!(*code, Some(0), "electd run beside node {id} at SIGINT");
+    }
+
+    for id in tc.c.ids() {
+        let text = std::fs::read_to_string(dir.path().join(format!("run{id}.log")));
+        eprintln!(
+            "---- electd run beside node {id} ----\n{}",
+            text.unwrap_or_default()
+        );
+    }
+    eprintln!("leaders: {l1} (paused), {l2} (killed), {l3}");
+    // The claims, read from the event logs. A paused leader claims at most one lease past its
+    // pause; so does a killed one (what it had acknowledged before the kill runs out then, and
+    // the log, ending at the kill, cannot say sooner): both are capped there.
+    let mut raw = tc.run_log(None, None);
+    for p in &mut raw.procs {
+        if p.kind == ProcKind::Kill {
+            p.kind = ProcKind::Pause;
+        }
+    }
+    let lease_ns = electd::clock::ms(tc.timing.effective_lease_ms());
+    let claims = claim_intervals(&cap_paused_claims(&raw, lease_ns));
+    let events = tc.events();
+    let term_at = |node: NodeId, t: u64| {
+        events
+            .iter()
+            .filter(|e| e.node_id == node && e.t_mono_ns <= t)
+            .max_by_key(|e| (e.t_mono_ns, e.seq))
+            .map(|e| e.view.term)
+    };
+    // Per child: ms between its last stamp and the end of its node's claim, and the start of
+    // the next claim of another node.
+    let mut margins: BTreeMap<(NodeId, u32), (f64, Option<f64>)> = BTreeMap::new();
+    let mut children = 0;
+    for id in tc.c.ids() {
+        let mut by_pid: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+        for (t, term, pid) in stamps(&file(id)) {
+            by_pid.entry(pid).or_default().push((t, term));
+        }
+        for (pid, st) in by_pid {
+            children += 1;
+            let (first, term) = st[0];
+            let (last, _) = *st.last().unwrap();
+            // Inside one claim of its own node …
+            let claim = claims
+                .iter()
+                .find(|c| c.node == id && c.from_ns <= first && last <= c.to_ns);
+            let Some(claim) = claim else {
+                panic!(
+                    "node {id}'s child {pid} ran {first}..{last} outside its node's claims: {:?}",
+                    claims.iter().filter(|c| c.node == id).collect::<Vec<_>>()
+                );
+            };
+            // … and never while another node claims.
+            let other = claims
+                .iter()
+                .find(|c| c.node != id && c.from_ns <= last && first <= c.to_ns);
+            assert!(
+                other.is_none(),
+                "node {id}'s child {pid} ran {first}..{last} while {other:?} claimed"
+            );
+            assert_eq!(
+                term_at(id, last),
+                Some(term),
+                "child {pid} of node {id}: wrong term"
+            );
+            let next = claims
+                .iter()
+                .filter(|c| c.node != id && c.from_ns > last)
+                .map(|c| (c.from_ns - last) as f64 / 1e6)
+                .reduce(f64::min);
+            margins.insert((id, pid), ((claim.to_ns - last) as f64 / 1e6, next));
+        }
+    }
+    assert!(children >= 2, "the child ran under fewer than two claims");
+    eprintln!(
+        "child stopped before (its node's claim ended, the next claim began), ms, per (node, pid): \
+         {margins:.1?}"
+    );
+}

@@ -1,0 +1,162 @@
+//! `GET /v1/watch`: the node's view as a stream of Server-Sent Events (`docs/api-v1.md`,
+//! "Watch"). First the current view, then one event per change of (role, term, leader) from
+//! the event log, changes to "no leader" included; each carries `event: leader`, `id: SEQ` and
+//! the JSON of `/v1/leader`. `Last-Event-ID: N` (or `?since=S`) resumes after event N (from event S)
+//! without a gap: what the stream missed is read back from the event log, from its file when
+//! memory no longer reaches that far.
+//!
+//! A watcher costs the node a slot (at most `max_watchers`; one more gets 429) and nothing
+//! else: the stream reads the shared log at the pace its client reads, so a slow watcher
+//! only falls behind itself. A comment line every [`KEEP_ALIVE`] keeps proxies from closing
+//! a quiet stream and lets a client tell a dead node from a quiet one. Streams end when the
+//! node stops.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures_util::Stream;
+use serde::Deserialize;
+use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ApiError;
+use crate::events::Event;
+use crate::node::Node;
+
+/// How often a quiet stream carries a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// The SSE event type of every event (`event: leader`).
+pub const EVENT: &str = "leader";
+/// How many events a stream reads from the log at a time.
+const BATCH: usize = 256;
+
+#[derive(Deserialize)]
+pub(crate) struct WatchQuery {
+    /// Resume from this event on (`seq >= since`), as `/v1/events?since=` does.
+    since: Option<u64>,
+}
+
+/// Where a stream starts: the current view, or the log from a `seq` on.
+fn start_of(headers: &HeaderMap, q: &WatchQuery, latest: u64) -> Result<Option<u64>, ApiError> {
+    let last_id = match headers.get("last-event-id") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_last_event_id",
+                        "Last-Event-ID must be an event seq (a non-negative integer)",
+                    )
+                })?,
+        ),
+    };
+    let from = last_id.map(|n| n.saturating_add(1)).or(q.since);
+    // A resume point past the log's end (the node's data dir was replaced, say) cannot be
+    // continued: start over from the current view.
+    Ok(from.filter(|&f| f <= latest + 1))
+}
+
+pub(crate) async fn get_watch(
+    State(node): State<Arc<Node>>,
+    headers: HeaderMap,
+    q: Result<Query<WatchQuery>, QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let Query(q) = q?;
+    let Some(slot) = node.watchers.enter() else {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_watchers",
+            format!(
+                "this node serves at most {} watch streams (max_watchers)",
+                node.watchers.max()
+            ),
+        ));
+    };
+    // Subscribed before the log is read, so that no event falls between the two.
+    let changed = node.events.subscribe();
+    let latest = node.events.latest_seq();
+    let mut first = VecDeque::new();
+    let next = match start_of(&headers, &q, latest)? {
+        Some(from) => from,
+        None => {
+            let now = SseEvent::default()
+                .event(EVENT)
+                .id(latest.to_string())
+                .json_data(node.leader_info())
+                .expect("a view serialises");
+            first.push_back(now);
+            latest + 1
+        }
+    };
+    let follow = Follow {
+        stop: node.stopping(),
+        node,
+        changed,
+        next,
+        queue: first,
+        _slot: slot,
+    };
+    let stream = futures_util::stream::unfold(follow, |mut f| async move {
+        f.next_event().await.map(|ev| (Ok(ev), f))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+}
+
+/// One stream's place in the log.
+struct Follow {
+    node: Arc<Node>,
+    changed: watch::Receiver<u64>,
+    /// The `seq` of the next event to send.
+    next: u64,
+    /// Events read from the log and not yet sent.
+    queue: VecDeque<SseEvent>,
+    stop: CancellationToken,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Follow {
+    /// The next event to send, waiting for one; `None` when the node stops.
+    async fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(ev) = self.queue.pop_front() {
+                return Some(ev);
+            }
+            // Marked seen before the log is read: an event recorded after the read wakes us.
+            self.changed.borrow_and_update();
+            let batch = self.node.events.replay(self.next, BATCH);
+            if let Some(last) = batch.last() {
+                self.next = last.seq + 1;
+                let rendered: Vec<SseEvent> = batch.iter().map(|e| self.render(e)).collect();
+                self.queue.extend(rendered);
+                continue;
+            }
+            tokio::select! {
+                changed = self.changed.changed() => changed.ok()?,
+                _ = self.stop.cancelled() => return None,
+            }
+        }
+    }
+
+    /// An event of the log as `/v1/leader` would have answered then; `lease_ms` only while
+    /// the event is still the node's current view and a claim.
+    fn render(&self, e: &Event) -> SseEvent {
+        let now = self.node.view();
+        let lease = (now.view == e.view)
+            .then_some(now.lease_remaining_ns)
+            .flatten();
+        let info = self.node.render(e.view, lease);
+        SseEvent::default()
+            .event(EVENT)
+            .id(e.seq.to_string())
+            .json_data(info)
+            .expect("a view serialises")
+    }
+}
