@@ -5,10 +5,11 @@
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
@@ -18,6 +19,10 @@ pub use electd_client::Event;
 
 /// How many events stay in memory for `/v1/events`; the file keeps them all.
 const KEEP_IN_MEMORY: usize = 10_000;
+
+/// The file index keeps the byte offset of one event in this many, so that a follower far
+/// behind reads at most this many lines more than it asked for.
+const INDEX_EVERY: u64 = 256;
 
 /// File name of the event log inside the data dir.
 pub const EVENTS_FILE: &str = "events.jsonl";
@@ -43,6 +48,11 @@ pub struct EventLog {
 
 struct Inner {
     file: File,
+    /// The file's length: where the next line starts.
+    len: u64,
+    /// `(seq, byte offset of its line)` of one event in [`INDEX_EVERY`], in `seq` order: a
+    /// follower behind memory starts reading the file near its place, not at the top.
+    index: Vec<(u64, u64)>,
     events: VecDeque<Event>,
     next_seq: u64,
     last: Option<View>,
@@ -61,18 +71,18 @@ impl EventLog {
             source,
         };
         let mut events = VecDeque::new();
+        let mut index = Vec::new();
         let mut next_seq = 1;
         let mut evicted = false;
         if let Ok(f) = File::open(&path) {
-            for line in BufReader::new(f).lines() {
-                let line = line.map_err(open_err)?;
-                if let Ok(ev) = serde_json::from_str::<Event>(&line) {
-                    next_seq = next_seq.max(ev.seq + 1);
-                    events.push_back(ev);
-                    if events.len() > KEEP_IN_MEMORY {
-                        events.pop_front();
-                        evicted = true;
-                    }
+            for line in EventLines::new(f, 0) {
+                let (at, ev) = line.map_err(open_err)?;
+                next_seq = next_seq.max(ev.seq + 1);
+                index_line(&mut index, ev.seq, at);
+                events.push_back(ev);
+                if events.len() > KEEP_IN_MEMORY {
+                    events.pop_front();
+                    evicted = true;
                 }
             }
         }
@@ -81,9 +91,10 @@ impl EventLog {
             .append(true)
             .open(&path)
             .map_err(open_err)?;
+        let mut len = file.metadata().map_err(open_err)?.len();
         // A torn last line would glue onto the next event: start on a fresh line.
-        if file.metadata().map(|m| m.len() > 0).unwrap_or(false) {
-            let _ = file.write_all(b"\n");
+        if len > 0 && file.write_all(b"\n").is_ok() {
+            len += 1;
         }
         Ok(EventLog {
             node_id,
@@ -91,6 +102,8 @@ impl EventLog {
             latest: watch::Sender::new(next_seq - 1),
             inner: Mutex::new(Inner {
                 file,
+                len,
+                index,
                 events,
                 next_seq,
                 last: None,
@@ -120,8 +133,17 @@ impl EventLog {
         inner.last = Some(state);
         let mut line = serde_json::to_vec(&ev).expect("event serialises");
         line.push(b'\n');
-        if let Err(e) = inner.file.write_all(&line) {
-            tracing::error!(path = %self.path.display(), error = %e, "cannot append to event log");
+        let at = inner.len;
+        match inner.file.write_all(&line) {
+            Ok(()) => {
+                inner.len += line.len() as u64;
+                index_line(&mut inner.index, ev.seq, at);
+            }
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, "cannot append to event log");
+                // Part of the line may be in the file: find out where the next one starts.
+                inner.len = inner.file.metadata().map(|m| m.len()).unwrap_or(at);
+            }
         }
         inner.events.push_back(ev.clone());
         if inner.events.len() > KEEP_IN_MEMORY {
@@ -155,18 +177,40 @@ impl EventLog {
     }
 
     /// Events with `seq >= from`, at most `limit`: from memory, or from the file when memory
-    /// no longer reaches back that far (a follower far behind loses nothing).
-    pub fn replay(&self, from: u64, limit: usize) -> Vec<Event> {
-        let in_memory = {
-            let inner = self.inner.lock().expect("event log lock");
-            !inner.evicted || inner.events.front().is_some_and(|e| e.seq <= from)
-        };
-        if in_memory {
-            return self.since(from, limit).0;
+    /// no longer reaches back that far (a follower far behind loses nothing). The file is read
+    /// on tokio's blocking pool, from the indexed line nearest `from`: a follower catching up
+    /// costs the node's runtime nothing, and reads what it asked for, not the whole file.
+    pub async fn replay(self: &Arc<Self>, from: u64, limit: usize) -> Vec<Event> {
+        if let Some(events) = self.replay_memory(from, limit) {
+            return events;
         }
-        read_events_file(&self.path)
+        let log = self.clone();
+        tokio::task::spawn_blocking(move || log.replay_file(from, limit))
+            .await
             .unwrap_or_default()
-            .into_iter()
+    }
+
+    /// Events with `seq >= from` (at most `limit`) if memory still reaches back to `from`.
+    fn replay_memory(&self, from: u64, limit: usize) -> Option<Vec<Event>> {
+        let inner = self.inner.lock().expect("event log lock");
+        let reaches = !inner.evicted || inner.events.front().is_some_and(|e| e.seq <= from);
+        reaches.then(|| inner.newer(from, limit))
+    }
+
+    /// Events with `seq >= from` (at most `limit`) read from the file, starting at the indexed
+    /// line nearest below `from`. Blocking.
+    fn replay_file(&self, from: u64, limit: usize) -> Vec<Event> {
+        let start = {
+            let inner = self.inner.lock().expect("event log lock");
+            let i = inner.index.partition_point(|&(seq, _)| seq <= from);
+            i.checked_sub(1).map_or(0, |i| inner.index[i].1)
+        };
+        let Ok(f) = File::open(&self.path) else {
+            return Vec::new();
+        };
+        EventLines::new(f, start)
+            .map_while(Result::ok)
+            .map(|(_, ev)| ev)
             .filter(|e| e.seq >= from)
             .take(limit)
             .collect()
@@ -175,13 +219,7 @@ impl EventLog {
     /// Events with `seq >= since` (at most `limit`), and the `seq` to ask for next.
     pub fn since(&self, since: u64, limit: usize) -> (Vec<Event>, u64) {
         let inner = self.inner.lock().expect("event log lock");
-        let events: Vec<Event> = inner
-            .events
-            .iter()
-            .filter(|e| e.seq >= since)
-            .take(limit)
-            .cloned()
-            .collect();
+        let events = inner.newer(since, limit);
         let next = events.last().map(|e| e.seq + 1).unwrap_or(since.max(
             // Nothing new: the caller may ask again from where the log is now.
             if since == 0 { 1 } else { since },
@@ -190,12 +228,81 @@ impl EventLog {
     }
 }
 
+impl Inner {
+    /// The events in memory with `seq >= from`, at most `limit`.
+    fn newer(&self, from: u64, limit: usize) -> Vec<Event> {
+        let first = self.events.partition_point(|e| e.seq < from);
+        self.events.range(first..).take(limit).cloned().collect()
+    }
+}
+
+/// Indexes the line of event `seq` at byte `at` if it is [`INDEX_EVERY`] past the last indexed.
+fn index_line(index: &mut Vec<(u64, u64)>, seq: u64, at: u64) {
+    if index
+        .last()
+        .is_none_or(|&(last, _)| seq >= last + INDEX_EVERY)
+    {
+        index.push((seq, at));
+    }
+}
+
+/// The events of an `events.jsonl` file from byte `start` on, each with the offset of its line;
+/// torn or foreign lines (a kill in the middle of a write) are skipped.
+struct EventLines {
+    reader: BufReader<File>,
+    at: u64,
+    line: Vec<u8>,
+}
+
+impl EventLines {
+    fn new(mut file: File, start: u64) -> EventLines {
+        let at = file.seek(SeekFrom::Start(start)).unwrap_or(0);
+        EventLines {
+            reader: BufReader::new(file),
+            at,
+            line: Vec::new(),
+        }
+    }
+}
+
+impl Iterator for EventLines {
+    type Item = std::io::Result<(u64, Event)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            self.line.clear();
+            let at = self.at;
+            match self.reader.read_until(b'\n', &mut self.line) {
+                Ok(0) => return None,
+                Ok(n) => self.at += n as u64,
+                Err(e) => return Some(Err(e)),
+            }
+            if let Ok(ev) = serde_json::from_slice::<Event>(&self.line) {
+                return Some(Ok((at, ev)));
+            }
+        }
+    }
+}
+
+/// How many events a second the followers that are catching up get, all together.
+///
+/// A follower far behind (a resume from an old `seq`), or one whose client stopped reading,
+/// is sent its backlog until the socket's buffers are full: up to megabytes, tens of
+/// thousands of events, each rendered as `/v1/leader` JSON. Unpaced, a few such followers
+/// kept a debug-built leader's runtime busy long enough to lose its claim. Paced, they cost
+/// the node a bounded share of a core, and a follower at the live end (one event at a time)
+/// is never paced.
+pub const CATCH_UP_EVENTS_PER_SEC: u32 = 20_000;
+
 /// The live followers of the event log (`GET /v1/watch`): at most `max` at once; one more is
-/// refused, and counted.
+/// refused, and counted. Their catching up is paced together ([`Watchers::pace`]).
 pub struct Watchers {
     slots: Arc<Semaphore>,
     max: usize,
     refused: AtomicU64,
+    /// When the next batch of catching up may be sent: a virtual clock that each batch moves
+    /// on by its share, as in GCRA. It is ten lines, so no rate-limiter crate for it.
+    next_batch: Mutex<tokio::time::Instant>,
 }
 
 impl Watchers {
@@ -204,7 +311,21 @@ impl Watchers {
             slots: Arc::new(Semaphore::new(max)),
             max,
             refused: AtomicU64::new(0),
+            next_batch: Mutex::new(tokio::time::Instant::now()),
         }
+    }
+
+    /// Waits for the turn of a backlog batch of `events` events, so that all followers
+    /// together catch up at most [`CATCH_UP_EVENTS_PER_SEC`].
+    pub async fn pace(&self, events: usize) {
+        let cost = Duration::from_secs(1) / CATCH_UP_EVENTS_PER_SEC * events as u32;
+        let turn = {
+            let mut next = self.next_batch.lock().expect("pace lock");
+            let turn = (*next).max(tokio::time::Instant::now());
+            *next = turn + cost;
+            turn
+        };
+        tokio::time::sleep_until(turn).await;
     }
 
     /// A slot for one more follower, held until it goes; `None` (counted) when all are taken.
@@ -233,14 +354,9 @@ impl Watchers {
 
 /// Reads an `events.jsonl` file, skipping torn lines (used by the chaos runner and tests).
 pub fn read_events_file(path: &Path) -> std::io::Result<Vec<Event>> {
-    let f = File::open(path)?;
-    let mut out = Vec::new();
-    for line in BufReader::new(f).lines() {
-        if let Ok(ev) = serde_json::from_str::<Event>(&line?) {
-            out.push(ev);
-        }
-    }
-    Ok(out)
+    EventLines::new(File::open(path)?, 0)
+        .map(|line| line.map(|(_, ev)| ev))
+        .collect()
 }
 
 #[cfg(test)]
@@ -302,14 +418,62 @@ mod tests {
         assert!(rx.has_changed().unwrap());
         assert_eq!(*rx.borrow_and_update(), KEEP_IN_MEMORY as u64 + 5);
         // Seq 1..5 left memory: they come from the file, in order, without a gap.
-        let early = log.replay(2, 3);
+        assert!(log.replay_memory(2, 3).is_none());
+        let early = log.replay_file(2, 3);
         assert_eq!(early.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3, 4]);
-        let late = log.replay(KEEP_IN_MEMORY as u64 + 4, 10);
+        let late = log.replay_memory(KEEP_IN_MEMORY as u64 + 4, 10).unwrap();
         assert_eq!(late.len(), 2);
         // A reopened log tells its followers where it is.
         drop(log);
         let log = EventLog::open(dir.path(), 1).unwrap();
         assert_eq!(log.latest_seq(), KEEP_IN_MEMORY as u64 + 5);
+    }
+
+    /// A follower far behind is served from the indexed line nearest its place: every `from`
+    /// gets exactly the events from it on, across torn lines, the index's steps and a reopen.
+    #[test]
+    fn the_file_is_read_from_the_indexed_line_nearest_the_follower() {
+        let dir = tempfile::tempdir().unwrap();
+        let total = 3 * INDEX_EVERY + 7;
+        let log = EventLog::open(dir.path(), 1).unwrap();
+        for term in 1..=total / 2 {
+            log.record(term, st(Role::Follower, term, None));
+        }
+        drop(log);
+        // A kill in the middle of a write, then a restart.
+        let path = dir.path().join(EVENTS_FILE);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"seq\":99,\"t_mo\xff").unwrap();
+        let log = EventLog::open(dir.path(), 1).unwrap();
+        for term in total / 2 + 1..=total {
+            log.record(term, st(Role::Follower, term, None));
+        }
+        let index = log.inner.lock().unwrap().index.clone();
+        assert!(index.len() >= 3, "{index:?}");
+        for from in [
+            1,
+            2,
+            INDEX_EVERY,
+            INDEX_EVERY + 1,
+            total / 2,
+            total / 2 + 1,
+            total,
+        ] {
+            let got = log.replay_file(from, 5);
+            let want: Vec<u64> = (from..=total).take(5).collect();
+            assert_eq!(
+                got.iter().map(|e| e.seq).collect::<Vec<_>>(),
+                want,
+                "from {from}"
+            );
+        }
+        assert!(log.replay_file(total + 1, 5).is_empty());
+        // The index, rebuilt at open, points where the log itself did.
+        drop(log);
+        let reopened = EventLog::open(dir.path(), 1).unwrap();
+        assert_eq!(reopened.inner.lock().unwrap().index, index);
+        let all = read_events_file(&path).unwrap();
+        assert_eq!(all.len() as u64, total);
     }
 
     #[test]

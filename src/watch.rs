@@ -5,9 +5,11 @@
 //! without a gap: what the stream missed is read back from the event log, from its file when
 //! memory no longer reaches that far.
 //!
-//! A watcher costs the node a slot (at most `max_watchers`; one more gets 429) and nothing
+//! A watcher costs the node a slot (at most `max_watchers`; one more gets 429) and little
 //! else: the stream reads the shared log at the pace its client reads, so a slow watcher
-//! only falls behind itself. A comment line every [`KEEP_ALIVE`] keeps proxies from closing
+//! only falls behind itself; the log's file is read off the runtime, from an index; and
+//! backlogs are sent at a pace shared by all watchers (`events::CATCH_UP_EVENTS_PER_SEC`),
+//! so that watchers far behind, or stalled, cannot starve the node's election work. A comment line every [`KEEP_ALIVE`] keeps proxies from closing
 //! a quiet stream and lets a client tell a dead node from a quiet one. Streams end when the
 //! node stops.
 
@@ -25,6 +27,7 @@ use serde::Deserialize;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::Judged;
 use crate::error::ApiError;
 use crate::events::Event;
 use crate::node::Node;
@@ -131,10 +134,15 @@ impl Follow {
             }
             // Marked seen before the log is read: an event recorded after the read wakes us.
             self.changed.borrow_and_update();
-            let batch = self.node.events.replay(self.next, BATCH);
+            let batch = self.node.events.replay(self.next, BATCH).await;
+            if batch.len() == BATCH {
+                // More is behind it: a backlog, paced with every other follower's.
+                self.node.watchers.pace(batch.len()).await;
+            }
             if let Some(last) = batch.last() {
                 self.next = last.seq + 1;
-                let rendered: Vec<SseEvent> = batch.iter().map(|e| self.render(e)).collect();
+                let now = self.node.view();
+                let rendered: Vec<SseEvent> = batch.iter().map(|e| self.render(e, &now)).collect();
                 self.queue.extend(rendered);
                 continue;
             }
@@ -147,8 +155,7 @@ impl Follow {
 
     /// An event of the log as `/v1/leader` would have answered then; `lease_ms` only while
     /// the event is still the node's current view and a claim.
-    fn render(&self, e: &Event) -> SseEvent {
-        let now = self.node.view();
+    fn render(&self, e: &Event, now: &Judged) -> SseEvent {
         let lease = (now.view == e.view)
             .then_some(now.lease_remaining_ns)
             .flatten();

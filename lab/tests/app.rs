@@ -365,3 +365,120 @@ fn without_a_secret_a_node_refuses_to_start_unless_insecure_and_says_so() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("INSECURE"), "{text}");
 }
+
+/// Watchers far behind, and watchers that stop reading, cost the node nothing. Node 1 starts
+/// with a history of [`HISTORY`] events (far more than memory keeps) and leads; five streams
+/// resume from its first event and never read; one more resumes from it and reads everything.
+/// The reader gets every event once, in order, to the live end; node 1 answers `/v1/leader`
+/// throughout; and no node records a change of leader or term meanwhile (a node whose runtime
+/// stalled while it read its file would have lost its claim).
+#[test]
+fn watchers_far_behind_or_stalled_do_not_disturb_the_node() {
+    const HISTORY: u64 = 30_000;
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Quorum, 3, common::TEST_TIMING);
+    let dir = tc.c.data_dir(Mode::Quorum, 1);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut history = Vec::new();
+    for seq in 1..=HISTORY {
+        let view = electd_client::View {
+            role: electd_client::Role::Follower,
+            term: 0,
+            leader: None,
+        };
+        let ev = Event {
+            seq,
+            t_mono_ns: seq,
+            node_id: 1,
+            view,
+        };
+        serde_json::to_writer(&mut history, &ev).unwrap();
+        history.push(b'\n');
+    }
+    std::fs::write(dir.join(electd::EVENTS_FILE), history).unwrap();
+    for id in tc.c.ids() {
+        tc.start_node(id);
+    }
+    let client = Client::new(tc.c.member(1).unwrap().addr.clone(), Duration::from_secs(2));
+    rt.block_on(async {
+        let l = tc.c.wait_agreed(WAIT).await.expect("a leader");
+        if l != 1 {
+            tc.c.client(l)
+                .unwrap()
+                .resign(Some(1))
+                .await
+                .expect("a handover to 1");
+        }
+        let until = Instant::now() + WAIT;
+        while tc.c.wait_agreed(WAIT).await != Some(1) {
+            assert!(
+                Instant::now() < until,
+                "node 1 does not lead within {WAIT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let led = client.leader().await.expect("node 1 answers").view();
+        let flood_ns = mono_ns();
+
+        // Five streams ask for everything and read nothing: their sockets fill, they stall.
+        let stalled: Vec<std::net::TcpStream> = (0..5)
+            .map(|_| {
+                let mut s = std::net::TcpStream::connect(&tc.c.member(1).unwrap().addr).unwrap();
+                let req = "GET /v1/watch HTTP/1.1\r\nHost: electd\r\nLast-Event-ID: 0\r\n\r\n";
+                std::io::Write::write_all(&mut s, req.as_bytes()).unwrap();
+                s
+            })
+            .collect();
+        let done = std::cell::Cell::new(false);
+        let reader = async {
+            let mut w = client.watch(Some(0)).await.expect("a stream from the top");
+            let until = Instant::now() + Duration::from_secs(120);
+            let mut want = 1;
+            let mut live = u64::MAX;
+            while want <= live {
+                assert!(Instant::now() < until, "event {want} not read within 120 s");
+                let ev = w
+                    .next()
+                    .await
+                    .expect("the stream reads")
+                    .expect("it goes on");
+                assert_eq!(ev.id, want, "out of order or a gap");
+                if ev.id > HISTORY && live == u64::MAX {
+                    // Past the history: read on to where the log was when the reader got here.
+                    live = client.events(ev.id, 1000).await.unwrap().next - 1;
+                }
+                want += 1;
+            }
+            done.set(true);
+            want - 1
+        };
+        let prober = async {
+            let (mut probes, mut slowest) = (0u32, Duration::ZERO);
+            while !done.get() {
+                let t = Instant::now();
+                let info = client.leader().await.expect("node 1 answers throughout");
+                assert_eq!(info.node_id, 1);
+                slowest = slowest.max(t.elapsed());
+                probes += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (probes, slowest)
+        };
+        let (read, (probes, slowest)) = tokio::join!(reader, prober);
+        eprintln!(
+            "read {read} events from the top; {probes} probes of /v1/leader, slowest {slowest:?}"
+        );
+        drop(stalled);
+        let moved: Vec<Event> = tc
+            .events()
+            .into_iter()
+            .filter(|e| e.t_mono_ns > flood_ns)
+            .filter(|e| e.view.leader != Some(1) || e.view.term != led.term)
+            .collect();
+        if !moved.is_empty() {
+            tc.dump_logs();
+            panic!("the cluster moved: {moved:?}");
+        }
+    });
+    tc.assert_safe();
+}

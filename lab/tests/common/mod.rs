@@ -46,6 +46,16 @@ impl TestCluster {
     }
 
     pub fn start_with(mode: Mode, n: usize, timing: Timing) -> TestCluster {
+        let mut tc = Self::configure(mode, n, timing);
+        for id in tc.c.ids() {
+            tc.start_node(id);
+        }
+        tc
+    }
+
+    /// Writes the configs and secrets of `n` nodes without starting any (a test that puts
+    /// something in a data dir first starts them itself).
+    pub fn configure(mode: Mode, n: usize, timing: Timing) -> TestCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let (block, addrs) = block_addrs(n);
         Cluster::write_configs(dir.path(), &addrs, mode, timing, "electd-test").unwrap();
@@ -57,18 +67,14 @@ impl TestCluster {
         c.extra_args = vec!["--log".into(), "info,openraft=warn".into()];
         c.die_with_parent = true;
         c.ensure_secrets().unwrap();
-        let mut tc = TestCluster {
+        TestCluster {
             c,
             mode,
             timing,
             rec: Recorder::new(),
             _dir: dir,
             _block: block,
-        };
-        for id in tc.c.ids() {
-            tc.start_node(id);
         }
-        tc
     }
 
     pub fn start_node(&mut self, id: NodeId) {
