@@ -401,7 +401,7 @@ impl Config {
                 return Err(invalid("cluster_secret", "must be at least 16 characters"));
             }
         }
-        if self.peers.len() > 1 && self.cluster_secret.is_none() && !self.insecure {
+        if self.runs_insecure() && !self.insecure {
             return Err(invalid(
                 "cluster_secret",
                 format!(

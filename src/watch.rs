@@ -9,9 +9,10 @@
 //! else: the stream reads the shared log at the pace its client reads, so a slow watcher
 //! only falls behind itself; the log's file is read off the runtime, from an index; and
 //! backlogs are sent at a pace shared by all watchers (`events::CATCH_UP_EVENTS_PER_SEC`),
-//! so that watchers far behind, or stalled, cannot starve the node's election work. A comment line every [`KEEP_ALIVE`] keeps proxies from closing
-//! a quiet stream and lets a client tell a dead node from a quiet one. Streams end when the
-//! node stops.
+//! so that watchers far behind, or stalled, cannot starve the node's election work.
+//!
+//! A comment line every [`KEEP_ALIVE`] keeps proxies from closing a quiet stream and lets a
+//! client tell a dead node from a quiet one. Streams end when the node stops.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

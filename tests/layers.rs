@@ -30,6 +30,7 @@ const NODE_LAYERS: &[&[&str]] = &[
     &["api"],
     &["lib"],
     // The binary's own modules (beside `main.rs`, which the check leaves out).
+    &["cli::addr"],
     &["cli::client", "cli::run"],
     &["cli"],
 ];

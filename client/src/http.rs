@@ -96,7 +96,8 @@ impl Client {
         }
     }
 
-    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, Error> {
+    /// Sends `req` (bounded) and reads its whole answer: the status and the body.
+    async fn answer(&self, req: reqwest::RequestBuilder) -> Result<(u16, Vec<u8>), Error> {
         let res = self
             .bounded(req)
             .send()
@@ -104,12 +105,22 @@ impl Client {
             .map_err(|e| self.http_error(e))?;
         let status = res.status().as_u16();
         let bytes = res.bytes().await.map_err(|e| self.http_error(e))?;
+        Ok((status, bytes.into()))
+    }
+
+    /// The body of an answer with `status` as the contract's JSON.
+    fn decode<T: DeserializeOwned>(&self, status: u16, bytes: &[u8]) -> Result<T, Error> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Decode {
+            addr: self.addr.clone(),
+            status,
+            message: e.to_string(),
+        })
+    }
+
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, Error> {
+        let (status, bytes) = self.answer(req).await?;
         if (200..300).contains(&status) {
-            return serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
-                addr: self.addr.clone(),
-                status,
-                message: e.to_string(),
-            });
+            return self.decode(status, &bytes);
         }
         Err(self.refusal(status, &bytes))
     }
@@ -132,19 +143,11 @@ impl Client {
 
     /// `GET /v1/claim`: the node's view, and whether it holds the claim (200) or not (503).
     pub async fn claim(&self) -> Result<(bool, LeaderInfo), Error> {
-        let req = self.bounded(self.http.get(self.url("/v1/claim")));
-        let res = req.send().await.map_err(|e| self.http_error(e))?;
-        let status = res.status().as_u16();
-        let bytes = res.bytes().await.map_err(|e| self.http_error(e))?;
+        let (status, bytes) = self.answer(self.http.get(self.url("/v1/claim"))).await?;
         if status != 200 && status != 503 {
             return Err(self.refusal(status, &bytes));
         }
-        let info = serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
-            addr: self.addr.clone(),
-            status,
-            message: e.to_string(),
-        })?;
-        Ok((status == 200, info))
+        Ok((status == 200, self.decode(status, &bytes)?))
     }
 
     /// `GET /v1/watch`, from the current view, or after event `last_id` (`Last-Event-ID`).
@@ -199,14 +202,8 @@ impl Client {
             .bounded(self.http.get(self.url("/metrics")))
             .send()
             .await
-            .map_err(|source| Error::Http {
-                addr: self.addr.clone(),
-                source,
-            })?;
-        res.text().await.map_err(|source| Error::Http {
-            addr: self.addr.clone(),
-            source,
-        })
+            .map_err(|e| self.http_error(e))?;
+        res.text().await.map_err(|e| self.http_error(e))
     }
 
     /// `GET /v1/admin/faults`.

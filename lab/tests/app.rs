@@ -10,6 +10,7 @@ use common::TestCluster;
 use electd::clock::mono_ns;
 use electd::config::Mode;
 use electd_client::{Client, Event, NodeId, Watch, Watched};
+use electd_lab::cluster::agreed;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -33,6 +34,15 @@ async fn read_until(w: &mut Watch, done: impl Fn(&Watched) -> bool) -> Vec<(Watc
         "no awaited event within {WAIT:?}; seen: {:?}",
         seen.iter().map(|(w, _)| w).collect::<Vec<_>>()
     );
+}
+
+/// Until the node behind `client` answers `/v1/health`, at most [`WAIT`].
+async fn until_it_answers(client: &Client) {
+    let until = Instant::now() + WAIT;
+    while let Err(e) = client.health().await {
+        assert!(Instant::now() < until, "no answer within {WAIT:?}: {e}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The node's own events with `seq` in `from..=to`, from its event log.
@@ -172,11 +182,7 @@ fn watchers_beyond_the_bound_get_429_and_are_counted() {
     let addr = tc.c.member(1).unwrap().addr.clone();
     let client = Client::new(addr, Duration::from_secs(2));
     rt.block_on(async {
-        let until = Instant::now() + WAIT;
-        while client.health().await.is_err() {
-            assert!(Instant::now() < until, "node 1 does not answer");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_it_answers(&client).await;
         let max = electd::config::DEFAULT_MAX_WATCHERS;
         let mut open = Vec::new();
         for _ in 0..max {
@@ -348,11 +354,7 @@ fn without_a_secret_a_node_refuses_to_start_unless_insecure_and_says_so() {
     let client = Client::new(addrs[0].clone(), Duration::from_secs(2));
     let rt = TestCluster::rt();
     rt.block_on(async {
-        let until = Instant::now() + WAIT;
-        while client.health().await.is_err() {
-            assert!(Instant::now() < until, "the insecure node does not answer");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_it_answers(&client).await;
         let status = client.status().await.unwrap();
         assert!(status.insecure && !status.admin_api, "{status:?}");
         let err = client
@@ -409,14 +411,10 @@ fn watchers_far_behind_or_stalled_do_not_disturb_the_node() {
                 .await
                 .expect("a handover to 1");
         }
-        let until = Instant::now() + WAIT;
-        while tc.c.wait_agreed(WAIT).await != Some(1) {
-            assert!(
-                Instant::now() < until,
-                "node 1 does not lead within {WAIT:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        assert!(
+            tc.c.wait_for(WAIT, |s| agreed(s) == Some(1)).await,
+            "node 1 does not lead within {WAIT:?}"
+        );
         let led = client.leader().await.expect("node 1 answers").view();
         let flood_ns = mono_ns();
 

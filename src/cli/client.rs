@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use electd_client::{Client, Error, LeaderInfo, Status, Watched};
 
+use super::addr::NodeAddr;
+
 /// Exit codes of the client commands.
 pub mod exit {
     /// Done: a leader is known (`leader`), the node answered (`status`), the handoff is done
@@ -23,14 +25,8 @@ pub mod exit {
 /// Where the node is and how to talk to it.
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
-    /// The node to ask, IP:PORT (or HOST:PORT).
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "ELECTD_NODE",
-        default_value = "127.0.0.1:7001"
-    )]
-    pub node: String,
+    #[command(flatten)]
+    pub at: NodeAddr,
     /// Print the API's JSON instead of a human line.
     #[arg(long)]
     pub json: bool,
@@ -41,7 +37,7 @@ pub struct NodeArgs {
 
 impl NodeArgs {
     fn client(&self) -> Client {
-        Client::new(self.node.clone(), Duration::from_millis(self.timeout_ms))
+        Client::new(self.at.addr.clone(), Duration::from_millis(self.timeout_ms))
     }
 }
 

@@ -19,6 +19,8 @@ use electd_client::{Client, LeaderInfo};
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 
+use super::addr::NodeAddr;
+
 /// Exit codes of `electd run` besides the child's own.
 pub mod exit {
     /// Stopped by SIGINT or SIGTERM (the child was stopped first).
@@ -40,14 +42,9 @@ pub enum Restart {
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The node whose claim CMD runs under, IP:PORT.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "ELECTD_NODE",
-        default_value = "127.0.0.1:7001"
-    )]
-    pub node: String,
+    /// The node whose claim CMD runs under.
+    #[command(flatten)]
+    pub node: NodeAddr,
     /// SIGTERM this long before the deadline (unless renewed); SIGKILL at the deadline, ms.
     #[arg(long, value_name = "MS", default_value_t = 40)]
     pub grace_ms: u64,
@@ -257,7 +254,7 @@ impl Supervisor {
 pub async fn run(args: RunArgs) -> ExitCode {
     use tokio::signal::unix::{signal as on, SignalKind};
     let client = Client::new(
-        args.node.clone(),
+        args.node.addr.clone(),
         Duration::from_millis(args.poll_ms.max(1) * 2),
     );
     let mut sup = Supervisor {
