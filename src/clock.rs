@@ -26,6 +26,21 @@ pub trait Clock: Send + Sync + 'static {
         let (mono, boot) = (self.mono_ns(), self.boot_ns());
         mono.saturating_sub(boot.saturating_sub(boot_at_ns))
     }
+    /// Both clocks, read one after the other.
+    fn read(&self) -> Reading {
+        Reading {
+            boot_ns: self.boot_ns(),
+            mono_ns: self.mono_ns(),
+        }
+    }
+}
+
+/// One instant read on both clocks: an anchor from which a later instant given on BOOTTIME can
+/// be stamped on MONOTONIC counting forward (see `quorum::lease::Claim::until_mono_ns`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    pub boot_ns: u64,
+    pub mono_ns: u64,
 }
 
 /// The host's clocks.
@@ -46,19 +61,19 @@ pub fn system() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
 
-fn read(clock: ClockId) -> u64 {
+fn read_clock(clock: ClockId) -> u64 {
     let ts = clock_gettime(clock);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Nanoseconds on `CLOCK_MONOTONIC`.
 pub fn mono_ns() -> u64 {
-    read(ClockId::Monotonic)
+    read_clock(ClockId::Monotonic)
 }
 
 /// Nanoseconds on `CLOCK_BOOTTIME`.
 pub fn boot_ns() -> u64 {
-    read(ClockId::Boottime)
+    read_clock(ClockId::Boottime)
 }
 
 /// Milliseconds to nanoseconds.

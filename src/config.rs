@@ -420,47 +420,89 @@ impl Config {
         self.validate_timing()
     }
 
+    /// The timing rules of the README's safety argument ("Timings: the margins"):
+    /// - `follower_lease_ms` between [`MIN_FOLLOWER_LEASE_MS`] and [`MAX_FOLLOWER_LEASE_MS`];
+    /// - the claim lease at least [`LEASE_BEATS`] beats, so that a claim renewed every beat
+    ///   does not lapse between two probes (and `/v1/claim` does not flap) when one probe is
+    ///   lost or slow;
+    /// - the claim lease below the follower lease by at least [`Timing::min_margin_ms`]: a
+    ///   tenth of the follower lease, and never less than [`MIN_MARGIN_MS`]. The margin is what
+    ///   clock-rate differences between hosts may eat before a claim could outlast the lease
+    ///   of the followers that acknowledged it.
+    ///
+    /// Every timing accepted here is accepted by openraft too (test:
+    /// `every_accepted_timing_is_accepted_by_openraft` in `quorum/node.rs`).
     fn validate_timing(&self) -> Result<(), ConfigError> {
         let t = &self.timing;
-        let below = |a: &str, av: u64, b: &str, bv: u64| {
-            if av < bv {
-                Ok(())
-            } else {
-                Err(invalid(
-                    format!("timing.{a}"),
-                    format!("({av}) must be below timing.{b} ({bv})"),
-                ))
-            }
-        };
+        let f = t.follower_lease_ms;
         if t.heartbeat_ms == 0 {
             return Err(invalid("timing.heartbeat_ms", "(0) must be positive"));
         }
-        if t.follower_lease_ms > 600_000 {
+        if !(MIN_FOLLOWER_LEASE_MS..=MAX_FOLLOWER_LEASE_MS).contains(&f) {
             return Err(invalid(
                 "timing.follower_lease_ms",
-                format!("({}) must be at most 600000", t.follower_lease_ms),
+                format!(
+                    "({f}) must be between {MIN_FOLLOWER_LEASE_MS} and {MAX_FOLLOWER_LEASE_MS}"
+                ),
             ));
         }
-        below(
-            "heartbeat_ms",
-            t.heartbeat_ms,
-            "follower_lease_ms",
-            t.follower_lease_ms,
-        )?;
         let lease = t.effective_lease_ms();
-        if t.lease_ms != 0 {
-            below("heartbeat_ms", t.heartbeat_ms, "lease_ms", lease)?;
-            below("lease_ms", lease, "follower_lease_ms", t.follower_lease_ms)?;
-        } else if lease <= t.heartbeat_ms {
+        let lease_name = if t.lease_ms == 0 {
+            format!("the default claim lease, timing.follower_lease_ms less a fifth ({lease})")
+        } else {
+            format!("timing.lease_ms ({lease})")
+        };
+        if LEASE_BEATS * t.heartbeat_ms > lease {
             return Err(invalid(
                 "timing.heartbeat_ms",
                 format!(
-                    "({}) must be below the default lease, timing.follower_lease_ms less a fifth ({lease})",
+                    "({}) must be at most 1/{LEASE_BEATS} of {lease_name}, or the claim lapses \
+                     between two probes",
                     t.heartbeat_ms
                 ),
             ));
         }
+        // Named after the field the user wrote: the default lease follows the follower lease.
+        let field = if t.lease_ms == 0 {
+            "timing.follower_lease_ms"
+        } else {
+            "timing.lease_ms"
+        };
+        let what = if t.lease_ms == 0 {
+            format!("({f}) gives a default claim lease of {lease} ms, which")
+        } else {
+            format!("({lease})")
+        };
+        let margin = t.min_margin_ms();
+        if lease + margin > f {
+            return Err(invalid(
+                field,
+                format!(
+                    "{what} must stay at least {margin} ms below timing.follower_lease_ms ({f}): \
+                     at most {} (the margin is a tenth of the follower lease, at least \
+                     {MIN_MARGIN_MS} ms)",
+                    f - margin
+                ),
+            ));
+        }
         Ok(())
+    }
+}
+
+/// The shortest follower lease accepted, ms.
+pub const MIN_FOLLOWER_LEASE_MS: u64 = 10;
+/// The longest follower lease accepted, ms (ten minutes).
+pub const MAX_FOLLOWER_LEASE_MS: u64 = 600_000;
+/// The claim lease must be at least this many beats.
+pub const LEASE_BEATS: u64 = 3;
+/// The smallest margin between the claim lease and the follower lease, ms.
+pub const MIN_MARGIN_MS: u64 = 2;
+
+impl Timing {
+    /// The least margin between the claim lease and the follower lease: a tenth of the
+    /// follower lease, at least [`MIN_MARGIN_MS`].
+    pub fn min_margin_ms(&self) -> u64 {
+        (self.follower_lease_ms / 10).max(MIN_MARGIN_MS)
     }
 }
 
@@ -559,23 +601,53 @@ addr = "127.0.0.1:7003"
     }
 
     #[test]
-    fn heartbeat_must_be_below_follower_lease() {
+    fn heartbeat_must_be_at_most_a_third_of_the_claim_lease() {
         let text = format!("{GOOD}\n[timing]\nheartbeat_ms = 5000\n");
         assert_eq!(
             err(&text),
-            "timing.heartbeat_ms (5000) must be below timing.follower_lease_ms (150)"
+            "timing.heartbeat_ms (5000) must be at most 1/3 of the default claim lease, \
+             timing.follower_lease_ms less a fifth (120), or the claim lapses between two probes"
         );
+        let text = format!("{GOOD}\n[timing]\nheartbeat_ms = 41\n");
+        assert!(err(&text).starts_with("timing.heartbeat_ms (41) must be at most 1/3"));
+        let text = format!("{GOOD}\n[timing]\nheartbeat_ms = 40\n");
+        assert!(parse(&text).is_ok());
+        let text = format!("{GOOD}\n[timing]\nlease_ms = 80\n");
+        assert!(err(&text)
+            .starts_with("timing.heartbeat_ms (30) must be at most 1/3 of timing.lease_ms (80)"));
     }
 
+    /// What was seen accepted before: heartbeat 1 / follower lease 4 (the default lease then
+    /// equalled the follower lease), and a 1 ms margin over ten minutes.
     #[test]
-    fn lease_must_be_below_follower_lease() {
-        let text = format!("{GOOD}\n[timing]\nlease_ms = 150\n");
+    fn the_claim_lease_keeps_the_margin_the_safety_argument_states() {
+        let timing = |hb: u64, f: u64, l: u64| {
+            format!(
+                "{GOOD}\n[timing]\nheartbeat_ms = {hb}\nfollower_lease_ms = {f}\nlease_ms = {l}\n"
+            )
+        };
         assert_eq!(
-            err(&text),
-            "timing.lease_ms (150) must be below timing.follower_lease_ms (150)"
+            err(&timing(1, 4, 0)),
+            "timing.follower_lease_ms (4) must be between 10 and 600000"
         );
-        let text = format!("{GOOD}\n[timing]\nlease_ms = 20\n");
-        assert!(err(&text).starts_with("timing.heartbeat_ms (30) must be below timing.lease_ms"));
+        assert_eq!(
+            err(&timing(30, 600_000, 599_999)),
+            "timing.lease_ms (599999) must stay at least 60000 ms below \
+             timing.follower_lease_ms (600000): at most 540000 (the margin is a tenth of the \
+             follower lease, at least 2 ms)"
+        );
+        assert!(parse(&timing(30, 600_000, 540_000)).is_ok());
+        assert!(err(&timing(30, 150, 150))
+            .starts_with("timing.lease_ms (150) must stay at least 15 ms below"));
+        assert!(parse(&timing(30, 150, 135)).is_ok());
+        // Small leases: the margin is at least 2 ms.
+        assert!(err(&timing(2, 12, 11))
+            .starts_with("timing.lease_ms (11) must stay at least 2 ms below"));
+        assert!(
+            parse(&timing(2, 12, 0)).is_ok(),
+            "beat 2 / follower lease 12 by default"
+        );
+        assert!(parse(&timing(100, 1000, 0)).is_ok());
     }
 
     #[test]

@@ -2,13 +2,18 @@
 //! (quorum on openraft, or bully and ring behind the legacy driver). The node holds one
 //! `Arc<dyn Engine>` and never matches on the mode after starting it.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use axum::Router;
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
+use crate::events::EventLog;
 use crate::role::{Mode, NodeId, Resigned, View};
+use crate::stats::Stats;
+use crate::transport::Transport;
 
 /// The node's view judged at one instant: the lease is a judgement made at that instant, not
 /// part of the view.
@@ -50,6 +55,16 @@ pub enum ResignError {
     NotSupported(Mode),
 }
 
+/// What a node gives the engine of its mode: the one peer transport, the event log, the
+/// counters, and the clock through which the engine reads time.
+#[derive(Clone)]
+pub struct Plumbing {
+    pub transport: Arc<Transport>,
+    pub events: Arc<EventLog>,
+    pub stats: Arc<Stats>,
+    pub clock: Arc<dyn Clock>,
+}
+
 /// The election engine of one mode.
 pub trait Engine: Send + Sync + 'static {
     /// The node's effective role, judged now.
@@ -67,4 +82,19 @@ pub trait Engine: Send + Sync + 'static {
     /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm
     /// allows, and cancels `stop` (its background tasks) in the order its safety needs.
     fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()>;
+}
+
+/// Deliberate flaws that the lab switches on to show that its checkers catch them, and counts
+/// of how often the paths they break were taken. The binary never sets one (`Default`: no flaw).
+#[derive(Clone, Debug, Default)]
+pub struct Flaws {
+    /// Quorum mode: the vote handler as it was before a leader kept its promises: a vote
+    /// request for a higher term is passed to openraft even while a claim this node answered
+    /// can still run (README, "Why two nodes never claim at once", step 4).
+    pub vote_while_leading: bool,
+    /// Vote requests for a higher term that arrived while a promise of this node could still
+    /// run (refused, unless `vote_while_leading`).
+    pub votes_inside_promise: Arc<AtomicU64>,
+    /// Of those, the votes granted (only ever with `vote_while_leading`).
+    pub granted_inside_promise: Arc<AtomicU64>,
 }

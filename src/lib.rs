@@ -61,7 +61,7 @@ mod wire;
 
 pub use crate::api::app;
 pub use crate::config::{Config, ConfigError, Timing};
-pub use crate::engine::{Engine, Judged, ResignError};
+pub use crate::engine::{Engine, Flaws, Judged, ResignError};
 pub use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 pub use crate::events::{read_events_file, EVENTS_FILE};
 pub use crate::node::{terminate_signal, Node, NodeError, Surroundings};

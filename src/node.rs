@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::engine::{Engine, Judged, ResignError};
+use crate::engine::{Engine, Flaws, Judged, Plumbing, ResignError};
 use crate::events::{EventLog, EventLogError, Watchers};
 use crate::faults::Faults;
 use crate::legacy::{Bully, LegacyNode, Ring};
@@ -58,6 +58,8 @@ pub struct Surroundings {
     pub wire: Option<Arc<dyn Wire>>,
     /// Quorum mode's durable state; `None`: the files in the data dir.
     pub disk: Option<Arc<dyn Disk>>,
+    /// Deliberate flaws for the lab's checkers to catch; none on a real host.
+    pub flaws: Flaws,
 }
 
 impl Surroundings {
@@ -67,6 +69,7 @@ impl Surroundings {
             clock: crate::clock::system(),
             wire: None,
             disk: None,
+            flaws: Flaws::default(),
         }
     }
 }
@@ -104,6 +107,12 @@ impl Node {
             None => Transport::new(&cfg, faults, stats.clone()),
         });
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
+        let plumbing = Plumbing {
+            transport: transport.clone(),
+            events: events.clone(),
+            stats: stats.clone(),
+            clock: around.clock,
+        };
         // The one place the mode is matched: from here on the node talks to `dyn Engine`.
         let engine: Arc<dyn Engine> = match cfg.mode {
             Mode::Quorum => {
@@ -112,33 +121,12 @@ impl Node {
                     .unwrap_or_else(|| Arc::new(StateFile::new(&cfg.data_dir)));
                 let store =
                     Store::open_on(disk, cfg.id, &cfg.cluster_id).map_err(QuorumError::from)?;
-                let q = QuorumNode::start(
-                    &cfg,
-                    store,
-                    transport.clone(),
-                    events.clone(),
-                    stats.clone(),
-                    seed,
-                    around.clock,
-                )
-                .await?;
+                let q = QuorumNode::start(&cfg, store, plumbing, seed, around.flaws).await?;
                 q.clone().spawn(stop.clone(), fatal);
                 q
             }
-            Mode::Bully => LegacyNode::<Bully>::start(
-                &cfg,
-                transport.clone(),
-                events.clone(),
-                stats.clone(),
-                stop.clone(),
-            ),
-            Mode::Ring => LegacyNode::<Ring>::start(
-                &cfg,
-                transport.clone(),
-                events.clone(),
-                stats.clone(),
-                stop.clone(),
-            ),
+            Mode::Bully => LegacyNode::<Bully>::start(&cfg, plumbing, stop.clone()),
+            Mode::Ring => LegacyNode::<Ring>::start(&cfg, plumbing, stop.clone()),
         };
         Ok(Arc::new(Node {
             watchers: Watchers::new(cfg.max_watchers),

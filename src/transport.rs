@@ -162,6 +162,9 @@ impl Transport {
         if self.faults.on_receive(to) == Verdict::Drop {
             return Err(lost().await);
         }
+        // An answer is contact too (as in etcd and hashicorp/raft): a leader hears its
+        // followers through the answers to its own requests.
+        self.stats.contact(to, mono_ns());
         let status = res.status();
         let bytes = res.into_body();
         if !status.is_success() {

@@ -23,6 +23,30 @@ fn elects_one_leader_that_all_agree_on_and_kill_gives_a_higher_term() {
         .expect("an agreed leader within 15 s");
     let term = rt.block_on(tc.c.leader_info(leader)).unwrap().term;
 
+    // The leader hears every follower through the answers to its probes: `last_contact_ms`
+    // stays well under a second once the election's requests are long past (it counted
+    // only requests from followers, and grew without bound on a healthy leader).
+    let fresh = rt.block_on(async {
+        for _ in 0..100 {
+            if let Ok(s) = tc.c.status(leader).await {
+                let stale: Vec<_> = s
+                    .peers
+                    .iter()
+                    .filter(|p| p.id != leader && p.last_contact_ms.is_none_or(|ms| ms >= 1_000))
+                    .collect();
+                if s.uptime_ms > 2_000 && stale.is_empty() {
+                    return Ok(());
+                }
+                if s.uptime_ms > 2_000 {
+                    return Err(format!("peers not heard from lately: {stale:?}"));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err("the leader was not up for 2 s within 10 s".to_string())
+    });
+    fresh.expect("the leader's last contact with every follower is recent");
+
     tc.kill(leader);
     let next = rt
         .block_on(tc.c.wait_agreed(WAIT))

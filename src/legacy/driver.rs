@@ -17,7 +17,7 @@ use futures_util::future::BoxFuture;
 use super::core::{Algorithm, MsgKind, Ticks};
 use crate::clock::mono_ns;
 use crate::config::Config;
-use crate::engine::{Engine, Judged, ResignError};
+use crate::engine::{Engine, Judged, Plumbing, ResignError};
 use crate::error::ApiError;
 use crate::events::EventLog;
 use crate::role::{Mode, NodeId, Resigned, Role, View};
@@ -47,13 +47,13 @@ where
     A::Msg: MsgKind + Sync,
 {
     /// Creates the state machine, starts it (it calls an election) and the tick loop.
-    pub fn start(
-        cfg: &Config,
-        transport: Arc<Transport>,
-        events: Arc<EventLog>,
-        stats: Arc<Stats>,
-        stop: CancellationToken,
-    ) -> Arc<Self> {
+    pub fn start(cfg: &Config, plumbing: Plumbing, stop: CancellationToken) -> Arc<Self> {
+        let Plumbing {
+            transport,
+            events,
+            stats,
+            clock: _,
+        } = plumbing;
         let t = cfg.timing;
         let ticks = Ticks::from_timing(t.heartbeat_ms, t.follower_lease_ms);
         let node = Arc::new(LegacyNode {

@@ -38,16 +38,24 @@ use crate::clock::ms;
 use crate::config::Timing;
 use crate::role::NodeId;
 
-/// The election driver's timings, derived from the config.
+/// The election driver's timings, derived from the config. The deadlines of messages follow
+/// the follower lease, not the beat, so that any round trip well under the follower lease
+/// (up to a quarter of it) works whatever the beat: on a WAN the beat is about one round trip
+/// and the follower lease ten (README, "Timings for a WAN").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ElectionTiming {
     /// How long without contact before a node may campaign (and before it grants a pre-vote).
     pub follower_lease_ns: u64,
-    /// Distance between two ranks of candidates: a third of a heartbeat, at least 5 ms, which
-    /// is more than a pre-vote round plus a vote request on one host.
+    /// Distance between two ranks of candidates: a third of a beat, at least 5 ms (more than a
+    /// pre-vote round plus a vote request on one host) unless that is over a tenth of the
+    /// follower lease.
     pub stagger_ns: u64,
-    /// How long a pre-vote round may take: two heartbeats.
+    /// How long a pre-vote round may take: the deadline openraft gives its own RPCs (three
+    /// quarters of [`rpc_interval_ms`], a quarter of the follower lease).
     pub prevote_timeout_ns: u64,
+    /// How long a probe of the quorum may take: [`rpc_interval_ms`], openraft's hard deadline
+    /// of the AppendEntries round it sends (each request of which gives up at three quarters).
+    pub probe_timeout_ns: u64,
     /// How long a triggered election may take before it counts as failed (split vote):
     /// openraft's vote RPC deadline ([`vote_deadline_ms`]).
     pub outcome_ns: u64,
@@ -59,14 +67,22 @@ pub struct ElectionTiming {
 
 impl ElectionTiming {
     pub fn from_config(t: &Timing) -> ElectionTiming {
+        let f = ms(t.follower_lease_ms);
+        let rpc = ms(rpc_interval_ms(t));
         ElectionTiming {
-            follower_lease_ns: ms(t.follower_lease_ms),
-            stagger_ns: ms((t.heartbeat_ms / 3).max(5)),
-            prevote_timeout_ns: ms(2 * t.heartbeat_ms),
+            follower_lease_ns: f,
+            stagger_ns: (ms(t.heartbeat_ms) / 3).max(ms(5).min(f / 10)),
+            prevote_timeout_ns: rpc * 3 / 4,
+            probe_timeout_ns: rpc,
             outcome_ns: ms(vote_deadline_ms(t)),
-            jitter_ns: ms(t.follower_lease_ms / 2),
+            jitter_ns: f / 2,
             heartbeat_ns: ms(t.heartbeat_ms),
         }
+    }
+
+    /// [`ElectionTiming::probe_timeout_ns`] as a duration.
+    pub fn probe_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.probe_timeout_ns)
     }
 
     /// This node slept until its campaign slot `due_ns` and its clock woke it at `woke_ns`:
@@ -278,7 +294,7 @@ pub enum PreVoteRefusal {
     LeaderAlive,
     /// This node granted another candidate's pre-vote (or started its own) a moment ago: that
     /// candidate's vote request is on its way, and a second candidate would split the vote.
-    Promised,
+    Pledged,
     /// The candidate's log is behind this node's: it could not win the vote.
     LogBehind,
     /// This node is shutting down.
@@ -289,7 +305,7 @@ impl PreVoteRefusal {
     pub fn code(self) -> &'static str {
         match self {
             PreVoteRefusal::LeaderAlive => "leader_alive",
-            PreVoteRefusal::Promised => "promised",
+            PreVoteRefusal::Pledged => "pledged",
             PreVoteRefusal::LogBehind => "log_behind",
             PreVoteRefusal::Stopping => "stopping",
         }
@@ -300,28 +316,40 @@ impl PreVoteRefusal {
 /// pre-votes of other candidates, so that candidates whose slots come close together (a slow
 /// disk, a loaded host) do not split the vote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Promise {
+pub struct Pledge {
     pub to: NodeId,
     pub until_ns: u64,
 }
 
 impl ElectionTiming {
-    /// How long a granted pre-vote keeps other candidates out: three stagger steps, enough
-    /// for the candidate's vote request to arrive.
-    pub fn promise_ns(&self) -> u64 {
-        3 * self.stagger_ns
+    /// How long a granted pre-vote keeps other candidates out: the candidate's round may take
+    /// up to [`ElectionTiming::prevote_timeout_ns`], then its vote request is on its way; a
+    /// stagger step more covers the way. A candidate's pledge to itself ends with its round
+    /// ([`release_own_pledge`]), so a node never refuses others for longer than its round.
+    pub fn pledge_ns(&self) -> u64 {
+        self.prevote_timeout_ns + self.stagger_ns
+    }
+}
+
+/// A candidate's round ended (won or lost): its pledge to itself no longer keeps anyone out.
+/// Without this, with a small follower lease a node's next round could start before its last
+/// pledge lapsed, and once every node had lost one round all of them would refuse every
+/// pre-vote for good.
+pub fn release_own_pledge(pledge: &mut Option<Pledge>, me: NodeId) {
+    if matches!(*pledge, Some(p) if p.to == me) {
+        *pledge = None;
     }
 }
 
 /// Would this node vote for `from` in its next term? Judged by the node's own follower lease
 /// (`contact_ns`, BOOTTIME) and by log up-to-dateness, as openraft judges a real vote, and by
-/// the pre-vote it promised last. On a grant the caller records a new [`Promise`] to `from`.
+/// the pre-vote it pledged last. On a grant the caller records a new [`Pledge`] to `from`.
 pub fn judge_prevote(
     now_ns: u64,
     contact_ns: u64,
     timing: &ElectionTiming,
     my_last_log: Option<LogId<NodeId>>,
-    promise: Option<Promise>,
+    pledge: Option<Pledge>,
     from: NodeId,
     req: &PreVoteRequest,
 ) -> Result<(), PreVoteRefusal> {
@@ -331,8 +359,8 @@ pub fn judge_prevote(
     if req.last_log_id < my_last_log {
         return Err(PreVoteRefusal::LogBehind);
     }
-    if matches!(promise, Some(p) if p.to != from && now_ns < p.until_ns) {
-        return Err(PreVoteRefusal::Promised);
+    if matches!(pledge, Some(p) if p.to != from && now_ns < p.until_ns) {
+        return Err(PreVoteRefusal::Pledged);
     }
     Ok(())
 }
@@ -364,14 +392,86 @@ mod tests {
         let t = timing();
         assert_eq!(t.follower_lease_ns, ms(150));
         assert_eq!(t.stagger_ns, ms(10));
-        assert_eq!(t.prevote_timeout_ns, ms(60));
+        assert_eq!(
+            t.prevote_timeout_ns, 37_500_000,
+            "openraft's own RPC deadline"
+        );
+        assert_eq!(t.probe_timeout_ns, ms(50));
         assert_eq!(t.outcome_ns, ms(75));
         let fast = ElectionTiming::from_config(&Timing {
             heartbeat_ms: 10,
             follower_lease_ms: 50,
             lease_ms: 0,
         });
-        assert_eq!(fast.stagger_ns, ms(5), "never below 5 ms");
+        assert_eq!(fast.stagger_ns, ms(5), "not below 5 ms…");
+        let tiny = ElectionTiming::from_config(&Timing {
+            heartbeat_ms: 2,
+            follower_lease_ms: 12,
+            lease_ms: 0,
+        });
+        assert_eq!(tiny.stagger_ns, 1_200_000, "…unless that is over F/10");
+    }
+
+    /// On a WAN (beat 30 ms, follower lease 1 s, 100 ms round trips) probes and pre-votes must
+    /// be given longer than a round trip: deadlines follow the follower lease, not the beat.
+    #[test]
+    fn deadlines_follow_the_follower_lease_not_the_beat() {
+        let wan = ElectionTiming::from_config(&Timing {
+            heartbeat_ms: 30,
+            follower_lease_ms: 1000,
+            lease_ms: 0,
+        });
+        let rtt = ms(100);
+        assert!(wan.probe_timeout_ns > 3 * rtt, "{}", wan.probe_timeout_ns);
+        assert!(
+            wan.prevote_timeout_ns > 2 * rtt,
+            "{}",
+            wan.prevote_timeout_ns
+        );
+    }
+
+    /// With a small follower lease (beat 2, F 12) a node retries sooner than three stagger
+    /// steps: its pledge to itself must end with its round, or once every node has lost one
+    /// round all of them refuse every pre-vote for good.
+    #[test]
+    fn a_lost_round_releases_the_candidates_pledge_to_itself() {
+        let t = ElectionTiming::from_config(&Timing {
+            heartbeat_ms: 2,
+            follower_lease_ms: 12,
+            lease_ms: 0,
+        });
+        let req = PreVoteRequest {
+            term: 6,
+            last_log_id: log(5, 10),
+        };
+        // Nodes 1..=3, every lease long over; each starts a round at 1000 ms and loses it.
+        let mut pledges = [None; 4];
+        let start = ms(1000);
+        for me in 1..=3u64 {
+            pledges[me as usize] = Some(Pledge {
+                to: me,
+                until_ns: start + t.pledge_ns(),
+            });
+        }
+        let lost_at = start + t.prevote_timeout_ns;
+        for me in 1..=3u64 {
+            release_own_pledge(&mut pledges[me as usize], me);
+        }
+        // The earliest retry: a stagger step after the loss.
+        let retry = lost_at + t.stagger_ns;
+        for (me, asker) in [(1u64, 2u64), (2, 3), (3, 1)] {
+            assert_eq!(
+                judge_prevote(retry, 0, &t, log(5, 10), pledges[me as usize], asker, &req),
+                Ok(()),
+                "node {me} refuses node {asker}'s retry"
+            );
+        }
+        let mut other = Some(Pledge {
+            to: 2,
+            until_ns: retry,
+        });
+        release_own_pledge(&mut other, 1);
+        assert!(other.is_some(), "a pledge to another candidate stands");
     }
 
     #[test]
@@ -467,7 +567,7 @@ mod tests {
             term: 6,
             last_log_id: log(5, 10),
         };
-        let judge = |now, mine, promise| judge_prevote(now, ms(1000), &t, mine, promise, 2, &req);
+        let judge = |now, mine, pledge| judge_prevote(now, ms(1000), &t, mine, pledge, 2, &req);
         assert_eq!(
             judge(ms(1149), log(5, 10), None),
             Err(PreVoteRefusal::LeaderAlive)
@@ -486,25 +586,25 @@ mod tests {
     }
 
     #[test]
-    fn a_promised_prevote_keeps_other_candidates_out_for_a_moment() {
+    fn a_pledged_prevote_keeps_other_candidates_out_for_a_moment() {
         let t = timing();
         let req = PreVoteRequest {
             term: 6,
             last_log_id: log(5, 10),
         };
-        let p = Some(Promise {
+        let p = Some(Pledge {
             to: 3,
             until_ns: ms(1200),
         });
         let judge = |now, from| judge_prevote(now, ms(1000), &t, log(5, 10), p, from, &req);
-        assert_eq!(judge(ms(1199), 2), Err(PreVoteRefusal::Promised));
+        assert_eq!(judge(ms(1199), 2), Err(PreVoteRefusal::Pledged));
         assert_eq!(
             judge(ms(1199), 3),
             Ok(()),
             "the same candidate may ask again"
         );
-        assert_eq!(judge(ms(1200), 2), Ok(()), "a promise lapses");
-        assert_eq!(t.promise_ns(), ms(30));
+        assert_eq!(judge(ms(1200), 2), Ok(()), "a pledge lapses");
+        assert_eq!(t.pledge_ns(), 47_500_000);
     }
 
     #[test]

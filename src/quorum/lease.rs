@@ -13,6 +13,7 @@
 //! runs until `t0 + lease`, with `lease < election_timeout_max`, so it always ends before a
 //! successor can exist.
 
+use crate::clock::Reading;
 use crate::role::NodeId;
 
 /// One granted claim: the node leads `term` until `until_ns` (CLOCK_BOOTTIME).
@@ -23,6 +24,21 @@ pub struct Claim {
     pub since_ns: u64,
     /// The claim holds while `now < until_ns`.
     pub until_ns: u64,
+    /// The send time of the latest acknowledged probe on both clocks (BOOTTIME, MONOTONIC): the
+    /// anchor from which the claim's end is stamped on MONOTONIC ([`Claim::until_mono_ns`]).
+    pub anchor: Reading,
+}
+
+impl Claim {
+    /// The claim's end on CLOCK_MONOTONIC, for the "stopped leading" event: counted forward from
+    /// the latest acknowledged probe, never back from now. Across a host suspend MONOTONIC
+    /// stands still while BOOTTIME runs on, so counting back from now (`mono_now - (boot_now -
+    /// until)`) would stamp the end before the instant the host stopped, while the claim still
+    /// ran; counted forward it errs late (the suspend lies inside), the safe side for a
+    /// checker. The caller caps it at MONOTONIC now.
+    pub fn until_mono_ns(&self) -> u64 {
+        self.anchor.mono_ns + self.until_ns.saturating_sub(self.anchor.boot_ns)
+    }
 }
 
 /// The claim state of one node.
@@ -36,30 +52,48 @@ pub struct Lease {
     suspended_since_ns: u64,
     /// The node is stopping: no claim ever again in this process.
     closed: bool,
+    /// Send time (BOOTTIME) of the latest probe whose acknowledgement granted a claim: the
+    /// answers given since promise the role until at most `acked_ns + lease`, so this node
+    /// refuses every vote until `acked_ns + follower lease` ([`Lease::vote_refused_until`]).
+    acked_ns: Option<u64>,
 }
 
 impl Lease {
     /// A probe sent at `t0_ns` for `term` was acknowledged by a majority: claim until
     /// `t0_ns + lease_ns`. Returns `false` (and claims nothing) when the term is fenced or a
     /// vote request is being handled.
-    pub fn grant(&mut self, term: u64, t0_ns: u64, lease_ns: u64) -> bool {
+    pub fn grant(&mut self, term: u64, t0: Reading, lease_ns: u64) -> bool {
         if term < self.fence || self.suspended > 0 || self.closed {
             return false;
         }
+        let t0_ns = t0.boot_ns;
         let until_ns = t0_ns + lease_ns;
+        self.acked_ns = Some(self.acked_ns.unwrap_or(0).max(t0_ns));
         self.claim = Some(match self.claim {
             // Still inside the previous claim of the same term: the run goes on.
             Some(c) if c.term == term && c.until_ns > t0_ns => Claim {
                 until_ns: c.until_ns.max(until_ns),
+                anchor: if until_ns >= c.until_ns { t0 } else { c.anchor },
                 ..c
             },
             _ => Claim {
                 term,
                 since_ns: t0_ns,
                 until_ns,
+                anchor: t0,
             },
         });
         true
+    }
+
+    /// Until when (BOOTTIME) this node refuses every vote request, whatever its role and term:
+    /// one follower lease after the send time of its latest acknowledged probe, as a follower
+    /// that acknowledged that probe does. A claim answered since promises the role until
+    /// `acked + lease`; a vote granted before `acked + follower lease` could elect a successor
+    /// inside that promise (openraft stamps a leader's own lease only once, when it is
+    /// elected). `None` when this node never claimed.
+    pub fn vote_refused_until(&self, follower_lease_ns: u64) -> Option<u64> {
+        self.acked_ns.map(|a| a + follower_lease_ns)
     }
 
     /// The claim in force at `now_ns` for a node that openraft has as leader of `term`.
@@ -238,10 +272,58 @@ mod tests {
 
     const L: u64 = 240;
 
+    /// An instant at which both clocks read `ns` (no suspend so far).
+    fn at(ns: u64) -> Reading {
+        Reading {
+            boot_ns: ns,
+            mono_ns: ns,
+        }
+    }
+
+    #[test]
+    fn votes_are_refused_for_a_follower_lease_after_the_last_acknowledged_probe() {
+        const F: u64 = 300;
+        let mut l = Lease::default();
+        assert_eq!(l.vote_refused_until(F), None, "never claimed: no refusal");
+        l.grant(3, at(1000), L);
+        l.grant(3, at(1100), L);
+        assert_eq!(l.vote_refused_until(F), Some(1400));
+        l.revoke(1150);
+        assert_eq!(
+            l.vote_refused_until(F),
+            Some(1400),
+            "ending the claim early does not shorten the promises already answered"
+        );
+        l.resign(3, 1160);
+        assert_eq!(l.vote_refused_until(F), Some(1400));
+    }
+
+    #[test]
+    fn the_end_of_a_claim_is_stamped_forward_from_its_last_probe() {
+        let mut l = Lease::default();
+        // The probe went out at boot 1000 = mono 100,000.
+        l.grant(
+            3,
+            Reading {
+                boot_ns: 1000,
+                mono_ns: 100_000,
+            },
+            L,
+        );
+        let c = l.last().unwrap();
+        assert_eq!(c.until_mono_ns(), 100_000 + L);
+        // The host is then suspended from boot 1100 (mono 100,100) for 10,000: the claim ended
+        // during the suspend, so on MONOTONIC no earlier than 100,100, when the host stopped.
+        let (boot_now, mono_now) = (11_100, 100_100);
+        let counted_back = mono_now - (boot_now - c.until_ns);
+        assert!(counted_back < 100_100, "what counting back from now gives");
+        assert!(c.until_mono_ns().min(mono_now) >= 100_100);
+    }
+
     #[test]
     fn claim_runs_from_probe_send_time_for_one_lease() {
         let mut l = Lease::default();
-        assert!(l.grant(3, 1000, L));
+        assert!(l.grant(3, at(1000), L));
         assert_eq!(l.current(3, 1000).unwrap().since_ns, 1000);
         assert!(l.current(3, 1239).is_some());
         assert!(l.current(3, 1240).is_none(), "ends exactly at t0 + lease");
@@ -254,25 +336,25 @@ mod tests {
     #[test]
     fn renewals_extend_one_run_and_gaps_start_a_new_one() {
         let mut l = Lease::default();
-        l.grant(3, 1000, L);
-        l.grant(3, 1050, L);
+        l.grant(3, at(1000), L);
+        l.grant(3, at(1050), L);
         let c = l.current(3, 1280).unwrap();
         assert_eq!((c.since_ns, c.until_ns), (1000, 1290));
-        l.grant(3, 2000, L);
+        l.grant(3, at(2000), L);
         assert_eq!(l.current(3, 2000).unwrap().since_ns, 2000);
     }
 
     #[test]
     fn vote_request_suspends_and_granted_vote_fences() {
         let mut l = Lease::default();
-        l.grant(3, 1000, L);
+        l.grant(3, at(1000), L);
         l.suspend(1100);
         assert!(
             l.current(3, 1101).is_none(),
             "no claim while a vote is decided"
         );
         assert!(
-            !l.grant(3, 1090, L),
+            !l.grant(3, at(1090), L),
             "a probe finishing meanwhile claims nothing"
         );
         l.resume(None);
@@ -288,14 +370,14 @@ mod tests {
             1150,
             "ended when the vote arrived"
         );
-        assert!(!l.grant(3, 1160, L), "term 3 is fenced for good");
-        assert!(l.grant(4, 1170, L), "a later term may claim");
+        assert!(!l.grant(3, at(1160), L), "term 3 is fenced for good");
+        assert!(l.grant(4, at(1170), L), "a later term may claim");
     }
 
     #[test]
     fn revoke_ends_now() {
         let mut l = Lease::default();
-        l.grant(3, 1000, L);
+        l.grant(3, at(1000), L);
         l.revoke(1010);
         assert!(l.current(3, 1010).is_none());
         assert_eq!(l.last().unwrap().until_ns, 1010);
@@ -304,26 +386,26 @@ mod tests {
     #[test]
     fn a_closed_lease_never_claims_again() {
         let mut l = Lease::default();
-        l.grant(3, 1000, L);
+        l.grant(3, at(1000), L);
         l.close(1010);
         assert!(l.current(3, 1010).is_none());
         assert!(
-            !l.grant(3, 1005, L),
+            !l.grant(3, at(1005), L),
             "a probe sent before the close and acknowledged after it claims nothing"
         );
-        assert!(!l.grant(4, 2000, L), "nor does any later term");
+        assert!(!l.grant(4, at(2000), L), "nor does any later term");
         assert!(l.current(4, 2000).is_none());
     }
 
     #[test]
     fn resigning_fences_the_term_for_good() {
         let mut l = Lease::default();
-        l.grant(3, 1000, L);
+        l.grant(3, at(1000), L);
         l.resign(3, 1010);
         assert!(l.current(3, 1010).is_none());
-        assert!(!l.grant(3, 1020, L), "never again in the resigned term");
+        assert!(!l.grant(3, at(1020), L), "never again in the resigned term");
         assert!(l.is_fenced(3));
-        assert!(l.grant(5, 2000, L), "a later election may claim");
+        assert!(l.grant(5, at(2000), L), "a later election may claim");
     }
 
     #[test]

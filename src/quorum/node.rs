@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::error::{InitializeError, RaftError};
+use openraft::raft::VoteResponse;
 use openraft::{BasicNode, Raft, RaftMetrics, ServerState, SnapshotPolicy};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::election::{
-    self, prevote_retry_after_us, rank, Campaign, ElectionTiming, Gate, PreVoteRequest,
-    PreVoteResponse, Promise,
+    self, prevote_retry_after_us, rank, Campaign, ElectionTiming, Gate, Pledge, PreVoteRequest,
+    PreVoteResponse,
 };
 use super::lease::{follower_leader, Claim, Lease, Quiet};
 use super::network::{RaftNet, PATH_PREVOTE, PATH_RESIGN};
@@ -21,7 +22,7 @@ use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::TypeConfig;
 use crate::clock::{ms, Clock};
 use crate::config::{Config, Timing};
-use crate::engine::{Judged, ResignError};
+use crate::engine::{Flaws, Judged, Plumbing, ResignError};
 use crate::events::EventLog;
 use crate::role::{NodeId, Resigned, Role, View};
 use crate::stats::Stats;
@@ -33,7 +34,7 @@ pub enum QuorumError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("openraft refused the timing config: {0}")]
-    Config(#[from] openraft::ConfigError),
+    Config(Box<openraft::ConfigError>),
     #[error("openraft failed to start: {0}")]
     Start(String),
 }
@@ -52,8 +53,8 @@ pub struct QuorumNode {
     pub(super) campaign: Mutex<Campaign>,
     /// The election driver's timings (from the config; the campaign holds a copy).
     pub(super) election: ElectionTiming,
-    /// The pre-vote this node granted last (or its own round), see [`Promise`].
-    pub(super) promise: Mutex<Option<Promise>>,
+    /// The pre-vote this node granted last (or its own round), see [`Pledge`].
+    pub(super) pledge: Mutex<Option<Pledge>>,
     /// The last leader whose AppendEntries this node accepted, and when (MONOTONIC).
     pub(super) contact: Mutex<Option<(NodeId, u64)>>,
     pub(super) events: Arc<EventLog>,
@@ -61,6 +62,8 @@ pub struct QuorumNode {
     /// Pokes the role loop (a vote was granted, a claim must be re-judged).
     pub(super) wake: Notify,
     pub(super) transport: Arc<Transport>,
+    /// Deliberate flaws (the lab's), and how often their paths were taken.
+    pub(super) flaws: Flaws,
 }
 
 /// A leader's notice that it resigned `term` (`POST /v1/admin/resign`, SIGTERM): its
@@ -86,37 +89,18 @@ impl QuorumNode {
     pub async fn start(
         cfg: &Config,
         store: Arc<Store>,
-        transport: Arc<Transport>,
-        events: Arc<EventLog>,
-        stats: Arc<Stats>,
+        plumbing: Plumbing,
         seed: u64,
-        clock: Arc<dyn Clock>,
+        flaws: Flaws,
     ) -> Result<Arc<QuorumNode>, QuorumError> {
+        let Plumbing {
+            transport,
+            events,
+            stats,
+            clock,
+        } = plumbing;
         let t = cfg.timing;
-        let raft_cfg = openraft::Config {
-            cluster_name: cfg.cluster_id.clone(),
-            // Not the beat (the role loop keeps that, every `heartbeat_ms`): openraft uses this
-            // value as the deadline of each AppendEntries, the probes' included (3/4 of it).
-            // A third of the follower lease, so that a follower that answers a little late on
-            // a busy host does not fail the probe, and so demote, a leader it still hears.
-            heartbeat_interval: election::rpc_interval_ms(&t),
-            // electd decides when to campaign (election.rs): openraft's own timer is off. Its
-            // heartbeats are sent by the role loop, in step with the quorum probes.
-            enable_elect: false,
-            enable_heartbeat: false,
-            // Only the vote RPC deadline and the follower lease are still openraft's: its
-            // `election_timeout_max` *is* the follower lease, and `election_timeout_min` is the
-            // deadline of a vote request (half the lease).
-            election_timeout_min: election::vote_deadline_ms(&t),
-            election_timeout_max: t.follower_lease_ms,
-            install_snapshot_timeout: t.follower_lease_ms,
-            // One blank entry per elected leader: snapshot and purge often, so that the state
-            // written on every vote stays a few KiB over thousands of elections.
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(32),
-            max_in_snapshot_log_to_keep: 8,
-            ..Default::default()
-        }
-        .validate()?;
+        let raft_cfg = raft_config(&cfg.cluster_id, &t)?;
         let net = RaftNet {
             transport: transport.clone(),
             backoff: Duration::from_millis(t.heartbeat_ms),
@@ -153,7 +137,7 @@ impl QuorumNode {
             gate: Gate::new(clock.boot_ns()),
             campaign: Mutex::new(Campaign::new(timing, seed)),
             election: timing,
-            promise: Mutex::new(None),
+            pledge: Mutex::new(None),
             clock,
             lease: Mutex::new(Lease::default()),
             contact: Mutex::new(None),
@@ -161,11 +145,22 @@ impl QuorumNode {
             stats,
             wake: Notify::new(),
             transport,
+            flaws,
         }))
     }
 
     pub(super) fn metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
         self.raft.metrics().borrow().clone()
+    }
+
+    /// The answer to a vote request this node refuses before openraft sees it: its own vote
+    /// and log, not granted (the candidate learns nothing that makes it step down).
+    pub(super) fn refuse_vote(&self) -> VoteResponse<NodeId> {
+        VoteResponse {
+            vote: self.raft.metrics().borrow().vote,
+            vote_granted: false,
+            last_log_id: self.store.last_log_id(),
+        }
     }
 
     /// The effective role now, judged from openraft's state and the claim at this moment.
@@ -230,21 +225,23 @@ impl QuorumNode {
         if prev == state {
             return;
         }
-        let now = self.clock.boot_ns();
-        let boot_stamp = {
+        let stamp = {
             let lease = self.lease.lock().expect("lease");
             match (prev.role, state.role) {
-                (r, Role::Leader) if r != Role::Leader => lease
-                    .current(state.term, now)
-                    .map(|c| c.since_ns.min(now))
-                    .unwrap_or(now),
-                (Role::Leader, r) if r != Role::Leader => {
-                    lease.last().map(|c| c.until_ns.min(now)).unwrap_or(now)
+                // Counted back from now: a suspend in between only makes it earlier (wider).
+                (r, Role::Leader) if r != Role::Leader => {
+                    let now = self.clock.boot_ns();
+                    let since = lease.current(state.term, now).map(|c| c.since_ns);
+                    self.clock.mono_of_boot(since.unwrap_or(now).min(now))
                 }
-                _ => now,
+                // Counted forward from the last probe: never before the claim really ended.
+                (Role::Leader, r) if r != Role::Leader => {
+                    let now = self.clock.mono_ns();
+                    lease.last().map_or(now, |c| c.until_mono_ns().min(now))
+                }
+                _ => self.clock.mono_ns(),
             }
         };
-        let stamp = self.clock.mono_of_boot(boot_stamp);
         if self.events.record(stamp, state).is_some()
             && state.leader.is_some()
             && state.leader != prev.leader
@@ -383,10 +380,9 @@ impl QuorumNode {
     /// the round is built, so every acknowledgement was processed after it. On success the
     /// claim runs to `t0 + lease`; returns whether the quorum acknowledged.
     async fn probe(&self, term: u64, lease_ns: u64) -> bool {
-        let hb = Duration::from_millis(self.timing.heartbeat_ms);
-        let t0 = self.clock.boot_ns();
+        let t0 = self.clock.read();
         let acked = matches!(
-            tokio::time::timeout(3 * hb, self.raft.get_read_log_id()).await,
+            tokio::time::timeout(self.election.probe_timeout(), self.raft.get_read_log_id()).await,
             Ok(Ok(_))
         );
         let still = self.metrics();
@@ -398,13 +394,14 @@ impl QuorumNode {
             term,
             acked,
             granted,
-            took_us = (self.clock.boot_ns() - t0) / 1000,
+            took_us = (self.clock.boot_ns() - t0.boot_ns) / 1000,
             "probe"
         );
         if granted {
             // The leader's own contact: it refuses pre-votes while its quorum answers, waits a
             // whole lease before campaigning should it step down, and then goes last.
-            self.gate.heard(t0, Some((self.id, still.last_log_index)));
+            self.gate
+                .heard(t0.boot_ns, Some((self.id, still.last_log_index)));
         }
         granted
     }
@@ -498,6 +495,13 @@ impl QuorumNode {
     /// `Err(Some(wait))` when the round was lost only to leases that end within `wait`, and
     /// `Err(None)` when it was lost for good (a live leader, a longer log, no answer).
     async fn pre_vote(&self, term: u64) -> Result<(), Option<Duration>> {
+        let res = self.pre_vote_round(term).await;
+        election::release_own_pledge(&mut self.pledge.lock().expect("pledge"), self.id);
+        res
+    }
+
+    /// [`QuorumNode::pre_vote`]'s round; its pledge to itself is released by the caller.
+    async fn pre_vote_round(&self, term: u64) -> Result<(), Option<Duration>> {
         use futures_util::StreamExt;
         let req = PreVoteRequest {
             term,
@@ -506,16 +510,16 @@ impl QuorumNode {
         let need = self.members.len() / 2 + 1;
         let timing = self.election;
         let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
-        // This node's own round counts as its promise: it refuses other candidates meanwhile.
+        // This node's own round counts as its pledge: it refuses other candidates meanwhile.
         {
             let now = self.clock.boot_ns();
-            let mut p = self.promise.lock().expect("promise");
+            let mut p = self.pledge.lock().expect("pledge");
             if matches!(*p, Some(p) if p.to != self.id && now < p.until_ns) {
                 return Err(None);
             }
-            *p = Some(Promise {
+            *p = Some(Pledge {
                 to: self.id,
-                until_ns: now + timing.promise_ns(),
+                until_ns: now + timing.pledge_ns(),
             });
         }
         let mut asks: futures_util::stream::FuturesUnordered<_> = self
@@ -725,6 +729,37 @@ impl QuorumNode {
     }
 }
 
+/// openraft's config for electd's timings: its own elections and heartbeats off, its follower
+/// lease the follower lease, its RPC deadlines from `election`. Every timing that
+/// `Config::validate` accepts passes openraft's own validation (test below).
+pub(super) fn raft_config(cluster_id: &str, t: &Timing) -> Result<openraft::Config, QuorumError> {
+    openraft::Config {
+        cluster_name: cluster_id.to_string(),
+        // Not the beat (the role loop keeps that, every `heartbeat_ms`): openraft uses this
+        // value as the deadline of each AppendEntries, the probes' included (3/4 of it).
+        // A third of the follower lease, so that a follower that answers a little late on
+        // a busy host does not fail the probe, and so demote, a leader it still hears.
+        heartbeat_interval: election::rpc_interval_ms(t),
+        // electd decides when to campaign (election.rs): openraft's own timer is off. Its
+        // heartbeats are sent by the role loop, in step with the quorum probes.
+        enable_elect: false,
+        enable_heartbeat: false,
+        // Only the vote RPC deadline and the follower lease are still openraft's: its
+        // `election_timeout_max` *is* the follower lease, and `election_timeout_min` is the
+        // deadline of a vote request (half the lease).
+        election_timeout_min: election::vote_deadline_ms(t),
+        election_timeout_max: t.follower_lease_ms,
+        install_snapshot_timeout: t.follower_lease_ms,
+        // One blank entry per elected leader: snapshot and purge often, so that the state
+        // written on every vote stays a few KiB over thousands of elections.
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(32),
+        max_in_snapshot_log_to_keep: 8,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| QuorumError::Config(Box::new(e)))
+}
+
 /// The claim in force now for a node that openraft has as leader of `term`, and the instant it
 /// was judged at: the one judgement `/v1/leader` makes. Read on `CLOCK_BOOTTIME` (on
 /// `CLOCK_MONOTONIC` a host that resumes from suspend would still see its old
@@ -753,17 +788,15 @@ mod tests {
         let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
         let events = Arc::new(EventLog::open(dir, 1).unwrap());
         let store = Store::open(dir, 1, "t").unwrap();
-        let q = QuorumNode::start(
-            &cfg,
-            store,
+        let plumbing = Plumbing {
             transport,
             events,
             stats,
-            1,
-            crate::clock::system(),
-        )
-        .await
-        .unwrap();
+            clock: crate::clock::system(),
+        };
+        let q = QuorumNode::start(&cfg, store, plumbing, 1, Flaws::default())
+            .await
+            .unwrap();
         let stop = CancellationToken::new();
         tokio::spawn(q.clone().run(stop.clone()));
         (q, stop)
@@ -833,6 +866,35 @@ mod tests {
         q.step_down().await;
     }
 
+    /// `Config::validate` accepts no timing that openraft would refuse at start: every beat
+    /// up to 100 ms against every follower lease up to 400 ms and a spread up to 3 s, default
+    /// and explicit leases, and the longest lease allowed.
+    #[test]
+    fn every_accepted_timing_is_accepted_by_openraft() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::config::single_member(dir.path(), crate::role::Mode::Quorum);
+        let mut accepted = 0;
+        let leases = |f: u64| [0, f / 2, f - f / 10, f.saturating_sub(2), 540_000];
+        for hb in 1..=100 {
+            for f in (1..=400).chain((400..=3000).step_by(37)).chain([600_000]) {
+                for lease_ms in leases(f) {
+                    cfg.timing = Timing {
+                        heartbeat_ms: hb,
+                        follower_lease_ms: f,
+                        lease_ms,
+                    };
+                    if cfg.validate().is_ok() {
+                        accepted += 1;
+                        if let Err(e) = raft_config("t", &cfg.timing) {
+                            panic!("{:?} passes validation but openraft says: {e}", cfg.timing);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(accepted > 20_000, "only {accepted} timings were accepted");
+    }
+
     /// A claim is judged on CLOCK_BOOTTIME, so a leader whose host was
     /// suspended past its lease does not claim when it resumes (CLOCK_MONOTONIC stood still
     /// meanwhile, so judged on it the claim would still run).
@@ -840,7 +902,7 @@ mod tests {
     fn a_claim_ends_while_the_host_is_suspended() {
         let clock = ManualClock::default();
         let mut lease = Lease::default();
-        assert!(lease.grant(7, clock.boot_ns(), ms(120)));
+        assert!(lease.grant(7, clock.read(), ms(120)));
         clock.advance(ms(50));
         assert!(judge_claim(&lease, 7, &clock).is_some());
         clock.suspend(ms(10_000));

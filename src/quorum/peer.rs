@@ -2,6 +2,7 @@
 //! and electd's own pre-vote and resign notices, each judged against the claim and the
 //! follower-lease gate.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -13,7 +14,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, VoteRequest,
 };
 
-use super::election::{judge_prevote, PreVoteRefusal, PreVoteRequest, PreVoteResponse, Promise};
+use super::election::{judge_prevote, Pledge, PreVoteRefusal, PreVoteRequest, PreVoteResponse};
 use super::node::{QuorumNode, Resign};
 use super::types::TypeConfig;
 use crate::error::ApiError;
@@ -73,10 +74,26 @@ pub(super) async fn vote(
     // between suspend and resume (test: `a_dropped_vote_request_does_not_suspend_the_claim_for_good`).
     let res = tokio::spawn(async move {
         let term = req.vote.leader_id().get_term();
-        // Stop claiming before openraft can hand our vote to a higher term (see `lease`).
         let higher = term > q.raft.metrics().borrow().current_term;
+        let mut inside_promise = false;
         if higher {
-            q.lease.lock().expect("lease").suspend(q.clock.boot_ns());
+            let now = q.clock.boot_ns();
+            let mut lease = q.lease.lock().expect("lease");
+            // No vote while a promise this node answered can still run: until a follower lease
+            // after its latest acknowledged probe, as every follower that acknowledged it
+            // refuses (openraft stamps a leader's own lease only once, when it is elected).
+            let guarded = lease.vote_refused_until(q.election.follower_lease_ns);
+            inside_promise = guarded.is_some_and(|until| now < until);
+            if inside_promise {
+                q.flaws.votes_inside_promise.fetch_add(1, Relaxed);
+                if !q.flaws.vote_while_leading {
+                    drop(lease);
+                    tracing::debug!(term, "vote refused: a promise of this node can still run");
+                    return Ok(q.refuse_vote());
+                }
+            }
+            // Stop claiming before openraft can hand our vote to a higher term (see `lease`).
+            lease.suspend(now);
         }
         // Under the gate's read side, like an append: the election driver sees a vote this
         // node granted before it campaigns itself, or campaigns first and openraft refuses
@@ -89,6 +106,9 @@ pub(super) async fn vote(
             let fence = granted || res.is_err();
             q.lease.lock().expect("lease").resume(fence.then_some(term));
             q.wake.notify_one();
+        }
+        if granted && inside_promise {
+            q.flaws.granted_inside_promise.fetch_add(1, Relaxed);
         }
         if granted {
             // A granted vote restarts the follower lease (as in Raft), so that this node does
@@ -116,7 +136,7 @@ pub(super) async fn prevote(
     let timing = q.election;
     let (now, contact) = (q.clock.boot_ns(), q.gate.contact().at_ns);
     let verdict = {
-        let mut promise = q.promise.lock().expect("promise");
+        let mut pledge = q.pledge.lock().expect("pledge");
         let verdict = if q.lease.lock().expect("lease").is_closed() {
             Err(PreVoteRefusal::Stopping)
         } else {
@@ -125,15 +145,15 @@ pub(super) async fn prevote(
                 contact,
                 &timing,
                 q.store.last_log_id(),
-                *promise,
+                *pledge,
                 from,
                 &req,
             )
         };
         if verdict.is_ok() {
-            *promise = Some(Promise {
+            *pledge = Some(Pledge {
                 to: from,
-                until_ns: now + timing.promise_ns(),
+                until_ns: now + timing.pledge_ns(),
             });
         }
         verdict

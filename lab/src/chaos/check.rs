@@ -1,4 +1,12 @@
-//! Checkers C1–C4 and the cost count, as pure functions over a [`RunLog`] (`docs/design/chaos.md`).
+//! Checkers C1–C6 and the cost count, as pure functions over a [`RunLog`] (`docs/design/chaos.md`).
+//!
+//! # Promises (C6)
+//! A claiming answer a client received is a promise: the node may be acted on as leader from
+//! the instant the client *sent* its request until that instant plus the `lease_ms` it got
+//! back, whatever happens next. C6 judges every [`Promise`] of the log over its whole length:
+//! no other node may hold a claim interval that overlaps it, nor give a claiming answer
+//! inside it. C2 judges the claim intervals of the event logs, which end when a node stops
+//! claiming; a promise it gave earlier may run on past that instant.
 //!
 //! # How a node's state is read from the log
 //! - A node's state at time `t` is the one given by its latest event at or before `t` (changes
@@ -98,6 +106,41 @@ pub struct RunLog {
     pub fault_ns: Option<u64>,
     /// Quorum mode: C1 applies and any split brain fails the run.
     pub quorum_mode: bool,
+    /// The claiming answers clients received during the run, in any order (C6).
+    #[serde(default)]
+    pub promises: Vec<Promise>,
+}
+
+/// One claiming answer a client received: node `node` answered `leader` in `term` with
+/// `lease_ms`, to a request sent at `from_ns`; the promise runs on `[from_ns, until_ns)` with
+/// `until_ns = from_ns + lease_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Promise {
+    pub node: NodeId,
+    pub term: u64,
+    pub from_ns: u64,
+    pub until_ns: u64,
+}
+
+/// A promise that another node broke: `intruder` claimed (a claim interval of its event log,
+/// or a claiming answer) on `[from_ns, to_ns)` inside `promise`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrokenPromise {
+    pub promise: Promise,
+    pub intruder: NodeId,
+    pub from_ns: u64,
+    pub to_ns: u64,
+}
+
+/// C6 result.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PromiseKeeping {
+    /// Promises judged.
+    pub promises: u64,
+    /// Each promise broken, with the first intrusion into it.
+    pub broken: Vec<BrokenPromise>,
+    /// Total time during which some promise was broken (the union of the intrusions).
+    pub broken_ns: u64,
 }
 
 /// A node's state as the log tells it.
@@ -241,6 +284,16 @@ pub struct RunResult {
     /// claimed at any window's end.
     #[serde(default)]
     pub heal_leader_changes: Option<u64>,
+    /// C6: the claiming answers a client received during the run; `null` when none was
+    /// recorded (bully and ring answer without a lease).
+    #[serde(default)]
+    pub promises: Option<u64>,
+    /// C6: of those, the promises another node broke by claiming inside them.
+    #[serde(default)]
+    pub promises_broken: Option<u64>,
+    /// C6: how long some promise was broken, rounded up to 0.1 ms.
+    #[serde(default)]
+    pub promise_broken_ms: Option<f64>,
     /// C1; `null` outside quorum mode.
     pub election_safety: Option<bool>,
     pub passed: bool,
@@ -273,6 +326,9 @@ impl RunResult {
             msgs_per_election: None,
             minority_terms_gained: 0,
             heal_leader_changes: None,
+            promises: None,
+            promises_broken: None,
+            promise_broken_ms: None,
             election_safety: None,
             passed: false,
             notes: Vec::new(),
@@ -343,16 +399,21 @@ pub fn evaluate(
     let conv = sweep.convergence(log);
     let changes = leader_changes(log);
     let c5 = disruption(log);
+    let c6 = promise_keeping(log);
 
     let mut notes = safety_notes(safety.as_ref());
     notes.extend(split_notes(&split, log.start_ns));
+    notes.extend(promise_notes(c6.as_ref(), log.start_ns));
     let bound_ns = converge_bound_ms.saturating_mul(1_000_000);
     let converged = matches!(conv.converge_ns, Some(c) if c <= bound_ns);
     notes.extend(convergence_notes(&conv, converge_bound_ms));
     notes.extend(log_notes(&sweep, log, mode));
 
     let passed = if log.quorum_mode {
-        split.split_brain_ns == 0 && safety.as_ref().is_some_and(|s| s.safe) && converged
+        split.split_brain_ns == 0
+            && safety.as_ref().is_some_and(|s| s.safe)
+            && c6.as_ref().is_none_or(|p| p.broken.is_empty())
+            && converged
     } else {
         converged
     };
@@ -374,6 +435,9 @@ pub fn evaluate(
         msgs_per_election: None,
         minority_terms_gained: c5.minority_terms_gained,
         heal_leader_changes: c5.heal_leader_changes,
+        promises: c6.as_ref().map(|p| p.promises),
+        promises_broken: c6.as_ref().map(|p| p.broken.len() as u64),
+        promise_broken_ms: c6.as_ref().map(|p| ms_up(p.broken_ns)),
         election_safety: safety.map(|s| s.safe),
         passed,
         notes,
@@ -394,6 +458,28 @@ fn safety_notes(safety: Option<&ElectionSafety>) -> Vec<String> {
         }
     }
     notes
+}
+
+/// C6's notes: how many promises were broken, and the first one.
+fn promise_notes(c6: Option<&PromiseKeeping>, start_ns: u64) -> Vec<String> {
+    let Some(c6) = c6 else { return Vec::new() };
+    let Some(first) = c6.broken.iter().min_by_key(|b| b.from_ns) else {
+        return Vec::new();
+    };
+    let p = first.promise;
+    vec![format!(
+        "C6: {} of {} promises broken for {} in all; first: node {} claimed at {} inside node {}'s \
+         promise of term {} ({} to {})",
+        c6.broken.len(),
+        c6.promises,
+        fmt_ms(ms_up(c6.broken_ns)),
+        first.intruder,
+        fmt_ms(ms_round(first.from_ns.saturating_sub(start_ns))),
+        p.node,
+        p.term,
+        fmt_ms(ms_round(p.from_ns.saturating_sub(start_ns))),
+        fmt_ms(ms_round(p.until_ns.saturating_sub(start_ns))),
+    )]
 }
 
 /// C2's notes: how long two or more claimed, the first time, and how much of it with a paused
@@ -586,6 +672,72 @@ pub fn election_safety(log: &RunLog) -> Option<ElectionSafety> {
 /// C2 over the window.
 pub fn split_brain(log: &RunLog) -> SplitBrain {
     Sweep::new(log).split_brain()
+}
+
+/// C6: no node claims inside another node's promise. `None` when the log holds no promise
+/// (a mode without leases, or a run without a client).
+pub fn promise_keeping(log: &RunLog) -> Option<PromiseKeeping> {
+    if log.promises.is_empty() {
+        return None;
+    }
+    let claims = claim_intervals(log);
+    let mut answers: Vec<Promise> = log.promises.clone();
+    answers.sort_by_key(|p| p.from_ns);
+    let mut out = PromiseKeeping {
+        promises: answers.len() as u64,
+        ..PromiseKeeping::default()
+    };
+    let mut intrusions: Vec<(u64, u64)> = Vec::new();
+    for p in &answers {
+        let mut first: Option<BrokenPromise> = None;
+        let mut note = |intruder: NodeId, from_ns: u64, to_ns: u64| {
+            intrusions.push((from_ns, to_ns));
+            if first.is_none_or(|f| from_ns < f.from_ns) {
+                first = Some(BrokenPromise {
+                    promise: *p,
+                    intruder,
+                    from_ns,
+                    to_ns,
+                });
+            }
+        };
+        for c in claims.iter().filter(|c| c.node != p.node) {
+            let (from, to) = (c.from_ns.max(p.from_ns), c.to_ns.min(p.until_ns));
+            if from < to {
+                note(c.node, from, to);
+            }
+        }
+        // Claiming answers of other nodes given inside the promise (sorted by their start).
+        let inside = answers.partition_point(|q| q.from_ns < p.from_ns);
+        for q in answers[inside..]
+            .iter()
+            .take_while(|q| q.from_ns < p.until_ns)
+            .filter(|q| q.node != p.node)
+        {
+            note(
+                q.node,
+                q.from_ns,
+                q.until_ns.min(p.until_ns).max(q.from_ns + 1),
+            );
+        }
+        out.broken.extend(first);
+    }
+    out.broken_ns = union_ns(&mut intrusions);
+    Some(out)
+}
+
+/// The total length of the union of `[from, to)` intervals.
+fn union_ns(spans: &mut [(u64, u64)]) -> u64 {
+    spans.sort_unstable();
+    let (mut total, mut reach) = (0u64, 0u64);
+    for &(from, to) in spans.iter() {
+        let from = from.max(reach);
+        if to > from {
+            total += to - from;
+            reach = to;
+        }
+    }
+    total
 }
 
 /// C3 over the window.
@@ -1150,6 +1302,78 @@ mod tests {
             label: "partition".into(),
             groups,
         }
+    }
+
+    // ---- C6: promises judged over their whole length ----
+
+    fn promise(node: NodeId, term: u64, from_ns: u64, lease_ns: u64) -> Promise {
+        Promise {
+            node,
+            term,
+            from_ns,
+            until_ns: from_ns + lease_ns,
+        }
+    }
+
+    /// Node 1 stops claiming at 100 ms (a vote request suspended its claim), but it answered
+    /// a lease of 120 ms at 50 ms: node 2, claiming from 110 ms, breaks that promise although
+    /// the claim intervals never overlap (C2 sees nothing).
+    #[test]
+    fn a_claim_inside_an_earlier_answer_breaks_its_promise() {
+        let mut l = log(
+            S,
+            vec![
+                lead(0, 1, 1),
+                follow(100 * MS, 1, 1, None),
+                lead(110 * MS, 2, 2),
+            ],
+        );
+        l.quorum_mode = true;
+        l.promises = vec![
+            promise(1, 1, 50 * MS, 120 * MS),
+            promise(1, 1, 10 * MS, 30 * MS),
+        ];
+        assert_eq!(split_brain(&l).split_brain_ns, 0, "C2 sees no overlap");
+        let c6 = promise_keeping(&l).unwrap();
+        assert_eq!(c6.promises, 2);
+        assert_eq!(c6.broken.len(), 1);
+        let b = c6.broken[0];
+        assert_eq!((b.intruder, b.from_ns, b.to_ns), (2, 110 * MS, 170 * MS));
+        assert_eq!(c6.broken_ns, 60 * MS);
+        let r = evaluate(&l, "quorum", "S3", "app", 1, 5_000);
+        assert!(!r.passed);
+        assert_eq!(r.promises_broken, Some(1));
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.starts_with("C6: 1 of 2 promises broken")));
+    }
+
+    #[test]
+    fn a_claim_after_the_promise_keeps_it_and_answers_of_others_inside_break_it() {
+        let mut l = log(
+            S,
+            vec![
+                lead(0, 1, 1),
+                follow(100 * MS, 1, 1, None),
+                lead(200 * MS, 2, 2),
+            ],
+        );
+        l.promises = vec![
+            promise(1, 1, 50 * MS, 120 * MS),
+            promise(2, 2, 200 * MS, 120 * MS),
+        ];
+        let c6 = promise_keeping(&l).unwrap();
+        assert!(c6.broken.is_empty(), "{:?}", c6.broken);
+        // An answer of node 3 inside node 2's promise, without any event log of its own.
+        l.promises.push(promise(3, 2, 250 * MS, 10 * MS));
+        let c6 = promise_keeping(&l).unwrap();
+        assert_eq!(c6.broken.len(), 2, "each promise broken by the other");
+        assert_eq!(c6.broken_ns, 10 * MS);
+        assert!(
+            promise_keeping(&log(S, vec![])).is_none(),
+            "no promise: not judged"
+        );
     }
 
     // ---- C2: overlaps that must be found ----

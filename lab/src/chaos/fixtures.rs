@@ -86,6 +86,7 @@ pub(super) fn sample_log() -> RunLog {
         heal_ns: Some(at(5000)),
         fault_ns: Some(at(2000)),
         quorum_mode: false,
+        promises: Vec::new(),
     }
 }
 

@@ -1,18 +1,21 @@
 //! What the lab does to a cluster's processes, recorded for the checkers: every kill, stop,
 //! start, pause and resume, stamped on the host's monotonic clock (the clock of the nodes'
-//! events), and the [`RunLog`] the checkers judge.
+//! events); what clients were promised ([`PromisePoller`]); and the [`RunLog`] the checkers
+//! judge.
 //!
 //! Stamps err on the wide side: a node is recorded down (killed, stopped, paused) once it is,
 //! and up (started, resumed) just before it is, so a recorded down interval never covers a
 //! moment the node ran.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use electd::clock::mono_ns;
-use electd_client::{Mode, NodeId};
+use electd::clock::{mono_ns, ms};
+use electd_client::{Mode, NodeId, Role};
 use rustix::process::Signal;
+use tokio_util::sync::CancellationToken;
 
-use crate::chaos::check::{FaultWindow, ProcEvent, ProcKind, RunLog};
+use crate::chaos::check::{FaultWindow, ProcEvent, ProcKind, Promise, RunLog};
 use crate::cluster::{Cluster, CtlError};
 
 /// The process events of one run, from its start.
@@ -97,6 +100,68 @@ impl Recorder {
             heal_ns: None,
             fault_ns: None,
             quorum_mode: mode == Mode::Quorum,
+            promises: Vec::new(),
         }
+    }
+}
+
+/// How often the promise poller asks each node.
+pub const POLL_EVERY: Duration = Duration::from_millis(10);
+
+/// A client of every node, as an application beside each would be: it asks `GET /v1/leader`
+/// every [`POLL_EVERY`] and keeps each claiming answer as the [`Promise`] it makes, from the
+/// instant the request was sent (C6 judges them). Each node has its own task, so a paused or
+/// unreachable node delays no other's answers.
+pub struct PromisePoller {
+    promises: Arc<Mutex<Vec<Promise>>>,
+    stop: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl PromisePoller {
+    /// Starts asking every node of `c` (on the current tokio runtime).
+    pub fn start(c: &Cluster) -> PromisePoller {
+        let promises = Arc::new(Mutex::new(Vec::new()));
+        let stop = CancellationToken::new();
+        let mut tasks = Vec::new();
+        for id in c.ids() {
+            let Ok(client) = c.client(id) else { continue };
+            let (promises, stop) = (promises.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(POLL_EVERY);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tick.tick() => {}
+                    }
+                    let sent = mono_ns();
+                    let asked = tokio::time::timeout(Duration::from_millis(200), client.leader());
+                    let Ok(Ok(info)) = asked.await else { continue };
+                    if let (Role::Leader, Some(lease)) = (info.role, info.lease_ms) {
+                        promises.lock().expect("promises").push(Promise {
+                            node: id,
+                            term: info.term,
+                            from_ns: sent,
+                            until_ns: sent + ms(lease),
+                        });
+                    }
+                }
+            }));
+        }
+        PromisePoller {
+            promises,
+            stop,
+            tasks,
+        }
+    }
+
+    /// Stops asking; answers every promise recorded.
+    pub async fn finish(self) -> Vec<Promise> {
+        self.stop.cancel();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        std::mem::take(&mut *self.promises.lock().expect("promises"))
     }
 }

@@ -134,9 +134,9 @@ fn scenario_section(runs: &[RunResult], scenario: &str) -> String {
     out.push_str(
         "| mode | layer | seeds | split brain ms | max leaders | leaderless ms | \
          majority-leaderless ms | failover ms | converge ms | leader changes | messages | \
-         safety | passed |\n",
+         safety | promises | passed |\n",
     );
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n");
     let by_mode: Vec<(&str, Vec<&RunResult>)> = modes_in_order(&in_scenario)
         .into_iter()
         .map(|mode| {
@@ -332,7 +332,7 @@ fn table_row(mode: &str, layer: &str, runs: &[&RunResult]) -> String {
     let skipped = runs.len() - done.len();
     if done.is_empty() {
         return format!(
-            "| {mode} | {layer} | {seeds} | – | – | – | – | – | – | – | – | – | skipped |\n"
+            "| {mode} | {layer} | {seeds} | – | – | – | – | – | – | – | – | – | – | skipped |\n"
         );
     }
     let max_of = |f: &dyn Fn(&RunResult) -> f64| done.iter().map(|r| f(r)).fold(0.0, f64::max);
@@ -355,6 +355,16 @@ fn table_row(mode: &str, layer: &str, runs: &[&RunResult]) -> String {
     } else {
         "n/a"
     };
+    // C6: promises judged and broken, over the runs that recorded any.
+    let judged: u64 = done.iter().filter_map(|r| r.promises).sum();
+    let broken: u64 = done.iter().filter_map(|r| r.promises_broken).sum();
+    let promises = if broken > 0 {
+        format!("**{broken} of {judged} broken**")
+    } else if done.iter().any(|r| r.promises.is_some()) {
+        format!("{judged} kept")
+    } else {
+        "n/a".to_string()
+    };
     let n_passed = done.iter().filter(|r| r.passed).count();
     let mut passed = if n_passed == done.len() {
         format!("{n_passed}/{}", done.len())
@@ -371,7 +381,7 @@ fn table_row(mode: &str, layer: &str, runs: &[&RunResult]) -> String {
     };
     format!(
         "| {mode} | {layer} | {seeds} | {split} | {max_leaders} | {leaderless:.1} | {majority} | \
-         {failover} | {converge} | {changes} | {messages} | {safety} | {passed} |\n"
+         {failover} | {converge} | {changes} | {messages} | {safety} | {promises} | {passed} |\n"
     )
 }
 

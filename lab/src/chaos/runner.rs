@@ -12,12 +12,12 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use super::check::{cap_paused_claims, evaluate, RunLog, RunResult};
+use super::check::{cap_paused_claims, evaluate, Promise, RunLog, RunResult};
 pub use super::harness::Layer;
 use super::harness::{sleep, Harness};
 use super::kernel::{self, Chain};
 pub use super::scenario::Scenario;
-use crate::chaos::record::Recorder;
+use crate::chaos::record::{PromisePoller, Recorder};
 use crate::cluster::{AddrBlock, Cluster};
 use electd::clock::{mono_ns, ms};
 use electd::config::{Mode, Timing};
@@ -103,10 +103,12 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
             return skipped(spec, e);
         }
     }
+    let poller = PromisePoller::start(&run.h.c);
     let (steady, outcome) = exercise(&mut run.h, spec.scenario).await;
     let msgs = messages(&run.h.c).await;
     let end_ns = mono_ns();
-    let log = wind_down(&mut run.h, spec, start_ns, end_ns);
+    let promises = poller.finish().await;
+    let log = wind_down(&mut run.h, spec, start_ns, end_ns, promises);
     let res = judge(spec, &log, steady.as_ref(), msgs, end_ns, outcome);
     if let Some(k) = keep {
         keep_logs(k, spec, &run.h.c, &log);
@@ -244,8 +246,14 @@ async fn observe(h: &Harness) {
 }
 
 /// Closes the last fault window, stops the nodes, removes the iptables chain and reads the run
-/// log from the nodes' event files.
-fn wind_down(h: &mut Harness, spec: &RunSpec, start_ns: u64, end_ns: u64) -> RunLog {
+/// log from the nodes' event files; `promises` are what the poller recorded.
+fn wind_down(
+    h: &mut Harness,
+    spec: &RunSpec,
+    start_ns: u64,
+    end_ns: u64,
+    promises: Vec<Promise>,
+) -> RunLog {
     h.close_window();
     h.c.down(Duration::from_secs(3));
     drop(h.chain.take());
@@ -260,6 +268,7 @@ fn wind_down(h: &mut Harness, spec: &RunSpec, start_ns: u64, end_ns: u64) -> Run
         heal_ns: h.heal_ns,
         fault_ns: h.fault_ns,
         quorum_mode: spec.mode == Mode::Quorum,
+        promises,
     };
     if spec.mode == Mode::Quorum {
         // A paused node's claim ends with its lease, as the API judges it.

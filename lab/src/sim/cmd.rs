@@ -1,10 +1,11 @@
 //! `electd-lab sim` (what `scripts/sim.sh` runs): schedules of the quorum simulator, one line
-//! per failure with the command that replays it, then `sim: N schedules, V violations`.
+//! per failure with the command that replays it, a line on the timings run and on the paths
+//! the flaws take, then `sim: N schedules, V violations`.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use super::quorum::{run, Spec};
+use super::quorum::{run, Flaw, Profile, Spec};
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
@@ -23,10 +24,96 @@ pub struct SimArgs {
     /// Fault steps per schedule before the final heal.
     #[arg(long, default_value_t = 8)]
     pub steps: usize,
-    /// Run a deliberately broken node (claim lease three times the followers' lease): the
-    /// checkers must report violations.
-    #[arg(long = "unsafe")]
-    pub broken: bool,
+    /// Run a deliberately broken node whose claim lease is three times the followers' lease:
+    /// the checkers must report violations.
+    #[arg(long = "unsafe", conflicts_with = "vote_while_leading")]
+    pub long_lease: bool,
+    /// Run a deliberately broken node that votes for a higher term while a promise it
+    /// answered can still run (the vote handler before README's safety step 4 was kept): the
+    /// promise checker (C6) must report violations. The summary says in how many schedules a
+    /// vote request reached a node inside its own promise, and how many such votes the flaw
+    /// granted.
+    #[arg(long)]
+    pub vote_while_leading: bool,
+    /// Timings: drawn per schedule from its seed across the range the config accepts (from
+    /// heartbeat 2 / follower lease 12 to heartbeat 100 / follower lease 1000), or the defaults.
+    #[arg(long, value_enum, default_value_t = Profile::Drawn)]
+    pub timing: Profile,
+}
+
+impl SimArgs {
+    fn flaw(&self) -> Option<Flaw> {
+        if self.long_lease {
+            Some(Flaw::LongLease)
+        } else if self.vote_while_leading {
+            Some(Flaw::VoteWhileLeading)
+        } else {
+            None
+        }
+    }
+
+    /// The flags that replay a schedule of this run.
+    fn flags(&self) -> String {
+        let mut f = format!("--nodes {} --steps {}", self.nodes, self.steps);
+        match self.flaw() {
+            Some(Flaw::LongLease) => f += " --unsafe",
+            Some(Flaw::VoteWhileLeading) => f += " --vote-while-leading",
+            None => {}
+        }
+        if self.timing == Profile::Default {
+            f += " --timing default";
+        }
+        f
+    }
+}
+
+/// What a run of schedules saw, beyond its violations.
+#[derive(Default)]
+struct Tally {
+    sim_ms: u64,
+    /// Follower leases run, lowest and highest, and beats likewise.
+    follower_lease: Option<(u64, u64)>,
+    heartbeat: Option<(u64, u64)>,
+    explicit_lease: u64,
+    promises: u64,
+    squeezed: u64,
+    /// Schedules in which a vote request reached a node inside its own promise, and in which
+    /// such a vote was granted.
+    inside_promise: u64,
+    granted_inside: u64,
+}
+
+fn widen(range: &mut Option<(u64, u64)>, v: u64) {
+    *range = Some(range.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+}
+
+impl Tally {
+    fn add(&mut self, out: &super::quorum::Outcome) {
+        self.sim_ms += out.sim_ms;
+        widen(&mut self.follower_lease, out.timing.follower_lease_ms);
+        widen(&mut self.heartbeat, out.timing.heartbeat_ms);
+        self.explicit_lease += u64::from(out.timing.lease_ms != 0);
+        self.promises += out.promises;
+        self.squeezed += u64::from(out.squeezes > 0);
+        self.inside_promise += u64::from(out.votes_inside_promise > 0);
+        self.granted_inside += u64::from(out.granted_inside_promise > 0);
+    }
+
+    fn print(&self, schedules: u64) {
+        let range =
+            |r: Option<(u64, u64)>| r.map_or("-".into(), |(lo, hi)| format!("{lo}..{hi} ms"));
+        println!(
+            "sim: timings: follower lease {}, heartbeat {}, explicit claim lease in {} schedules",
+            range(self.follower_lease),
+            range(self.heartbeat),
+            self.explicit_lease
+        );
+        println!(
+            "sim: {} promises judged; {} schedules squeezed a leader; a vote request reached a \
+             node inside its own promise in {} of {schedules} schedules, granted in {}",
+            self.promises, self.squeezed, self.inside_promise, self.granted_inside
+        );
+    }
 }
 
 /// Files this process has open.
@@ -42,14 +129,11 @@ pub fn main(args: SimArgs) -> ExitCode {
         seed,
         nodes: args.nodes,
         steps: args.steps,
-        broken: args.broken,
+        flaw: args.flaw(),
+        profile: args.timing,
+        script: None,
     };
-    let flags = format!(
-        "--nodes {} --steps {}{}",
-        args.nodes,
-        args.steps,
-        if args.broken { " --unsafe" } else { "" }
-    );
+    let flags = args.flags();
     if let Some(seed) = args.seed {
         let out = run(&spec(seed));
         for line in &out.timeline {
@@ -58,6 +142,9 @@ pub fn main(args: SimArgs) -> ExitCode {
         for v in &out.violations {
             println!("VIOLATION {v}");
         }
+        let mut tally = Tally::default();
+        tally.add(&out);
+        tally.print(1);
         println!(
             "sim: seed {seed}: {} ms simulated, highest term {}, {} violations",
             out.sim_ms,
@@ -81,11 +168,12 @@ pub fn main(args: SimArgs) -> ExitCode {
         first + args.seeds.saturating_sub(1)
     );
     let started = Instant::now();
-    let (mut violated, mut sim_ms) = (0u64, 0u64);
+    let mut violated = 0u64;
+    let mut tally = Tally::default();
     let mut files = open_files();
     for seed in first..first + args.seeds {
         let out = run(&spec(seed));
-        sim_ms += out.sim_ms;
+        tally.add(&out);
         if let Some(v) = out.violations.first() {
             violated += 1;
             println!("FAIL seed {seed}: {v} (replay: scripts/sim.sh --seed {seed} {flags})");
@@ -105,8 +193,9 @@ pub fn main(args: SimArgs) -> ExitCode {
     println!(
         "sim: {:.1} schedules/s, {:.0} s simulated in {secs:.1} s",
         args.seeds as f64 / secs,
-        sim_ms as f64 / 1e3
+        tally.sim_ms as f64 / 1e3
     );
+    tally.print(args.seeds);
     println!("sim: {} schedules, {violated} violations", args.seeds);
     if violated > 0 {
         ExitCode::FAILURE

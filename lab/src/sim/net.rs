@@ -6,6 +6,12 @@
 //! start of a member is a new incarnation; whatever an earlier incarnation still sends, or
 //! whatever answer reaches it, is lost, as a dead process's would be.
 //!
+//! Beyond what a member's fault set can say, the network itself can lose or hold one kind of
+//! message on one link ([`Rule`]): the appends from a leader to one follower while that
+//! follower's own requests and the answers to them pass, the answers of another follower, the
+//! vote requests of a candidate. This is what a fault set cannot express, and what the
+//! simulator's squeeze step needs (`schedule::Step::Squeeze`).
+//!
 //! A paused member (SIGSTOP) reads and writes nothing: what it sends, what is sent to it and
 //! the answers to its requests wait, as in socket buffers, until it resumes; its senders'
 //! deadlines run meanwhile. Its own timers keep running (one runtime holds every member):
@@ -41,8 +47,39 @@ pub struct Net {
     resumed: Notify,
 }
 
+/// Which part of an exchange a [`Rule`] acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leg {
+    /// The request, from its sender to its receiver.
+    Request,
+    /// The answer, from the request's receiver back to its sender.
+    Answer,
+}
+
+/// What a [`Rule`] does to the messages it matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Lost: the exchange never completes (the sender waits for its own deadline).
+    Drop,
+    /// Held this long before it goes on.
+    Delay(Duration),
+}
+
+/// One kind of message on one link: `leg`s travelling from `from` to `to` of exchanges whose
+/// path starts with `path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub path: &'static str,
+    pub leg: Leg,
+    pub effect: Effect,
+}
+
 struct State {
     members: BTreeMap<NodeId, Member>,
+    /// What the network does to some kinds of messages, beyond the members' fault sets.
+    rules: Vec<Rule>,
     /// Incarnations ever started, per member (a crashed member keeps its count).
     started: BTreeMap<NodeId, u64>,
     /// Members stopped (SIGSTOP) now.
@@ -55,6 +92,7 @@ impl Net {
         Arc::new(Net {
             state: Mutex::new(State {
                 members: BTreeMap::new(),
+                rules: Vec::new(),
                 started: BTreeMap::new(),
                 paused: BTreeSet::new(),
                 rng: StdRng::seed_from_u64(seed),
@@ -126,6 +164,30 @@ impl Net {
         self.state().members.clear();
     }
 
+    /// Replaces the network's rules.
+    pub fn set_rules(&self, rules: Vec<Rule>) {
+        self.state().rules = rules;
+    }
+
+    /// The effect on a `leg` travelling `from` → `to` of an exchange at `path`, if a rule
+    /// matches (the first one).
+    fn effect(&self, from: NodeId, to: NodeId, path: &str, leg: Leg) -> Option<Effect> {
+        self.state()
+            .rules
+            .iter()
+            .find(|r| r.from == from && r.to == to && r.leg == leg && path.starts_with(r.path))
+            .map(|r| r.effect)
+    }
+
+    /// Applies the rules to one leg: waits out a delay; never returns for a lost message.
+    async fn pass(&self, from: NodeId, to: NodeId, path: &str, leg: Leg) {
+        match self.effect(from, to, path, leg) {
+            Some(Effect::Drop) => std::future::pending().await,
+            Some(Effect::Delay(d)) => tokio::time::sleep(d).await,
+            None => {}
+        }
+    }
+
     fn latency(&self) -> Duration {
         let us = self.state().rng.gen_range(LATENCY_US.0..=LATENCY_US.1);
         Duration::from_micros(us)
@@ -171,6 +233,8 @@ impl MemWire {
         // A paused sender writes nothing yet.
         self.net.awake(self.from).await;
         tokio::time::sleep(self.net.latency()).await;
+        let path = req.uri().path().to_string();
+        self.net.pass(self.from, to, &path, Leg::Request).await;
         // A paused receiver reads nothing yet.
         self.net.awake(to).await;
         if !self.net.current(self.from, self.incarnation) {
@@ -189,6 +253,7 @@ impl MemWire {
             .await
             .map_err(|e| WireError::Unreachable(e.to_string()))?;
         tokio::time::sleep(self.net.latency()).await;
+        self.net.pass(to, self.from, &path, Leg::Answer).await;
         // A paused sender reads its answer when it resumes.
         self.net.awake(self.from).await;
         if !self.net.current(self.from, self.incarnation) {
@@ -225,6 +290,44 @@ mod tests {
         Request::post("/peer/x")
             .body(Bytes::new())
             .expect("a request")
+    }
+
+    /// A rule loses or holds one kind of message on one link, one way, and nothing else.
+    #[tokio::test(start_paused = true)]
+    async fn a_rule_acts_on_one_kind_of_message_on_one_link() {
+        let net = Net::new(1);
+        let (i1, w1) = net.incarnate(1);
+        let (i2, w2) = net.incarnate(2);
+        net.attach(1, i1, echo());
+        net.attach(2, i2, echo());
+        let hold = Duration::from_millis(300);
+        net.set_rules(vec![
+            Rule {
+                from: 2,
+                to: 1,
+                path: "/peer/x",
+                leg: Leg::Answer,
+                effect: Effect::Drop,
+            },
+            Rule {
+                from: 1,
+                to: 2,
+                path: "/peer/x",
+                leg: Leg::Request,
+                effect: Effect::Delay(Duration::from_millis(100)),
+            },
+        ]);
+        // 1's request to 2 is held 100 ms, then 2's answer is lost.
+        let lost = tokio::time::timeout(hold, w1.send(2, req(), hold)).await;
+        assert!(lost.is_err(), "an answer lost by a rule arrived");
+        // 2's request to 1 and 1's answer pass.
+        let started = Instant::now();
+        w2.send(1, req(), hold).await.expect("the other way works");
+        assert!(started.elapsed() < Duration::from_millis(10));
+        net.set_rules(Vec::new());
+        let started = Instant::now();
+        w1.send(2, req(), hold).await.expect("no rule, no loss");
+        assert!(started.elapsed() < Duration::from_millis(10));
     }
 
     /// A paused member reads, writes and answers nothing until it resumes; then the held

@@ -1,9 +1,14 @@
 //! The real quorum node in simulated time. `run` starts `nodes` [`electd::Node`]s in quorum
 //! mode in this process, on a single-threaded tokio runtime whose time is paused (it jumps
 //! from one timer to the next), with the simulated clock, the in-memory network and in-memory
-//! disks; plays a schedule drawn from the seed; and judges the run:
-//! - **one claimant**: every 5 ms of simulated time each running member is asked
-//!   `GET /v1/leader`, as a client would, and at most one may answer `"leader"`;
+//! disks; plays a schedule drawn from the seed, with timings drawn from the seed across the
+//! range the config accepts (`schedule::draw_timing`); and judges the run:
+//! - **one claimant**: every 5 ms of simulated time (a tenth of the follower lease when that
+//!   is shorter) each running member is asked `GET /v1/leader`, as a client would, and at
+//!   most one may answer `"leader"`;
+//! - **promises kept**: every claiming answer is a promise from the instant it was asked
+//!   until that instant plus its `lease_ms`; no other member may claim inside it, by its
+//!   answers or by its event log (the chaos checker C6);
 //! - **one leader per term** and **never two claimants** over the members' event logs (the
 //!   chaos checkers C1 and C2, which judge claim intervals exactly, not by sampling);
 //! - **terms never go back**, across restarts too;
@@ -23,17 +28,22 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::Request;
 use electd::config::{Config, Peer};
+use electd::quorum::network::{PATH_APPEND, PATH_VOTE};
 use electd::quorum::storage::{Disk, MemDisk};
-use electd::{Mode, Node, NodeId, Surroundings, Timing};
+use electd::{Flaws, Mode, Node, NodeId, Surroundings, Timing};
 use electd_client::{FaultSet, LeaderInfo, Role};
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use std::sync::atomic::Ordering::Relaxed;
 use tokio_util::sync::CancellationToken;
 
 use super::clock::SimClock;
-use super::net::Net;
-use super::schedule::{draw, Step, Target, Timed};
-use crate::chaos::check::{election_safety, split_brain, ProcEvent, ProcKind, RunLog};
+use super::net::{Effect, Leg, Net, Rule};
+use super::schedule::{draw, draw_timing, Step, Target, Timed};
+use crate::chaos::check::{
+    election_safety, promise_keeping, split_brain, ProcEvent, ProcKind, Promise, RunLog,
+};
 
 /// The simulated nodes' admin token.
 const SIM_ADMIN_TOKEN: &str = "simulation-admin-token";
@@ -50,9 +60,47 @@ pub struct Spec {
     pub nodes: usize,
     /// Steps of the schedule before the final heal.
     pub steps: usize,
-    /// A deliberately broken node: its claim lease is three times the followers' lease, so it
-    /// claims long after the others may elect. The checkers must find this out.
-    pub broken: bool,
+    /// A deliberately broken node, which the checkers must find out.
+    pub flaw: Option<Flaw>,
+    /// The timings the nodes run with.
+    pub profile: Profile,
+    /// The steps to play instead of drawing them from the seed (a test's own schedule).
+    pub script: Option<Vec<Timed>>,
+}
+
+/// A deliberately broken node (`electd-lab sim --unsafe`, `--vote-while-leading`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flaw {
+    /// Its claim lease is three times the followers' lease, so it claims long after the
+    /// others may elect (`--unsafe`).
+    LongLease,
+    /// A leader votes for a higher term while a promise it answered can still run: the vote
+    /// handler before the fix of README's safety step 4 (`--vote-while-leading`).
+    VoteWhileLeading,
+}
+
+/// Where a schedule's timings come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// Drawn from the seed across the range the config accepts (`schedule::draw_timing`).
+    #[default]
+    Drawn,
+    /// The product's defaults (heartbeat 30, follower lease 150).
+    Default,
+}
+
+impl Spec {
+    /// A schedule of `nodes` members and 8 steps with drawn timings and no flaw.
+    pub fn new(seed: u64, nodes: usize) -> Spec {
+        Spec {
+            seed,
+            nodes,
+            steps: 8,
+            flaw: None,
+            profile: Profile::Drawn,
+            script: None,
+        }
+    }
 }
 
 /// What one schedule did and what the checkers found.
@@ -66,12 +114,26 @@ pub struct Outcome {
     pub sim_ms: u64,
     /// Highest term reached.
     pub max_term: u64,
+    /// The timings the nodes ran with.
+    pub timing: Timing,
+    /// Claiming answers judged as promises.
+    pub promises: u64,
+    /// Squeeze steps played (with a leader to squeeze).
+    pub squeezes: u64,
+    /// Vote requests for a higher term that reached a node while a promise of its own could
+    /// still run: the path the vote-while-leading flaw takes.
+    pub votes_inside_promise: u64,
+    /// Of those, the votes granted (only with the flaw).
+    pub granted_inside_promise: u64,
 }
 
-/// The electd timings the simulation runs with: the product's defaults, or the broken ones.
-pub fn timing(broken: bool) -> Timing {
-    let t = Timing::default();
-    if broken {
+/// The electd timings a schedule runs with: drawn or the defaults, then broken if asked.
+pub fn timing(spec: &Spec, rng: &mut StdRng) -> Timing {
+    let t = match spec.profile {
+        Profile::Drawn => draw_timing(rng),
+        Profile::Default => Timing::default(),
+    };
+    if spec.flaw == Some(Flaw::LongLease) {
         Timing {
             lease_ms: 3 * t.follower_lease_ms,
             ..t
@@ -107,6 +169,8 @@ struct Watch {
     /// The highest term each member has answered, across its restarts.
     terms: BTreeMap<NodeId, u64>,
     claimants: Vec<NodeId>,
+    /// Every claiming answer, as the promise it makes.
+    promises: Vec<Promise>,
 }
 
 struct Running {
@@ -131,20 +195,24 @@ struct Sim {
     procs: Vec<ProcEvent>,
     start_ns: u64,
     watch: Arc<Mutex<Watch>>,
+    /// Shared by every node: the flaw switched on, and the counts of its path.
+    flaws: Flaws,
+    squeezes: u64,
 }
 
 impl Sim {
     fn new(spec: &Spec, dir: &Path) -> Sim {
         let clock = SimClock::new();
         let ids: Vec<NodeId> = (1..=spec.nodes as NodeId).collect();
+        let mut rng = StdRng::seed_from_u64(spec.seed);
         Sim {
             spec: spec.clone(),
-            timing: timing(spec.broken),
+            timing: timing(spec, &mut rng),
             dir: dir.to_path_buf(),
             start_ns: clock.now_ns(),
             clock,
             net: Net::new(spec.seed ^ 0x6e65_7400),
-            rng: StdRng::seed_from_u64(spec.seed),
+            rng,
             disks: ids.iter().map(|&i| (i, Arc::default())).collect(),
             ids,
             running: BTreeMap::new(),
@@ -153,6 +221,11 @@ impl Sim {
             delays: BTreeMap::new(),
             procs: Vec::new(),
             watch: Arc::default(),
+            flaws: Flaws {
+                vote_while_leading: spec.flaw == Some(Flaw::VoteWhileLeading),
+                ..Flaws::default()
+            },
+            squeezes: 0,
         }
     }
 
@@ -197,6 +270,7 @@ impl Sim {
             clock: self.clock.clone(),
             wire: Some(wire),
             disk: Some(self.disks[&id].clone()),
+            flaws: self.flaws.clone(),
         };
         let seed = self.spec.seed ^ (id << 32) ^ incarnation;
         let stop = CancellationToken::new();
@@ -321,6 +395,10 @@ impl Sim {
                 self.proc_event(n, ProcKind::Resume);
                 self.note(format!("resume {n}"));
             }
+            Step::Squeeze {
+                hold_ms,
+                vote_delay_ms,
+            } => self.squeeze(*hold_ms, *vote_delay_ms).await,
             Step::Resign { to } => {
                 if let Some(l) = self.claimant() {
                     let body = match to {
@@ -343,10 +421,62 @@ impl Sim {
         self.apply_all_faults().await;
     }
 
+    /// [`Step::Squeeze`] around the claimant: the rules are set, the answers of the muted
+    /// members come back after `hold_ms`, the rest stays until the next heal.
+    async fn squeeze(&mut self, hold_ms: u64, vote_delay_ms: u64) {
+        let Some(leader) = self.claimant() else {
+            self.note("squeeze: nobody claims".into());
+            return;
+        };
+        self.squeezes += 1;
+        let mut others: Vec<NodeId> = self.ids.iter().copied().filter(|&i| i != leader).collect();
+        others.shuffle(&mut self.rng);
+        // With the leader, the cut-off members are a majority of the membership.
+        let (cut, muted) = others.split_at(self.ids.len() / 2);
+        let mut rules = Vec::new();
+        for &c in cut {
+            rules.push(Rule {
+                from: leader,
+                to: c,
+                path: PATH_APPEND,
+                leg: Leg::Request,
+                effect: Effect::Drop,
+            });
+            rules.push(Rule {
+                from: c,
+                to: leader,
+                path: PATH_VOTE,
+                leg: Leg::Request,
+                effect: Effect::Delay(Duration::from_millis(vote_delay_ms)),
+            });
+        }
+        let lasting = rules.clone();
+        for &m in muted {
+            rules.push(Rule {
+                from: m,
+                to: leader,
+                path: PATH_APPEND,
+                leg: Leg::Answer,
+                effect: Effect::Drop,
+            });
+        }
+        self.net.set_rules(rules);
+        self.note(format!(
+            "squeeze {leader}: its appends to {cut:?} lost, their votes {vote_delay_ms} ms late, \
+             the answers of {muted:?} lost for {hold_ms} ms"
+        ));
+        tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+        self.net.set_rules(lasting);
+        self.note(format!(
+            "squeeze {leader}: the answers of {muted:?} pass again"
+        ));
+    }
+
     /// Changes the cuts, loss or delays as `step` says; answers the timeline's line.
     fn change_network(&mut self, step: &Step) -> String {
         match step {
             Step::Heal => {
+                self.net.set_rules(Vec::new());
                 self.cuts.clear();
                 self.loss = 0.0;
                 self.delays.clear();
@@ -409,7 +539,10 @@ impl Sim {
                 self.delays.insert(*node, *ms);
                 format!("delay {ms} ms on {node}")
             }
-            Step::Crash { .. } | Step::Pause { .. } | Step::Resign { .. } => {
+            Step::Crash { .. }
+            | Step::Pause { .. }
+            | Step::Resign { .. }
+            | Step::Squeeze { .. } => {
                 unreachable!("not a network step")
             }
         }
@@ -419,14 +552,19 @@ impl Sim {
         for id in self.ids.clone() {
             self.start(id).await;
         }
+        let f = self.timing.follower_lease_ms;
+        self.note(format!("timing {:?}", self.timing));
         let sampler = tokio::spawn(sample(
             self.net.clone(),
             self.ids.clone(),
             self.clock.clone(),
             self.watch.clone(),
+            Duration::from_micros((f * 100).clamp(1_000, 5_000)),
         ));
-        let f = self.timing.follower_lease_ms;
-        let schedule: Vec<Timed> = draw(&mut self.rng, self.spec.nodes, self.spec.steps, f);
+        let schedule: Vec<Timed> = match &self.spec.script {
+            Some(steps) => steps.clone(),
+            None => draw(&mut self.rng, self.spec.nodes, self.spec.steps, f),
+        };
         tokio::time::sleep(Duration::from_millis(10 * f)).await;
         for t in &schedule {
             self.apply(&t.step).await;
@@ -475,10 +613,28 @@ impl Sim {
             events,
             procs: self.procs.clone(),
             quorum_mode: true,
+            promises: self.watch.lock().expect("watch").promises.clone(),
             ..RunLog::default()
         };
         let watch = self.watch.lock().expect("watch");
         let mut violations = watch.violations.clone();
+        if let Some(c6) = promise_keeping(&log) {
+            if let Some(b) = c6.broken.first() {
+                let at = |ns: u64| ns.saturating_sub(self.start_ns) as f64 / 1e6;
+                violations.push(format!(
+                    "a promise broken (C6): node {} claimed at {:.1} ms inside node {}'s promise \
+                     of term {} ({:.1} to {:.1} ms); {} of {} promises broken",
+                    b.intruder,
+                    at(b.from_ns),
+                    b.promise.node,
+                    b.promise.term,
+                    at(b.promise.from_ns),
+                    at(b.promise.until_ns),
+                    c6.broken.len(),
+                    c6.promises
+                ));
+            }
+        }
         if let Some(safety) = election_safety(&log) {
             if !safety.safe {
                 violations.push(format!(
@@ -501,6 +657,11 @@ impl Sim {
             timeline: watch.timeline.clone(),
             sim_ms: self.clock.elapsed_ms(),
             max_term: watch.terms.values().copied().max().unwrap_or(0),
+            timing: self.timing,
+            promises: watch.promises.len() as u64,
+            squeezes: self.squeezes,
+            votes_inside_promise: self.flaws.votes_inside_promise.load(Relaxed),
+            granted_inside_promise: self.flaws.granted_inside_promise.load(Relaxed),
         }
     }
 }
@@ -545,11 +706,19 @@ fn describe(seen: &BTreeMap<NodeId, LeaderInfo>) -> String {
         .join(", ")
 }
 
-/// Every 5 ms: who claims, judged as `/v1/leader` judges it; terms never going back.
-async fn sample(net: Arc<Net>, ids: Vec<NodeId>, clock: Arc<SimClock>, watch: Arc<Mutex<Watch>>) {
-    let mut tick = tokio::time::interval(Duration::from_millis(5));
+/// Every `every`: who claims, judged as `/v1/leader` judges it, and the promise each claiming
+/// answer makes; terms never going back.
+async fn sample(
+    net: Arc<Net>,
+    ids: Vec<NodeId>,
+    clock: Arc<SimClock>,
+    watch: Arc<Mutex<Watch>>,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
+        let sent_ns = clock.now_ns();
         let seen = answers(&net, &ids).await;
         let claimants: Vec<NodeId> = seen
             .iter()
@@ -558,6 +727,14 @@ async fn sample(net: Arc<Net>, ids: Vec<NodeId>, clock: Arc<SimClock>, watch: Ar
             .collect();
         let t = clock.elapsed_ms();
         let mut w = watch.lock().expect("watch");
+        for (&node, info) in seen.iter().filter(|(_, i)| i.role == Role::Leader) {
+            w.promises.push(Promise {
+                node,
+                term: info.term,
+                from_ns: sent_ns,
+                until_ns: sent_ns + info.lease_ms.unwrap_or(0) * 1_000_000,
+            });
+        }
         if claimants.len() > 1 {
             let v = format!("at {t} ms two nodes claim: {}", describe(&seen));
             if w.violations.len() < 20 {

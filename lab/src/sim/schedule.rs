@@ -1,11 +1,13 @@
 //! Schedules of faults for the quorum simulator, drawn from a seed: partitions (halves,
 //! isolations, bridges, a ring of majorities), one-way cuts (written on either side), message
 //! loss and delay, pauses longer than the lease, crashes with restarts (some inside the
-//! followers' lease), resignations, and heals, each followed by a stretch of simulated time.
+//! followers' lease), resignations, squeezes of a long-running leader, and heals, each
+//! followed by a stretch of simulated time; and the timings the nodes run with
+//! ([`draw_timing`]), across the range the config accepts.
 
 use std::fmt;
 
-use electd::NodeId;
+use electd::{NodeId, Timing};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -53,6 +55,13 @@ pub enum Step {
     Pause { target: Target, ms: u64 },
     /// The claimant resigns, naming `to` or not.
     Resign { to: Option<NodeId> },
+    /// Asymmetric cuts around the leader L, which has led for a while, with delayed answers:
+    /// L's appends to half the others are lost (their own requests to L and L's answers
+    /// pass), so their leases run out; the answers of the rest to L's appends are lost for
+    /// `hold_ms`, so L's own contact lapses and it grants a pre-vote; the vote requests of
+    /// the cut-off nodes reach L `vote_delay_ms` late. When the answers come back L claims
+    /// again, and the vote request arrives inside the promise it just answered.
+    Squeeze { hold_ms: u64, vote_delay_ms: u64 },
 }
 
 /// A step and how long the schedule runs after it, in simulated ms.
@@ -69,6 +78,25 @@ impl fmt::Display for Target {
             Target::Node(n) => write!(f, "node {n}"),
         }
     }
+}
+
+/// Draws the timings of one schedule across what the config accepts: a follower lease F from
+/// 12 ms to 1 s (uniform in its logarithm), a beat from F/25 (at least 2 ms) to a third of
+/// the claim lease (at most 100 ms), and half the time an explicit claim lease anywhere from
+/// three beats to the least margin below F, else the default (F less a fifth).
+pub fn draw_timing(rng: &mut StdRng) -> Timing {
+    let f = (12.0 * (1000.0f64 / 12.0).powf(rng.gen::<f64>())).round() as u64;
+    let default_lease = f - f / 5;
+    let hb = rng.gen_range((f / 25).max(2)..=(default_lease / 3).min(100));
+    let mut t = Timing {
+        heartbeat_ms: hb,
+        follower_lease_ms: f,
+        lease_ms: 0,
+    };
+    if rng.gen_bool(0.5) {
+        t.lease_ms = rng.gen_range(3 * hb..=f - t.min_margin_ms());
+    }
+    t
 }
 
 /// Draws `steps` steps for members `1..=nodes` with timings around `follower_lease_ms`.
@@ -94,7 +122,7 @@ fn target(rng: &mut StdRng, ids: &[NodeId]) -> Target {
 fn step(rng: &mut StdRng, ids: &[NodeId], f: u64) -> Step {
     let mut shuffled = ids.to_vec();
     shuffled.shuffle(rng);
-    match rng.gen_range(0..12) {
+    match rng.gen_range(0..13) {
         0 | 1 => Step::Heal,
         2 => {
             let cut = rng.gen_range(1..ids.len());
@@ -120,7 +148,8 @@ fn step(rng: &mut StdRng, ids: &[NodeId], f: u64) -> Step {
         7 => Step::Loss(rng.gen_range(1..=4) as f64 / 10.0),
         8 => Step::Delay {
             node: shuffled[0],
-            ms: rng.gen_range(0..=f),
+            // Up to a fifth of the follower lease: round trips well under it must work.
+            ms: rng.gen_range(0..=f / 5),
         },
         9 => Step::Crash {
             target: target(rng, ids),
@@ -132,8 +161,15 @@ fn step(rng: &mut StdRng, ids: &[NodeId], f: u64) -> Step {
             // Past the lease (the claim lease is below the followers'), up to three times it.
             ms: rng.gen_range(f + 1..=3 * f),
         },
-        _ => Step::Resign {
+        11 => Step::Resign {
             to: rng.gen_bool(0.5).then(|| shuffled[0]),
+        },
+        _ => Step::Squeeze {
+            // About one follower lease: long enough for the leader's own contact to lapse,
+            // short enough that its next probe is answered before the late vote request.
+            hold_ms: rng.gen_range(f - f / 10..=f + f / 10),
+            // Below the deadline of the vote request (3/8 F), so that it still arrives.
+            vote_delay_ms: rng.gen_range(f / 10..=f / 3),
         },
     }
 }
@@ -143,6 +179,30 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use std::mem::discriminant;
+
+    /// Every drawn timing passes the config's validation, and the draws span the range.
+    #[test]
+    fn drawn_timings_are_valid_and_span_the_range() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let (mut min_f, mut max_f, mut max_hb, mut explicit) = (u64::MAX, 0, 0, 0);
+        for _ in 0..2000 {
+            let t = draw_timing(&mut rng);
+            let mut cfg = electd::Config::from_toml(
+                "id = 1\ndata_dir = \"d\"\n[[peers]]\nid = 1\naddr = \"127.0.0.1:9\"\n",
+                std::path::Path::new("t.toml"),
+            )
+            .unwrap();
+            cfg.timing = t;
+            cfg.validate().unwrap_or_else(|e| panic!("{t:?}: {e}"));
+            min_f = min_f.min(t.follower_lease_ms);
+            max_f = max_f.max(t.follower_lease_ms);
+            max_hb = max_hb.max(t.heartbeat_ms);
+            explicit += u64::from(t.lease_ms != 0);
+        }
+        assert!(min_f <= 13 && max_f >= 950, "{min_f}..{max_f}");
+        assert!(max_hb >= 90, "{max_hb}");
+        assert!((800..1200).contains(&explicit), "{explicit}");
+    }
 
     /// Every kind of step, pauses past the lease included, turns up in a few schedules.
     #[test]
@@ -156,7 +216,7 @@ mod tests {
             .iter()
             .map(|s| format!("{:?}", discriminant(s)))
             .collect();
-        assert_eq!(kinds.len(), 11, "kinds drawn: {kinds:?}");
+        assert_eq!(kinds.len(), 12, "kinds drawn: {kinds:?}");
         for s in &steps {
             if let Step::Pause { ms, .. } = s {
                 assert!(*ms > 150, "a pause of {ms} ms is within the lease");
