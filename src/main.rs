@@ -66,6 +66,13 @@ enum Command {
     /// Run a command only while the node holds the claim (SIGTERM before the claim can end,
     /// SIGKILL at the latest when it does; started again when the claim comes back).
     Run(cli::run::RunArgs),
+    /// The keeper of a child's process group (started by `run`): kills the group when its
+    /// standard input ends, that is when its supervisor is gone.
+    #[command(name = "__keep-group", hide = true)]
+    KeepGroup {
+        /// The process group to kill.
+        group: i32,
+    },
 }
 
 /// Runs a client command on a runtime of its own.
@@ -82,6 +89,7 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Watch(a) => client::watch(a).await,
             Command::Resign(a) => client::resign(a).await,
             Command::Run(a) => cli::run::run(a).await,
+            Command::KeepGroup { group } => cli::run::keep_group(group),
         }
     })
 }

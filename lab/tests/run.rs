@@ -252,3 +252,189 @@ fn the_child_of_electd_run_lives_only_inside_its_nodes_claim() {
          {margins:.1?}"
     );
 }
+
+/// `electd run` beside node `id` of `tc`, running `sh -c SCRIPT` (in which `$LAB` is the lab
+/// binary), its log in `dir/run{id}.log`.
+fn supervise(tc: &TestCluster, id: NodeId, dir: &Path, flags: &[&str], script: &str) -> Child {
+    Command::new(electd_lab::bin::electd_bin().unwrap())
+        .args(["run", "--node", &tc.c.member(id).unwrap().addr])
+        .args(flags)
+        .args(["--", "sh", "-c", script])
+        .env("LAB", env!("CARGO_BIN_EXE_electd-lab"))
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("run{id}.log"))).unwrap())
+        .spawn()
+        .expect("electd run starts")
+}
+
+/// Waits until `path` stops growing (no new stamp for 300 ms), at most [`WAIT`]; answers its
+/// last stamp's instant.
+fn wait_still(path: &Path, what: &str) -> u64 {
+    let until = Instant::now() + WAIT;
+    let mut last = stamps(path).len();
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = stamps(path).len();
+        if now == last {
+            return stamps(path).last().map_or(0, |s| s.0);
+        }
+        assert!(
+            Instant::now() < until,
+            "{what}: still running after {WAIT:?}"
+        );
+        last = now;
+    }
+}
+
+/// Stamp files whose writers are SIGKILLed by pid when this is dropped, even when the test
+/// fails (a child that outlives its supervisor is what these tests look for).
+struct Stampers(Vec<PathBuf>);
+
+impl Drop for Stampers {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let pids: BTreeSet<u32> = stamps(f).into_iter().map(|s| s.2).collect();
+            for pid in pids {
+                if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+        }
+    }
+}
+
+/// The deadline (CLOCK_MONOTONIC ns) that the supervisor's SIGKILL line names.
+fn kill_deadline(log: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let line = text
+        .lines()
+        .find(|l| l.contains("SIGKILL to the child's group"))?;
+    let at = line.split("(mono ").nth(1)?;
+    at.trim_end_matches(')').parse().ok()
+}
+
+/// A child that ignores SIGTERM, beside a leader that is then paused (its claim is no longer
+/// renewed, and the node answers nothing): SIGKILL reaches it before the deadline, by a
+/// timer, with the polls and grace the README's rule allows (`--poll-ms 40 --grace-ms 30`).
+#[test]
+fn a_child_that_ignores_sigterm_is_killed_before_the_deadline() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let l = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stamps");
+    let _stampers = Stampers(vec![file.clone()]);
+    let script = format!(
+        "trap '' TERM; exec \"$LAB\" stamp {} --outlive-parent",
+        file.display()
+    );
+    let mut sups = Supervisors(vec![(
+        l,
+        supervise(
+            &tc,
+            l,
+            dir.path(),
+            &["--poll-ms", "40", "--grace-ms", "30"],
+            &script,
+        ),
+    )]);
+    wait_stamps(&file, "the child starts", |s| s.len() > 50);
+    tc.rec.pause(&tc.c, l);
+    let last = wait_still(&file, "a child that ignores SIGTERM");
+    tc.rec.resume(&tc.c, l);
+    sups.interrupt_all();
+    let log = dir.path().join(format!("run{l}.log"));
+    eprintln!("{}", std::fs::read_to_string(&log).unwrap_or_default());
+    let deadline = kill_deadline(&log).expect("the supervisor sent SIGKILL");
+    assert!(
+        last < deadline,
+        "the child stamped {:.2} ms after its deadline",
+        (last - deadline) as f64 / 1e6
+    );
+    eprintln!(
+        "SIGKILL margin: the child's last stamp {:.2} ms before its deadline",
+        (deadline - last) as f64 / 1e6
+    );
+}
+
+/// What CMD starts in its group stops with it: a grandchild is gone when the claim ends (a
+/// resignation), before another node claims.
+#[test]
+fn a_grandchild_is_gone_when_the_claim_ends() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 3);
+    let l = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let dir = tempfile::tempdir().unwrap();
+    let (child, grandchild) = (dir.path().join("child"), dir.path().join("grandchild"));
+    let _stampers = Stampers(vec![child.clone(), grandchild.clone()]);
+    let script = format!(
+        "\"$LAB\" stamp {} --outlive-parent & exec \"$LAB\" stamp {} --outlive-parent",
+        grandchild.display(),
+        child.display()
+    );
+    let mut sups = Supervisors(vec![(l, supervise(&tc, l, dir.path(), &[], &script))]);
+    wait_stamps(&child, "the child starts", |s| s.len() > 50);
+    wait_stamps(&grandchild, "the grandchild starts", |s| s.len() > 50);
+    let client = tc.c.client(l).unwrap();
+    rt.block_on(client.resign(None))
+        .expect("the leader resigns");
+    let last_child = wait_still(&child, "the child");
+    let last_grandchild = wait_still(&grandchild, "the grandchild");
+    sups.interrupt_all();
+    let next = rt.block_on(leader_other_than(&tc, l));
+    let claims = claim_intervals(&tc.run_log(None, None));
+    let next_claim = claims
+        .iter()
+        .filter(|c| c.node == next)
+        .map(|c| c.from_ns)
+        .min()
+        .expect("the next leader's claim");
+    for (who, last) in [("child", last_child), ("grandchild", last_grandchild)] {
+        assert!(
+            last < next_claim,
+            "the {who} ran {:.1} ms into node {next}'s claim",
+            (last - next_claim) as f64 / 1e6
+        );
+        eprintln!(
+            "the {who} stopped {:.1} ms before node {next} claimed",
+            (next_claim - last) as f64 / 1e6
+        );
+    }
+}
+
+/// The supervisor SIGKILLed: its child and the child's group die with it.
+#[test]
+fn a_killed_supervisor_takes_its_child_with_it() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 3);
+    let l = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let dir = tempfile::tempdir().unwrap();
+    let (child, grandchild) = (dir.path().join("child"), dir.path().join("grandchild"));
+    let _stampers = Stampers(vec![child.clone(), grandchild.clone()]);
+    let script = format!(
+        "\"$LAB\" stamp {} --outlive-parent & exec \"$LAB\" stamp {} --outlive-parent",
+        grandchild.display(),
+        child.display()
+    );
+    let mut sups = Supervisors(vec![(l, supervise(&tc, l, dir.path(), &[], &script))]);
+    wait_stamps(&child, "the child starts", |s| s.len() > 50);
+    wait_stamps(&grandchild, "the grandchild starts", |s| s.len() > 50);
+    let (_, sup) = sups.0.pop().expect("the supervisor");
+    let mut sup = sup;
+    sup.kill().expect("SIGKILL to the supervisor");
+    let killed = electd::clock::mono_ns();
+    sup.wait().expect("reaped");
+    let last_child = wait_still(&child, "the child of a killed supervisor");
+    let last_grandchild = wait_still(&grandchild, "the grandchild of a killed supervisor");
+    for (who, last) in [("child", last_child), ("grandchild", last_grandchild)] {
+        eprintln!(
+            "the {who} stopped {:.1} ms after the supervisor was killed",
+            last.saturating_sub(killed) as f64 / 1e6
+        );
+        assert!(
+            last < killed + 500_000_000,
+            "the {who} ran on for {:.1} ms",
+            (last - killed) as f64 / 1e6
+        );
+    }
+}

@@ -1,23 +1,36 @@
 //! `electd run -- CMD [ARGS…]`: a supervisor, in a process of its own beside the node, that
 //! runs CMD only while its node holds the claim (README, "electd run").
 //!
-//! It asks the node `GET /v1/claim` every `--poll-ms`. Its own deadline is the instant it
-//! *sent* its last request that came back claiming, plus the `lease_ms` that came back: the
-//! node's claim lasts at least that long, whatever happens to the node or the network after.
-//! CMD gets SIGTERM `--grace-ms` before that deadline unless a newer answer renewed it, and
-//! SIGKILL at the deadline; so CMD never outlives the claim, even when the node is paused,
-//! killed or unreachable. The deadline is kept on `CLOCK_BOOTTIME`, as the node keeps its
-//! lease: a suspended host does not stretch it. When the node answers that it no longer
-//! claims (or claims in a new term), CMD gets SIGTERM at once and SIGKILL `--grace-ms` later
-//! (never after the deadline). When the claim comes back, CMD starts again with the new term.
+//! It asks the node `GET /v1/claim` every `--poll-ms`. Every answer that claims is a promise:
+//! the node's claim lasts at least from the instant the question was *sent* until that instant
+//! plus the `lease_ms` that came back, whatever happens to the node or the network after. The
+//! child's deadline is the end of the latest promise *of its own term*; an answer in a new term
+//! never extends it. What to do and when is decided by [`Plan`], a state machine fed with the
+//! answers and the clock; the supervisor does the I/O:
+//! - CMD gets SIGTERM `--grace-ms` before its deadline unless a newer answer renewed it, and
+//!   SIGKILL [`KILL_EARLY_MS`] before the deadline, by a timer set for that instant (not on the
+//!   next poll), so it never outlives the promise even when the node is paused, killed or
+//!   unreachable;
+//! - when the node answers that it no longer claims (or claims in a new term), CMD gets
+//!   SIGTERM at once and SIGKILL `--grace-ms` later, never after its deadline;
+//! - every signal goes to CMD's whole process group, so what CMD started in its group stops
+//!   with it; when CMD exits by itself, what is left of its group is killed;
+//! - a keeper process (`electd __keep-group`, [`keep_group`]) holds the read end of a pipe
+//!   from the supervisor: when the supervisor dies (SIGKILL, the OOM killer), the pipe closes
+//!   and the keeper kills CMD's group at once. CMD also gets SIGKILL from the kernel when the
+//!   supervisor's thread dies (a parent-death signal), for the instant before the keeper runs.
+//!
+//! Deadlines are kept on `CLOCK_BOOTTIME`, as the node keeps its lease: a suspended host does
+//! not stretch them.
 
-use std::process::ExitCode;
+use std::io::Read;
+use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
-use electd::clock::{boot_ns, ms};
+use electd::clock::{boot_ns, mono_ns, ms};
 use electd_client::{Client, LeaderInfo};
 use rustix::process::{Pid, Signal};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, Command};
 
 use super::addr::NodeAddr;
 
@@ -28,6 +41,12 @@ pub mod exit {
     /// CMD could not be started (not found, not executable).
     pub const CANNOT_START: u8 = 127;
 }
+
+/// SIGKILL goes out this long before the deadline: tokio's timers fire up to a millisecond
+/// late, the kernel delivers a signal at the target's next scheduling, and a busy host may
+/// run the supervisor a few milliseconds late. (A supervisor stalled for longer than this can
+/// miss the deadline; README, "electd run", says what is covered.)
+pub const KILL_EARLY_MS: u64 = 5;
 
 /// What to do when CMD exits by itself while the claim holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -62,162 +81,369 @@ pub struct RunArgs {
     pub cmd: Vec<String>,
 }
 
-/// The running child and the claim it runs under.
+/// What the supervisor must do now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Start CMD for the claim of `term`.
+    Start { term: u64 },
+    /// SIGTERM to CMD's group.
+    Term,
+    /// SIGKILL to CMD's group.
+    Kill,
+}
+
+/// The child as the plan sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Supervised {
+    term: u64,
+    /// The end of the latest promise of `term` (boot ns): the child never outlives it.
+    deadline_ns: u64,
+    termed: bool,
+    killed: bool,
+}
+
+/// When the child starts and stops, decided from the node's answers and the clock only (no
+/// I/O): the supervisor feeds it and carries out the [`Action`]s.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    grace_ns: u64,
+    poll_ns: u64,
+    /// The newest promise known: its term and its end (boot ns).
+    promise: Option<(u64, u64)>,
+    child: Option<Supervised>,
+    /// No start before this instant (boot ns): after CMD exited by itself.
+    not_before_ns: u64,
+}
+
+impl Plan {
+    pub fn new(grace_ms: u64, poll_ms: u64) -> Plan {
+        Plan {
+            grace_ns: ms(grace_ms),
+            poll_ns: ms(poll_ms.max(1)),
+            promise: None,
+            child: None,
+            not_before_ns: 0,
+        }
+    }
+
+    /// The node answered `info` (claiming or not) to a question sent at `sent_ns`; it is
+    /// `now_ns`. Answers what to do.
+    pub fn answered(&mut self, sent_ns: u64, now_ns: u64, info: &LeaderInfo) -> Option<Action> {
+        let claims = info.view().claims();
+        if claims {
+            // bully or ring give no lease: the claim holds until an answer says otherwise,
+            // which comes within two polls.
+            let until = sent_ns + info.lease_ms.map_or(2 * self.poll_ns, ms);
+            self.promise = Some(match self.promise {
+                Some((t, u)) if t == info.term => (t, u.max(until)),
+                _ => (info.term, until),
+            });
+            if let Some(c) = &mut self.child {
+                // Only a promise of the child's own term extends its deadline.
+                if c.term == info.term {
+                    c.deadline_ns = c.deadline_ns.max(until);
+                }
+            }
+        }
+        let promise_left = self.promise.filter(|(_, u)| now_ns < *u);
+        match self.child {
+            Some(c) if !claims || c.term != info.term => self.stop_soon(now_ns),
+            None if claims
+                && now_ns >= self.not_before_ns
+                && promise_left
+                    .is_some_and(|(t, u)| t == info.term && u > now_ns + self.grace_ns) =>
+            {
+                Some(Action::Start { term: info.term })
+            }
+            _ => self.enforce(now_ns),
+        }
+    }
+
+    /// CMD started for `term`: its deadline is the end of the newest promise of `term`.
+    pub fn started(&mut self, term: u64) {
+        let deadline_ns = self.promise.filter(|(t, _)| *t == term).map_or(0, |p| p.1);
+        self.child = Some(Supervised {
+            term,
+            deadline_ns,
+            termed: false,
+            killed: false,
+        });
+    }
+
+    /// SIGTERM now; the deadline moves to `now + grace` if that is sooner.
+    fn stop_soon(&mut self, now_ns: u64) -> Option<Action> {
+        let grace = self.grace_ns;
+        let c = self.child.as_mut()?;
+        c.deadline_ns = c.deadline_ns.min(now_ns + grace);
+        if c.termed {
+            return self.enforce(now_ns);
+        }
+        c.termed = true;
+        Some(Action::Term)
+    }
+
+    /// The claim must end for the child (SIGINT, SIGTERM to the supervisor): as
+    /// [`Plan::answered`] with a refusal.
+    pub fn stop(&mut self, now_ns: u64) -> Option<Action> {
+        self.stop_soon(now_ns)
+    }
+
+    /// Enforces the deadline at `now_ns`: SIGKILL from [`KILL_EARLY_MS`] before it, SIGTERM
+    /// from `grace` before it.
+    pub fn enforce(&mut self, now_ns: u64) -> Option<Action> {
+        let grace = self.grace_ns;
+        let c = self.child.as_mut()?;
+        if now_ns + ms(KILL_EARLY_MS) >= c.deadline_ns {
+            if c.killed {
+                return None;
+            }
+            c.killed = true;
+            c.termed = true;
+            return Some(Action::Kill);
+        }
+        if now_ns + grace >= c.deadline_ns && !c.termed {
+            c.termed = true;
+            return Some(Action::Term);
+        }
+        None
+    }
+
+    /// When [`Plan::enforce`] must run next (boot ns), if a child runs.
+    pub fn due_ns(&self) -> Option<u64> {
+        let c = self.child.as_ref().filter(|c| !c.killed)?;
+        let kill_at = c.deadline_ns.saturating_sub(ms(KILL_EARLY_MS));
+        Some(if c.termed {
+            kill_at
+        } else {
+            c.deadline_ns.saturating_sub(self.grace_ns).min(kill_at)
+        })
+    }
+
+    /// The child's deadline (boot ns), if one runs.
+    pub fn deadline_ns(&self) -> Option<u64> {
+        self.child.map(|c| c.deadline_ns)
+    }
+
+    /// The child ended; `by_itself` when no signal of ours stopped it. A child that exits by
+    /// itself starts again no sooner than `restart_ns`.
+    pub fn ended(&mut self, restart_ns: u64) -> Option<u64> {
+        let c = self.child.take()?;
+        if !c.termed {
+            self.not_before_ns = restart_ns;
+        }
+        Some(c.term)
+    }
+
+    /// Whether the running child was signalled by us.
+    pub fn signalled(&self) -> bool {
+        self.child.is_some_and(|c| c.termed)
+    }
+}
+
+/// The running child: CMD, the leader of its own process group, and its keeper.
 struct Running {
     child: Child,
-    term: u64,
-    /// Whether the supervisor has signalled it to stop.
-    termed: bool,
+    group: Option<Pid>,
+    keeper: Option<Keeper>,
+}
+
+/// The keeper of one child's group, and the pipe whose end it watches.
+struct Keeper {
+    process: Child,
+    pipe: ChildStdin,
 }
 
 /// How the supervisor stands.
 struct Supervisor {
     args: RunArgs,
     client: Client,
-    /// End of the claim known to hold (boot ns); 0 when none.
-    deadline_ns: u64,
+    plan: Plan,
     running: Option<Running>,
-    /// No start before this instant (boot ns): after CMD exited by itself.
-    not_before_ns: u64,
-}
-
-fn signal(child: &Child, sig: Signal) {
-    if let Some(pid) = child.id().and_then(|p| Pid::from_raw(p as i32)) {
-        let _ = rustix::process::kill_process(pid, sig);
-    }
 }
 
 fn log(line: &str) {
     eprintln!("electd run: {line}");
 }
 
-impl Supervisor {
-    /// Asks the node once; renews the deadline when it claims. Answers the view, if any.
-    async fn ask(&mut self) -> Option<LeaderInfo> {
-        let sent = boot_ns();
-        let (claims, info) = self.client.claim().await.ok()?;
-        if claims {
-            if let Some(lease) = info.lease_ms {
-                self.deadline_ns = self.deadline_ns.max(sent + ms(lease));
-            } else {
-                // bully or ring: no lease; the claim holds until the next answer says otherwise.
-                self.deadline_ns = self.deadline_ns.max(sent + ms(self.args.poll_ms * 2));
-            }
+impl Running {
+    fn signal(&self, sig: Signal) {
+        if let Some(group) = self.group {
+            let _ = rustix::process::kill_process_group(group, sig);
         }
-        Some(info)
     }
 
-    fn start(&mut self, info: &LeaderInfo) -> Result<(), ExitCode> {
-        let lease_left = self.deadline_ns.saturating_sub(boot_ns()) / 1_000_000;
+    /// The child is gone: what is left of its group is killed, and the keeper is let go (the
+    /// closed pipe makes it kill the group again, which is then empty, and exit).
+    async fn finish(mut self) {
+        self.signal(Signal::KILL);
+        if let Some(k) = self.keeper.take() {
+            drop(k.pipe);
+            let mut p = k.process;
+            let _ = tokio::time::timeout(Duration::from_secs(2), p.wait()).await;
+        }
+    }
+}
+
+/// Spawns the keeper of `group`: `electd __keep-group GROUP` (this binary), in a process
+/// group of its own (a Ctrl-C meant for the supervisor does not reach it), reading a pipe
+/// from the supervisor.
+fn spawn_keeper(group: Pid) -> Option<Keeper> {
+    let exe = std::env::current_exe().ok()?;
+    let mut process = Command::new(exe)
+        .arg("__keep-group")
+        .arg(group.as_raw_nonzero().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(false)
+        .spawn()
+        .map_err(|e| log(&format!("no keeper for the child's group: {e}")))
+        .ok()?;
+    let pipe = process.stdin.take()?;
+    Some(Keeper { process, pipe })
+}
+
+impl Supervisor {
+    /// One round: ask the node, then do what the plan says.
+    async fn round(&mut self) -> Result<(), ExitCode> {
+        let sent = boot_ns();
+        // The question waits no longer than the next instant the deadline must be enforced.
+        // (Not at all when that instant has come.)
+        let bound = Duration::from_nanos(
+            self.plan
+                .due_ns()
+                .map_or(u64::MAX, |d| d.saturating_sub(sent)),
+        )
+        .min(Duration::from_millis(self.args.poll_ms.max(1) * 2));
+        let answer = tokio::time::timeout(bound, self.client.claim()).await;
+        let now = boot_ns();
+        match answer {
+            Ok(Ok((_, info))) => {
+                let action = self.plan.answered(sent, now, &info);
+                let why = if info.view().claims() {
+                    format!("the claim moved to term {}", info.term)
+                } else {
+                    format!("node {} no longer claims", info.node_id)
+                };
+                self.act(action, Some(&info), &why)
+            }
+            _ => {
+                let action = self.plan.enforce(now);
+                self.act(action, None, "the claim was not renewed in time")
+            }
+        }
+    }
+
+    /// The deadline timer fired.
+    fn on_due(&mut self) -> Result<(), ExitCode> {
+        let action = self.plan.enforce(boot_ns());
+        self.act(action, None, "the claim was not renewed in time")
+    }
+
+    /// Carries out what the plan decided; `why` explains a SIGTERM.
+    fn act(
+        &mut self,
+        action: Option<Action>,
+        info: Option<&LeaderInfo>,
+        why: &str,
+    ) -> Result<(), ExitCode> {
+        match (action, info) {
+            (Some(Action::Start { term }), Some(info)) => self.start(term, info),
+            (Some(Action::Term), _) => {
+                if let Some(r) = &self.running {
+                    log(&format!("SIGTERM to the child's group: {why}"));
+                    r.signal(Signal::TERM);
+                }
+                Ok(())
+            }
+            (Some(Action::Kill), _) => {
+                self.kill();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// SIGKILL to the child's group, logged with how long before the deadline it went out
+    /// (and the deadline on CLOCK_MONOTONIC, for the tests that judge stamps against it).
+    fn kill(&mut self) {
+        let Some(r) = &self.running else { return };
+        r.signal(Signal::KILL);
+        let (boot, mono) = (boot_ns(), mono_ns());
+        let deadline = self.plan.deadline_ns().unwrap_or(boot);
+        let deadline_mono = (mono + deadline).saturating_sub(boot);
+        log(&format!(
+            "SIGKILL to the child's group {:.1} ms before its deadline (mono {deadline_mono})",
+            deadline.saturating_sub(boot) as f64 / 1e6
+        ));
+    }
+
+    fn start(&mut self, term: u64, info: &LeaderInfo) -> Result<(), ExitCode> {
+        self.plan.started(term);
+        let lease_left = self
+            .plan
+            .deadline_ns()
+            .unwrap_or(0)
+            .saturating_sub(boot_ns())
+            / 1_000_000;
         let mut cmd = Command::new(&self.args.cmd[0]);
         cmd.args(&self.args.cmd[1..])
-            .env("ELECTD_TERM", info.term.to_string())
+            .env("ELECTD_TERM", term.to_string())
             .env("ELECTD_NODE_ID", info.node_id.to_string())
             .env("ELECTD_LEASE_MS", lease_left.to_string())
-            // Its own process group: a Ctrl-C on the terminal reaches the supervisor, which
-            // stops the child itself.
+            // A group of its own: every signal reaches what CMD starts in it, and a Ctrl-C
+            // on the terminal reaches the supervisor only, which stops the child itself.
             .process_group(0)
             .kill_on_drop(true);
+        let parent = rustix::process::getpid();
+        // SAFETY: runs in the child between fork and exec: two plain system calls (rustix,
+        // no libc state, no allocation).
+        unsafe {
+            cmd.pre_exec(move || {
+                // SIGKILL from the kernel when the supervisor's thread dies.
+                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+                // The supervisor may have died before the signal was armed.
+                if rustix::process::getppid() != Some(parent) {
+                    return Err(std::io::ErrorKind::Other.into());
+                }
+                Ok(())
+            });
+        }
         match cmd.spawn() {
             Ok(child) => {
+                let group = child.id().and_then(|p| Pid::from_raw(p as i32));
                 log(&format!(
-                    "started {:?} (pid {}) for term {}",
+                    "started {:?} (pid {}) for term {term}",
                     self.args.cmd[0],
                     child.id().unwrap_or(0),
-                    info.term
                 ));
+                let keeper = group.and_then(spawn_keeper);
                 self.running = Some(Running {
                     child,
-                    term: info.term,
-                    termed: false,
+                    group,
+                    keeper,
                 });
                 Ok(())
             }
             Err(e) => {
+                self.plan.ended(0);
                 log(&format!("cannot start {:?}: {e}", self.args.cmd[0]));
                 Err(ExitCode::from(exit::CANNOT_START))
             }
         }
     }
 
-    /// SIGTERM now; SIGKILL after the grace or at the deadline, whichever is first.
-    fn stop_soon(&mut self, why: &str) {
-        let grace_end = boot_ns() + ms(self.args.grace_ms);
-        self.deadline_ns = self.deadline_ns.min(grace_end);
-        if let Some(r) = &mut self.running {
-            if !r.termed {
-                log(&format!("SIGTERM: {why}"));
-                signal(&r.child, Signal::TERM);
-                r.termed = true;
-            }
-        }
-    }
-
-    /// When [`Supervisor::enforce`] must run next (boot ns): never without a child.
-    fn next_enforcement_ns(&self) -> u64 {
-        match &self.running {
-            Some(r) if r.termed => self.deadline_ns,
-            Some(_) => self.deadline_ns.saturating_sub(ms(self.args.grace_ms)),
-            None => u64::MAX,
-        }
-    }
-
-    /// Enforces the deadline on the running child: SIGTERM within the grace, SIGKILL at it.
-    fn enforce(&mut self) {
-        let now = boot_ns();
-        let Some(r) = &mut self.running else { return };
-        if now >= self.deadline_ns {
-            log("SIGKILL: the claim's deadline passed");
-            signal(&r.child, Signal::KILL);
-            r.termed = true;
-        } else if now + ms(self.args.grace_ms) >= self.deadline_ns && !r.termed {
-            log("SIGTERM: the claim was not renewed in time");
-            signal(&r.child, Signal::TERM);
-            r.termed = true;
-        }
-    }
-
-    /// One round: ask, start or stop as the answer says, enforce the deadline.
-    async fn round(&mut self) -> Result<(), ExitCode> {
-        // The question waits no longer than the next instant the deadline must be enforced.
-        let bound = Duration::from_nanos(self.next_enforcement_ns().saturating_sub(boot_ns()))
-            .clamp(
-                Duration::from_millis(1),
-                Duration::from_millis(self.args.poll_ms.max(1) * 2),
-            );
-        let info = tokio::time::timeout(bound, self.ask()).await.ok().flatten();
-        let now = boot_ns();
-        if let Some(info) = info {
-            let claims = info.view().claims() && now < self.deadline_ns;
-            match &self.running {
-                Some(r) if !claims => {
-                    let why = format!("node {} no longer claims (term {})", info.node_id, r.term);
-                    self.stop_soon(&why);
-                }
-                Some(r) if r.term != info.term => {
-                    let why = format!("the claim moved to term {}", info.term);
-                    self.stop_soon(&why);
-                }
-                // Started only with more claim left than the grace (else it would be stopped
-                // at once).
-                None if claims
-                    && now >= self.not_before_ns
-                    && self.deadline_ns > now + ms(self.args.grace_ms) =>
-                {
-                    self.start(&info)?
-                }
-                _ => {}
-            }
-        }
-        self.enforce();
-        Ok(())
-    }
-
     /// The child ended: by our hand (the claim ended) or by itself.
-    fn reap(&mut self, status: std::process::ExitStatus) -> Option<ExitCode> {
+    async fn reap(&mut self, status: std::process::ExitStatus) -> Option<ExitCode> {
         let r = self.running.take().expect("a running child");
-        if r.termed {
-            log(&format!("stopped (term {}): {status}", r.term));
+        let signalled = self.plan.signalled();
+        let term = self
+            .plan
+            .ended(boot_ns() + ms(self.args.restart_delay_ms))
+            .unwrap_or(0);
+        r.finish().await;
+        if signalled {
+            log(&format!("stopped (term {term}): {status}"));
             return None;
         }
         // Killed by a signal: 128 + its number, as shells report it.
@@ -225,28 +451,41 @@ impl Supervisor {
             .code()
             .or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s))
             .unwrap_or(1);
-        log(&format!("exited by itself (term {}): {status}", r.term));
+        log(&format!("exited by itself (term {term}): {status}"));
         match self.args.restart {
             Restart::Never => Some(ExitCode::from(code as u8)),
             Restart::OnFailure if code == 0 => Some(ExitCode::SUCCESS),
-            _ => {
-                self.not_before_ns = boot_ns() + ms(self.args.restart_delay_ms);
-                None
-            }
+            _ => None,
         }
     }
 
-    /// SIGINT or SIGTERM: stop the child (SIGTERM, SIGKILL after the grace) and exit.
+    /// SIGINT or SIGTERM: stop the child (SIGTERM, SIGKILL after the grace or before its
+    /// deadline, whichever is first) and exit.
     async fn shut(&mut self) -> ExitCode {
-        if let Some(mut r) = self.running.take() {
-            signal(&r.child, Signal::TERM);
-            let grace = Duration::from_millis(self.args.grace_ms);
-            if tokio::time::timeout(grace, r.child.wait()).await.is_err() {
-                signal(&r.child, Signal::KILL);
-                let _ = r.child.wait().await;
-            }
+        let Some(mut r) = self.running.take() else {
+            return ExitCode::from(exit::STOPPED);
+        };
+        if let Some(Action::Term) = self.plan.stop(boot_ns()) {
+            r.signal(Signal::TERM);
         }
+        let kill_at = self.plan.due_ns().unwrap_or(0);
+        let wait = Duration::from_nanos(kill_at.saturating_sub(boot_ns()));
+        if tokio::time::timeout(wait, r.child.wait()).await.is_err() {
+            self.running = Some(r);
+            self.kill();
+            r = self.running.take().expect("the child");
+            let _ = r.child.wait().await;
+        }
+        r.finish().await;
         ExitCode::from(exit::STOPPED)
+    }
+}
+
+/// Sleeps until `due_ns` on `CLOCK_BOOTTIME` (at once if it passed); forever if `None`.
+async fn until_boot(due_ns: Option<u64>) {
+    match due_ns {
+        Some(due) => tokio::time::sleep(Duration::from_nanos(due.saturating_sub(boot_ns()))).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -258,11 +497,10 @@ pub async fn run(args: RunArgs) -> ExitCode {
         Duration::from_millis(args.poll_ms.max(1) * 2),
     );
     let mut sup = Supervisor {
+        plan: Plan::new(args.grace_ms, args.poll_ms),
         args,
         client,
-        deadline_ns: 0,
         running: None,
-        not_before_ns: 0,
     };
     let (Ok(mut int), Ok(mut term)) = (on(SignalKind::interrupt()), on(SignalKind::terminate()))
     else {
@@ -272,28 +510,152 @@ pub async fn run(args: RunArgs) -> ExitCode {
     let mut tick = tokio::time::interval(Duration::from_millis(sup.args.poll_ms.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let due = until_boot(sup.plan.due_ns());
         let exited = async {
             match sup.running.as_mut() {
                 Some(r) => r.child.wait().await.ok(),
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
+        let step = tokio::select! {
             biased;
             _ = int.recv() => return sup.shut().await,
             _ = term.recv() => return sup.shut().await,
-            status = exited => {
-                if let Some(status) = status {
-                    if let Some(code) = sup.reap(status) {
-                        return code;
-                    }
-                }
-            }
-            _ = tick.tick() => {
-                if let Err(code) = sup.round().await {
-                    return code;
-                }
-            }
+            status = exited => match status {
+                Some(status) => match sup.reap(status).await {
+                    Some(code) => return code,
+                    None => Ok(()),
+                },
+                None => Ok(()),
+            },
+            _ = due => sup.on_due(),
+            _ = tick.tick() => sup.round().await,
+        };
+        if let Err(code) = step {
+            return code;
         }
+    }
+}
+
+/// `electd __keep-group GROUP` (hidden): the keeper of one child's process group. It reads
+/// its standard input, a pipe whose other end only the supervisor holds, until the end of
+/// file, which comes when the supervisor closes it (the child is gone) or dies; then it
+/// kills the group and exits. So CMD, and whatever it started in its group, dies with its
+/// supervisor, whatever killed the supervisor.
+pub fn keep_group(group: i32) -> ExitCode {
+    let Some(group) = Pid::from_raw(group) else {
+        return ExitCode::from(2);
+    };
+    let mut buf = [0u8; 64];
+    let mut stdin = std::io::stdin().lock();
+    while let Ok(n) = stdin.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+    }
+    let _ = rustix::process::kill_process_group(group, Signal::KILL);
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use electd_client::{LeaderRef, Mode, Role};
+
+    const MS: u64 = 1_000_000;
+
+    fn answer(role: Role, term: u64, lease_ms: Option<u64>) -> LeaderInfo {
+        LeaderInfo {
+            node_id: 1,
+            mode: Mode::Quorum,
+            role,
+            term,
+            leader: (role == Role::Leader).then(|| LeaderRef {
+                id: 1,
+                addr: "127.0.0.1:7001".into(),
+            }),
+            lease_ms,
+        }
+    }
+
+    /// A plan with a child started for term 7 whose deadline is 1,120 ms (asked at 1,000 ms,
+    /// 120 ms of lease), grace 40 ms.
+    fn running() -> Plan {
+        let mut p = Plan::new(40, 20);
+        let a = p.answered(1000 * MS, 1001 * MS, &answer(Role::Leader, 7, Some(120)));
+        assert_eq!(a, Some(Action::Start { term: 7 }));
+        p.started(7);
+        assert_eq!(p.deadline_ns(), Some(1120 * MS));
+        p
+    }
+
+    #[test]
+    fn an_answer_in_a_new_term_never_extends_the_old_childs_deadline() {
+        let mut p = running();
+        // At 1,110 ms the node claims in term 8 with a fresh lease: the term-7 child must stop
+        // by its own deadline (1,120), not by now + grace (1,150).
+        let a = p.answered(1110 * MS, 1111 * MS, &answer(Role::Leader, 8, Some(120)));
+        assert_eq!(a, Some(Action::Term));
+        assert_eq!(p.deadline_ns(), Some(1120 * MS));
+        assert_eq!(
+            p.due_ns(),
+            Some(1115 * MS),
+            "SIGKILL 5 ms before the deadline"
+        );
+        assert_eq!(p.enforce(1115 * MS), Some(Action::Kill));
+    }
+
+    #[test]
+    fn renewals_of_the_same_term_extend_the_deadline() {
+        let mut p = running();
+        assert_eq!(
+            p.answered(1020 * MS, 1021 * MS, &answer(Role::Leader, 7, Some(119))),
+            None
+        );
+        assert_eq!(p.deadline_ns(), Some(1139 * MS));
+        assert_eq!(p.due_ns(), Some(1099 * MS), "SIGTERM a grace before it");
+    }
+
+    #[test]
+    fn an_unrenewed_claim_is_enforced_at_its_instant() {
+        let mut p = running();
+        assert_eq!(p.enforce(1079 * MS), None);
+        assert_eq!(p.enforce(1080 * MS), Some(Action::Term));
+        assert_eq!(p.due_ns(), Some(1115 * MS));
+        assert_eq!(p.enforce(1114 * MS), None);
+        assert_eq!(p.enforce(1115 * MS), Some(Action::Kill));
+        assert_eq!(p.enforce(1116 * MS), None, "killed once");
+        assert_eq!(p.due_ns(), None);
+    }
+
+    #[test]
+    fn a_refusal_stops_at_once_and_kills_no_later_than_the_deadline() {
+        let mut p = running();
+        let a = p.answered(1100 * MS, 1101 * MS, &answer(Role::Follower, 7, None));
+        assert_eq!(a, Some(Action::Term));
+        assert_eq!(
+            p.deadline_ns(),
+            Some(1120 * MS),
+            "min(now + grace, deadline)"
+        );
+        let mut p = running();
+        p.answered(1010 * MS, 1011 * MS, &answer(Role::Follower, 7, None));
+        assert_eq!(p.deadline_ns(), Some(1051 * MS), "the grace, when sooner");
+    }
+
+    #[test]
+    fn stopping_the_supervisor_waits_no_longer_than_the_deadline() {
+        let mut p = running();
+        assert_eq!(p.stop(1110 * MS), Some(Action::Term));
+        assert_eq!(p.due_ns(), Some(1115 * MS));
+    }
+
+    #[test]
+    fn a_child_starts_only_with_more_promise_left_than_the_grace() {
+        let mut p = Plan::new(40, 20);
+        let a = p.answered(1000 * MS, 1001 * MS, &answer(Role::Leader, 7, Some(30)));
+        assert_eq!(a, None);
+        let a = p.answered(1020 * MS, 1021 * MS, &answer(Role::Leader, 7, Some(100)));
+        assert_eq!(a, Some(Action::Start { term: 7 }));
     }
 }
