@@ -28,7 +28,6 @@ use serde::Deserialize;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Judged;
 use crate::error::ApiError;
 use crate::events::Event;
 use crate::node::Node;
@@ -142,8 +141,7 @@ impl Follow {
             }
             if let Some(last) = batch.last() {
                 self.next = last.seq + 1;
-                let now = self.node.view();
-                let rendered: Vec<SseEvent> = batch.iter().map(|e| self.render(e, &now)).collect();
+                let rendered: Vec<SseEvent> = batch.iter().map(|e| self.render(e)).collect();
                 self.queue.extend(rendered);
                 continue;
             }
@@ -154,13 +152,13 @@ impl Follow {
         }
     }
 
-    /// An event of the log as `/v1/leader` would have answered then; `lease_ms` only while
-    /// the event is still the node's current view and a claim.
-    fn render(&self, e: &Event, now: &Judged) -> SseEvent {
-        let lease = (now.view == e.view)
-            .then_some(now.lease_remaining_ns)
-            .flatten();
-        let info = self.node.render(e.view, lease);
+    /// An event of the log as `/v1/leader` would have answered then, without `lease_ms`: a
+    /// lease is a promise counted from the instant its question was sent, and an event has no
+    /// question its reader knows the instant of (it is read whenever the stream is read). A
+    /// reader that needs a promise asks `GET /v1/claim`; the first event, judged at the
+    /// request, carries one.
+    fn render(&self, e: &Event) -> SseEvent {
+        let info = self.node.render(e.view, None);
         SseEvent::default()
             .event(EVENT)
             .id(e.seq.to_string())

@@ -56,6 +56,10 @@ pub struct Lease {
     /// answers given since promise the role until at most `acked_ns + lease`, so this node
     /// refuses every vote until `acked_ns + follower lease` ([`Lease::vote_refused_until`]).
     acked_ns: Option<u64>,
+    /// When this process started (BOOTTIME): it may have answered promises before a crash that
+    /// it cannot know of (and openraft keeps no lease for a restored vote that is not
+    /// committed), so it refuses every vote until a follower lease after its start too.
+    started_ns: Option<u64>,
 }
 
 impl Lease {
@@ -86,14 +90,42 @@ impl Lease {
         true
     }
 
-    /// Until when (BOOTTIME) this node refuses every vote request, whatever its role and term:
-    /// one follower lease after the send time of its latest acknowledged probe, as a follower
-    /// that acknowledged that probe does. A claim answered since promises the role until
-    /// `acked + lease`; a vote granted before `acked + follower lease` could elect a successor
-    /// inside that promise (openraft stamps a leader's own lease only once, when it is
-    /// elected). `None` when this node never claimed.
+    /// The claim state of a process that starts at `now_ns` (BOOTTIME).
+    pub fn starting(now_ns: u64) -> Lease {
+        Lease {
+            started_ns: Some(now_ns),
+            ..Lease::default()
+        }
+    }
+
+    /// Until when (BOOTTIME) this node refuses every vote request, whatever its role and the
+    /// request's term: one follower lease after the send time of its latest acknowledged probe,
+    /// as a follower that acknowledged that probe does, and one after its own start. A claim
+    /// answered since promises the role until `acked + lease`; a vote granted before `acked +
+    /// follower lease` could elect a successor inside that promise (openraft stamps a leader's
+    /// own lease only once, when it is elected, and none on a vote it adopted from a higher
+    /// vote in an answer). `None` when this node neither claimed nor knows when it started.
     pub fn vote_refused_until(&self, follower_lease_ns: u64) -> Option<u64> {
+        self.acked_ns
+            .max(self.started_ns)
+            .map(|a| a + follower_lease_ns)
+    }
+
+    /// Until when a promise this node answered in this process may run, plus a follower lease:
+    /// the part of [`Lease::vote_refused_until`] that its own claims make.
+    pub fn promised_until(&self, follower_lease_ns: u64) -> Option<u64> {
         self.acked_ns.map(|a| a + follower_lease_ns)
+    }
+
+    /// This node granted its vote in `term` (a request it did not have to suspend for: its
+    /// term was already current): no claim in a lower term from now on.
+    pub fn voted(&mut self, term: u64, now_ns: u64) {
+        self.fence = self.fence.max(term);
+        if let Some(c) = &mut self.claim {
+            if c.term < self.fence {
+                c.until_ns = c.until_ns.min(now_ns);
+            }
+        }
     }
 
     /// The claim in force at `now_ns` for a node that openraft has as leader of `term`.
@@ -285,6 +317,11 @@ mod tests {
         const F: u64 = 300;
         let mut l = Lease::default();
         assert_eq!(l.vote_refused_until(F), None, "never claimed: no refusal");
+        assert_eq!(
+            Lease::starting(700).vote_refused_until(F),
+            Some(1000),
+            "a start refuses"
+        );
         l.grant(3, at(1000), L);
         l.grant(3, at(1100), L);
         assert_eq!(l.vote_refused_until(F), Some(1400));

@@ -128,18 +128,19 @@ impl QuorumNode {
             Err(e) => tracing::warn!(error = %e, "initialize failed"),
         }
         let timing = ElectionTiming::from_config(&t);
+        let started_ns = clock.boot_ns();
         Ok(Arc::new(QuorumNode {
             id: cfg.id,
             members: cfg.member_ids(),
             timing: t,
             raft,
             store,
-            gate: Gate::new(clock.boot_ns()),
+            gate: Gate::new(started_ns),
             campaign: Mutex::new(Campaign::new(timing, seed)),
             election: timing,
             pledge: Mutex::new(None),
             clock,
-            lease: Mutex::new(Lease::default()),
+            lease: Mutex::new(Lease::starting(started_ns)),
             contact: Mutex::new(None),
             events,
             stats,
@@ -782,7 +783,22 @@ mod tests {
 
     /// A one-member quorum node in this process (it elects itself), and its stop token.
     async fn single_node(dir: &std::path::Path) -> (Arc<QuorumNode>, CancellationToken) {
-        let cfg = crate::config::single_member(dir, crate::role::Mode::Quorum);
+        node_of(dir, 1, Flaws::default()).await
+    }
+
+    /// Node 1 of a cluster of `members` in this process (the others never start), with `flaws`.
+    async fn node_of(
+        dir: &std::path::Path,
+        members: u64,
+        flaws: Flaws,
+    ) -> (Arc<QuorumNode>, CancellationToken) {
+        let mut cfg = crate::config::single_member(dir, crate::role::Mode::Quorum);
+        for id in 2..=members {
+            cfg.peers.push(crate::config::Peer {
+                id,
+                addr: format!("127.0.0.1:{}", 9 + id),
+            });
+        }
         let stats = Arc::new(Stats::default());
         let faults = Arc::new(crate::faults::Faults::new(1));
         let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
@@ -794,7 +810,7 @@ mod tests {
             stats,
             clock: crate::clock::system(),
         };
-        let q = QuorumNode::start(&cfg, store, plumbing, 1, Flaws::default())
+        let q = QuorumNode::start(&cfg, store, plumbing, 1, flaws)
             .await
             .unwrap();
         let stop = CancellationToken::new();
@@ -818,7 +834,12 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_dropped_vote_request_does_not_suspend_the_claim_for_good() {
         let dir = tempfile::tempdir().unwrap();
-        let (q, stop) = single_node(dir.path()).await;
+        // The flaw lets the request past the refusal inside the node's promise, to the suspend.
+        let flaws = Flaws {
+            vote_while_leading: true,
+            ..Flaws::default()
+        };
+        let (q, stop) = node_of(dir.path(), 1, flaws).await;
         assert!(
             until_claiming(&q).await,
             "the single node claims within 2 s"
@@ -838,6 +859,79 @@ mod tests {
             until_claiming(&q).await,
             "the claim came back after the dropped request: {:?}",
             q.view()
+        );
+        stop.cancel();
+        q.step_down().await;
+    }
+
+    /// A vote request in the term openraft has already moved to (by adopting a higher vote
+    /// from an answer, which no handler of electd sees) is refused while a promise of this node
+    /// can still run: the same term is no excuse. Here openraft adopts the candidate's vote
+    /// through `Raft::vote` directly, as it would from a HigherVote; the same request through
+    /// the handler must then be refused (it was granted, as openraft's vote equals it, when
+    /// only higher terms were checked).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_vote_in_an_adopted_term_is_refused_inside_the_promise() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, stop) = single_node(dir.path()).await;
+        assert!(until_claiming(&q).await);
+        // openraft grants a vote once the leader has led for a follower lease.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(until_claiming(&q).await, "still claiming");
+        let m = q.metrics();
+        let req = VoteRequest::<NodeId>::new(
+            openraft::Vote::new(m.current_term + 1, 2),
+            q.store.last_log_id(),
+        );
+        let adopted = q.raft.vote(req.clone()).await.unwrap();
+        assert!(adopted.vote_granted, "openraft adopts the higher vote");
+        let body = Bytes::from(serde_json::to_vec(&req).unwrap());
+        let res = vote(State(q.clone()), body).await.unwrap();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let answer: Result<openraft::raft::VoteResponse<NodeId>, serde_json::Value> =
+            serde_json::from_slice(&bytes).unwrap();
+        let answer = answer.expect("a vote response");
+        assert!(
+            !answer.vote_granted,
+            "a same-term vote was granted inside the promise"
+        );
+        stop.cancel();
+        q.step_down().await;
+    }
+
+    /// A node refuses every vote for a follower lease after it starts: before a crash it may
+    /// have answered promises it cannot know of, and openraft keeps no lease for a restored
+    /// vote that is not committed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_node_refuses_votes_for_a_follower_lease_after_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, stop) = node_of(dir.path(), 3, Flaws::default()).await;
+        let req = VoteRequest::<NodeId>::new(openraft::Vote::new(5, 2), q.store.last_log_id());
+        let body = Bytes::from(serde_json::to_vec(&req).unwrap());
+        let res = vote(State(q.clone()), body).await.unwrap();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let answer: Result<openraft::raft::VoteResponse<NodeId>, serde_json::Value> =
+            serde_json::from_slice(&bytes).unwrap();
+        assert!(
+            !answer.unwrap().vote_granted,
+            "granted right after the start"
+        );
+        // After a follower lease, the same request is granted.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let body = Bytes::from(serde_json::to_vec(&req).unwrap());
+        let res = vote(State(q.clone()), body).await.unwrap();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let answer: Result<openraft::raft::VoteResponse<NodeId>, serde_json::Value> =
+            serde_json::from_slice(&bytes).unwrap();
+        assert!(
+            answer.unwrap().vote_granted,
+            "refused after a follower lease"
         );
         stop.cancel();
         q.step_down().await;

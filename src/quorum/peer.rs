@@ -75,26 +75,32 @@ pub(super) async fn vote(
     let res = tokio::spawn(async move {
         let term = req.vote.leader_id().get_term();
         let higher = term > q.raft.metrics().borrow().current_term;
-        let mut inside_promise = false;
-        if higher {
-            let now = q.clock.boot_ns();
+        let now = q.clock.boot_ns();
+        let f = q.election.follower_lease_ns;
+        let inside_promise = {
             let mut lease = q.lease.lock().expect("lease");
-            // No vote while a promise this node answered can still run: until a follower lease
-            // after its latest acknowledged probe, as every follower that acknowledged it
-            // refuses (openraft stamps a leader's own lease only once, when it is elected).
-            let guarded = lease.vote_refused_until(q.election.follower_lease_ns);
-            inside_promise = guarded.is_some_and(|until| now < until);
+            // No vote, for any term, while a promise this node answered can still run: until a
+            // follower lease after its latest acknowledged probe, as every follower that
+            // acknowledged it refuses, and after its start (README, safety step 4). openraft
+            // stamps a leader's own lease only once, when it is elected, and keeps none on a
+            // vote it adopted from a higher vote in an answer, whose term it then shares with
+            // the candidate.
+            let inside_promise = lease.promised_until(f).is_some_and(|until| now < until);
             if inside_promise {
                 q.flaws.votes_inside_promise.fetch_add(1, Relaxed);
-                if !q.flaws.vote_while_leading {
-                    drop(lease);
-                    tracing::debug!(term, "vote refused: a promise of this node can still run");
-                    return Ok(q.refuse_vote());
-                }
             }
-            // Stop claiming before openraft can hand our vote to a higher term (see `lease`).
-            lease.suspend(now);
-        }
+            let refused = lease.vote_refused_until(f).is_some_and(|until| now < until);
+            if refused && !q.flaws.vote_while_leading {
+                drop(lease);
+                tracing::debug!(term, "vote refused: a promise of this node can still run");
+                return Ok(q.refuse_vote());
+            }
+            if higher {
+                // Stop claiming before openraft can hand our vote to a higher term.
+                lease.suspend(now);
+            }
+            inside_promise
+        };
         // Under the gate's read side, like an append: the election driver sees a vote this
         // node granted before it campaigns itself, or campaigns first and openraft refuses
         // the request (one vote per term).
@@ -105,6 +111,12 @@ pub(super) async fn vote(
             // An error may come after openraft saved the grant: fence as if it had.
             let fence = granted || res.is_err();
             q.lease.lock().expect("lease").resume(fence.then_some(term));
+            q.wake.notify_one();
+        } else if granted {
+            q.lease
+                .lock()
+                .expect("lease")
+                .voted(term, q.clock.boot_ns());
             q.wake.notify_one();
         }
         if granted && inside_promise {
@@ -203,8 +215,11 @@ pub(super) async fn snapshot(
     let res = tokio::spawn(async move {
         let leader = req.vote.leader_id().voted_for();
         let _admitted = q.gate.admit().await;
+        let vote = req.vote;
         let res = q.raft.install_snapshot(req).await;
-        if res.is_ok() {
+        // Accepted only when openraft's vote did not outrank the sender's: a stale leader's
+        // snapshot is answered `Ok` too, with the higher vote.
+        if matches!(&res, Ok(r) if r.vote <= vote) {
             q.gate.heard(q.clock.boot_ns(), leader.map(|l| (l, None)));
         }
         res

@@ -2,8 +2,8 @@
 //!
 //! # Promises (C6)
 //! A claiming answer a client received is a promise: the node may be acted on as leader from
-//! the instant the client *sent* its request until that instant plus the `lease_ms` it got
-//! back, whatever happens next. C6 judges every [`Promise`] of the log over its whole length:
+//! the instant the client has the answer until the instant it *sent* its request plus the
+//! `lease_ms` it got back, whatever happens next. C6 judges every [`Promise`] of the log over its whole length:
 //! no other node may hold a claim interval that overlaps it, nor give a claiming answer
 //! inside it. C2 judges the claim intervals of the event logs, which end when a node stops
 //! claiming; a promise it gave earlier may run on past that instant.
@@ -112,8 +112,11 @@ pub struct RunLog {
 }
 
 /// One claiming answer a client received: node `node` answered `leader` in `term` with
-/// `lease_ms`, to a request sent at `from_ns`; the promise runs on `[from_ns, until_ns)` with
-/// `until_ns = from_ns + lease_ms`.
+/// `lease_ms` to a request the client sent at `asked`; the promise runs from `from_ns`, when
+/// the client had the answer (it cannot act on it sooner), until `until_ns = asked +
+/// lease_ms`. (Counted from the asking instant instead, an answer that was in flight longer
+/// than the margin F − L would seem to overlap the claim of the node that led when it was
+/// asked, although no client could have acted on it then.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Promise {
     pub node: NodeId,

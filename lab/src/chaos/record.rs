@@ -109,8 +109,8 @@ impl Recorder {
 pub const POLL_EVERY: Duration = Duration::from_millis(10);
 
 /// A client of every node, as an application beside each would be: it asks `GET /v1/leader`
-/// every [`POLL_EVERY`] and keeps each claiming answer as the [`Promise`] it makes, from the
-/// instant the request was sent (C6 judges them). Each node has its own task, so a paused or
+/// every [`POLL_EVERY`] and keeps each claiming answer as the [`Promise`] it makes, until the
+/// instant the request was sent plus its `lease_ms` (C6 judges them). Each node has its own task, so a paused or
 /// unreachable node delays no other's answers.
 pub struct PromisePoller {
     promises: Arc<Mutex<Vec<Promise>>>,
@@ -138,11 +138,12 @@ impl PromisePoller {
                     let sent = mono_ns();
                     let asked = tokio::time::timeout(Duration::from_millis(200), client.leader());
                     let Ok(Ok(info)) = asked.await else { continue };
+                    let received = mono_ns();
                     if let (Role::Leader, Some(lease)) = (info.role, info.lease_ms) {
                         promises.lock().expect("promises").push(Promise {
                             node: id,
                             term: info.term,
-                            from_ns: sent,
+                            from_ns: received,
                             until_ns: sent + ms(lease),
                         });
                     }

@@ -132,6 +132,7 @@ pub fn main(args: SimArgs) -> ExitCode {
         flaw: args.flaw(),
         profile: args.timing,
         script: None,
+        timing: None,
     };
     let flags = args.flags();
     if let Some(seed) = args.seed {

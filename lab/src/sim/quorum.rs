@@ -66,6 +66,8 @@ pub struct Spec {
     pub profile: Profile,
     /// The steps to play instead of drawing them from the seed (a test's own schedule).
     pub script: Option<Vec<Timed>>,
+    /// Timings to run with instead of the profile's (a test's own schedule).
+    pub timing: Option<Timing>,
 }
 
 /// A deliberately broken node (`electd-lab sim --unsafe`, `--vote-while-leading`).
@@ -99,6 +101,7 @@ impl Spec {
             flaw: None,
             profile: Profile::Drawn,
             script: None,
+            timing: None,
         }
     }
 }
@@ -129,9 +132,10 @@ pub struct Outcome {
 
 /// The electd timings a schedule runs with: drawn or the defaults, then broken if asked.
 pub fn timing(spec: &Spec, rng: &mut StdRng) -> Timing {
-    let t = match spec.profile {
-        Profile::Drawn => draw_timing(rng),
-        Profile::Default => Timing::default(),
+    let t = match (spec.timing, spec.profile) {
+        (Some(t), _) => t,
+        (None, Profile::Drawn) => draw_timing(rng),
+        (None, Profile::Default) => Timing::default(),
     };
     if spec.flaw == Some(Flaw::LongLease) {
         Timing {
@@ -475,6 +479,10 @@ impl Sim {
     /// Changes the cuts, loss or delays as `step` says; answers the timeline's line.
     fn change_network(&mut self, step: &Step) -> String {
         match step {
+            Step::Rules(rules) => {
+                self.net.set_rules(rules.clone());
+                format!("rules {rules:?}")
+            }
             Step::Heal => {
                 self.net.set_rules(Vec::new());
                 self.cuts.clear();

@@ -8,6 +8,8 @@
 use std::fmt;
 
 use electd::{NodeId, Timing};
+
+use super::net::Rule;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -62,6 +64,8 @@ pub enum Step {
     /// the cut-off nodes reach L `vote_delay_ms` late. When the answers come back L claims
     /// again, and the vote request arrives inside the promise it just answered.
     Squeeze { hold_ms: u64, vote_delay_ms: u64 },
+    /// The network's rules become these (a test's own schedule; never drawn).
+    Rules(Vec<Rule>),
 }
 
 /// A step and how long the schedule runs after it, in simulated ms.
