@@ -29,7 +29,7 @@
 //! | | `page` | `GET /`: the status page (one embedded HTML file) |
 //! | | `metrics` | `/metrics` in Prometheus form |
 //! | | `server` | the loop that serves it (header read timeout, drain at shutdown) |
-//! | 6 binary | `main.rs` | `electd`: flags, config, one node |
+//! | 6 binary | `bin/electd/` | `electd`: flags, client commands, `electd run`, one node |
 //!
 //! [`fuzzing`] holds the entry points of the fuzz targets in `fuzz/` (peer messages, config,
 //! auth); it is public for them only.

@@ -3,9 +3,9 @@
 //! from one timer to the next), with the simulated clock, the in-memory network and in-memory
 //! disks; plays a schedule drawn from the seed, with timings drawn from the seed across the
 //! range the config accepts (`schedule::draw_timing`); and judges the run:
-//! - **one claimant**: every 5 ms of simulated time (a tenth of the follower lease when that
-//!   is shorter) each running member is asked `GET /v1/leader`, as a client would, and at
-//!   most one may answer `"leader"`;
+//! - **one claimant**: every [`sample_every`] of simulated time (5 ms at the default follower
+//!   lease) each running member is asked `GET /v1/leader`, as a client would, and at most one
+//!   may answer `"leader"`;
 //! - **promises kept**: every claiming answer is a promise from the instant it was asked
 //!   until that instant plus its `lease_ms`; no other member may claim inside it, by its
 //!   answers or by its event log (the chaos checker C6);
@@ -567,7 +567,7 @@ impl Sim {
             self.ids.clone(),
             self.clock.clone(),
             self.watch.clone(),
-            Duration::from_micros((f * 100).clamp(1_000, 5_000)),
+            sample_every(f),
         ));
         let schedule: Vec<Timed> = match &self.spec.script {
             Some(steps) => steps.clone(),
@@ -672,6 +672,13 @@ impl Sim {
             granted_inside_promise: self.flaws.granted_inside_promise.load(Relaxed),
         }
     }
+}
+
+/// How often the sampler asks every member: a thirtieth of the follower lease (5 ms at the
+/// default 150), between 1 and 33 ms. The event-log checkers judge claims exactly; the
+/// samples are the clients' answers, and a claim lease spans about 25 of them.
+pub fn sample_every(follower_lease_ms: u64) -> Duration {
+    Duration::from_micros((follower_lease_ms * 1000 / 30).clamp(1_000, 33_000))
 }
 
 /// `GET /v1/leader` of every running member.

@@ -1,21 +1,12 @@
-//! `electd`: runs one node, or (with a subcommand) asks one. See `electd --help` and README.md.
-
-mod cli;
+//! The `electd` binary's flags: the command line of a node (every config field as a flag and
+//! an `ELECTD_<FIELD>` variable, laid over the config file) and its subcommands.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::Parser;
-use electd::config::{Config, ConfigError, Mode, Peer};
-use electd::serve;
-use electd::Node;
+use electd::config::{Config, ConfigError, Peer};
+use electd_client::Mode;
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
-
-/// Exit code for a config error (bad file, bad field, bad flag).
-const EXIT_CONFIG: u8 = 2;
-/// Exit code for a failure at run time (state file unreadable, port taken, engine stopped).
-const EXIT_RUNTIME: u8 = 1;
 
 /// electd: a leader-election node (quorum, bully or ring mode).
 ///
@@ -28,44 +19,44 @@ const EXIT_RUNTIME: u8 = 1;
 /// refused).
 #[derive(Parser, Debug)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
-struct Cli {
+pub struct Cli {
     #[command(subcommand)]
-    command: Option<Command>,
+    pub command: Option<Command>,
     /// TOML config file (see README.md, "Configuration").
     #[arg(long, short = 'c', value_name = "FILE", env = "ELECTD_CONFIG")]
-    config: Option<PathBuf>,
+    pub config: Option<PathBuf>,
     #[command(flatten)]
-    fields: Fields,
+    pub fields: Fields,
     /// Log filter (tracing EnvFilter syntax), e.g. info or electd=debug. Env: RUST_LOG.
     #[arg(long, default_value = "info,openraft=warn")]
-    log: String,
+    pub log: String,
     /// Log lines as text, or as one JSON object a line (for log collectors).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "ELECTD_LOG_FORMAT")]
-    log_format: LogFormat,
+    pub log_format: LogFormat,
     /// Check the config and exit (0 when valid).
     #[arg(long)]
-    check_config: bool,
+    pub check_config: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum LogFormat {
+pub enum LogFormat {
     Text,
     Json,
 }
 
 #[derive(clap::Subcommand, Debug)]
-enum Command {
+pub enum Command {
     /// Who the node says leads (exit 0), or that it knows no leader (exit 3).
-    Leader(cli::client::NodeArgs),
+    Leader(crate::client::NodeArgs),
     /// The node's status: view, peers, timings, counters.
-    Status(cli::client::NodeArgs),
+    Status(crate::client::NodeArgs),
     /// One line per change of the node's view (role, term, leader), from the current one on.
-    Watch(cli::client::WatchArgs),
+    Watch(crate::client::WatchArgs),
     /// Hand the leader role over (the node must be the leader; needs the admin token).
-    Resign(cli::client::ResignArgs),
+    Resign(crate::client::ResignArgs),
     /// Run a command only while the node holds the claim (SIGTERM before the claim can end,
     /// SIGKILL at the latest when it does; started again when the claim comes back).
-    Run(cli::run::RunArgs),
+    Run(crate::run::RunArgs),
     /// The keeper of a child's process group (started by `run`): kills the group when its
     /// standard input ends, that is when its supervisor is gone.
     #[command(name = "__keep-group", hide = true)]
@@ -75,29 +66,10 @@ enum Command {
     },
 }
 
-/// Runs a client command on a runtime of its own.
-fn client_command(cmd: Command) -> ExitCode {
-    use cli::client;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    rt.block_on(async {
-        match cmd {
-            Command::Leader(a) => client::leader(a).await,
-            Command::Status(a) => client::status(a).await,
-            Command::Watch(a) => client::watch(a).await,
-            Command::Resign(a) => client::resign(a).await,
-            Command::Run(a) => cli::run::run(a).await,
-            Command::KeepGroup { group } => cli::run::keep_group(group),
-        }
-    })
-}
-
 /// The config fields as flags and environment variables, serialised as a TOML table of the
 /// config file's shape and laid over the file ([`Config::resolve`]). Unset ones are left out.
 #[derive(clap::Args, Debug, Serialize)]
-struct Fields {
+pub struct Fields {
     /// This node's id (must be one of the peers).
     #[arg(long, env = "ELECTD_ID")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -153,7 +125,7 @@ struct Fields {
 
 /// `[timing]` as flags and environment variables.
 #[derive(clap::Args, Debug, Serialize)]
-struct TimingFields {
+pub struct TimingFields {
     /// Leader heartbeat (and quorum probe) interval, ms.
     #[arg(long, env = "ELECTD_HEARTBEAT_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -204,7 +176,7 @@ fn parse_peer(s: &str) -> Result<Peer, String> {
 }
 
 /// Lays the flags and the environment over the file, then validates.
-fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
+pub fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
     let overrides = toml::Table::try_from(&cli.fields).map_err(|e| ConfigError::Invalid {
         field: "flags".into(),
         message: e.to_string(),
@@ -212,99 +184,4 @@ fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
     let cfg = Config::resolve(cli.config.as_deref(), overrides)?;
     cfg.validate()?;
     Ok(cfg)
-}
-
-fn main() -> ExitCode {
-    let mut cli = Cli::parse();
-    if let Some(cmd) = cli.command.take() {
-        return client_command(cmd);
-    }
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false);
-    match cli.log_format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().init(),
-    }
-    let cfg = match build_config(&cli) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("electd: config error: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    if cli.check_config {
-        println!("config ok");
-        return ExitCode::SUCCESS;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match rt.block_on(run(cfg)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("electd: {e}");
-            ExitCode::from(EXIT_RUNTIME)
-        }
-    }
-}
-
-async fn run(cfg: Config) -> Result<(), String> {
-    let seed = cfg.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
-    let listen = cfg.listen_addr();
-    // Bind first: a taken port fails before any state is touched.
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    tracing::info!(
-        id = cfg.id,
-        mode = cfg.mode.as_str(),
-        %listen,
-        data_dir = %cfg.data_dir.display(),
-        seed,
-        "electd starting"
-    );
-    if cfg.runs_insecure() {
-        tracing::warn!(
-            "INSECURE: no cluster_secret: peer requests are not authenticated, so any process \
-             that reaches this node's port can vote and append as a peer (insecure = true)"
-        );
-    }
-    if cfg.admin_token.is_none() {
-        tracing::info!("admin API disabled (403): no admin_token");
-    }
-    let stop = CancellationToken::new();
-    let fatal = CancellationToken::new();
-    let node = Node::start(cfg, seed, stop.clone(), fatal.clone())
-        .await
-        .map_err(|e| e.to_string())?;
-    let app = electd::app(node.clone());
-    let server_stop = CancellationToken::new();
-    let server = tokio::spawn(serve(listener, app, server_stop.clone().cancelled_owned()));
-    let failed = tokio::select! {
-        sig = electd::terminate_signal() => {
-            tracing::info!("{sig}: stepping down");
-            false
-        }
-        _ = fatal.cancelled() => true,
-    };
-    // Step down first (stop claiming, stop heartbeats), then stop serving.
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(1500), node.shutdown()).await;
-    server_stop.cancel();
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(400), server).await;
-    if failed {
-        Err("the election engine stopped; see the log above".into())
-    } else {
-        tracing::info!("stopped");
-        Ok(())
-    }
 }

@@ -1,0 +1,139 @@
+//! `electd`: runs one node, or (with a subcommand) asks one. See `electd --help` and README.md.
+//!
+//! - `flags.rs`: the command line (config fields as flags and variables, the subcommands);
+//! - `client.rs`: the client commands against one node (`leader`, `status`, `watch`, `resign`);
+//! - `run.rs`: `electd run`, the supervisor that runs a command only while its node claims;
+//! - `addr.rs`: `--node`, where the node is.
+
+mod addr;
+mod client;
+mod flags;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use electd::config::Config;
+use electd::serve;
+use electd::Node;
+use tokio_util::sync::CancellationToken;
+
+use flags::{build_config, Cli, Command, LogFormat};
+
+/// Exit code for a config error (bad file, bad field, bad flag).
+const EXIT_CONFIG: u8 = 2;
+/// Exit code for a failure at run time (state file unreadable, port taken, engine stopped).
+const EXIT_RUNTIME: u8 = 1;
+
+/// Runs a client command on a runtime of its own.
+fn client_command(cmd: Command) -> ExitCode {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async {
+        match cmd {
+            Command::Leader(a) => client::leader(a).await,
+            Command::Status(a) => client::status(a).await,
+            Command::Watch(a) => client::watch(a).await,
+            Command::Resign(a) => client::resign(a).await,
+            Command::Run(a) => run::run(a).await,
+            Command::KeepGroup { group } => run::keep_group(group),
+        }
+    })
+}
+
+fn main() -> ExitCode {
+    let mut cli = Cli::parse();
+    if let Some(cmd) = cli.command.take() {
+        return client_command(cmd);
+    }
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    let cfg = match build_config(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("electd: config error: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if cli.check_config {
+        println!("config ok");
+        return ExitCode::SUCCESS;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(run(cfg)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("electd: {e}");
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    }
+}
+
+async fn run(cfg: Config) -> Result<(), String> {
+    let seed = cfg.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let listen = cfg.listen_addr();
+    // Bind first: a taken port fails before any state is touched.
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    tracing::info!(
+        id = cfg.id,
+        mode = cfg.mode.as_str(),
+        %listen,
+        data_dir = %cfg.data_dir.display(),
+        seed,
+        "electd starting"
+    );
+    if cfg.runs_insecure() {
+        tracing::warn!(
+            "INSECURE: no cluster_secret: peer requests are not authenticated, so any process \
+             that reaches this node's port can vote and append as a peer (insecure = true)"
+        );
+    }
+    if cfg.admin_token.is_none() {
+        tracing::info!("admin API disabled (403): no admin_token");
+    }
+    let stop = CancellationToken::new();
+    let fatal = CancellationToken::new();
+    let node = Node::start(cfg, seed, stop.clone(), fatal.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let app = electd::app(node.clone());
+    let server_stop = CancellationToken::new();
+    let server = tokio::spawn(serve(listener, app, server_stop.clone().cancelled_owned()));
+    let failed = tokio::select! {
+        sig = electd::terminate_signal() => {
+            tracing::info!("{sig}: stepping down");
+            false
+        }
+        _ = fatal.cancelled() => true,
+    };
+    // Step down first (stop claiming, stop heartbeats), then stop serving.
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(1500), node.shutdown()).await;
+    server_stop.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(400), server).await;
+    if failed {
+        Err("the election engine stopped; see the log above".into())
+    } else {
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
