@@ -3,7 +3,8 @@
 //! and must return without panicking, whatever they hold.
 //!
 //! - [`peer_message`]: every peer message body exactly as the `/peer/` handlers decode it
-//!   (openraft's append, vote and snapshot requests, the resignation, bully and ring messages),
+//!   (openraft's append, vote and snapshot requests, the pre-vote and the resignation, bully
+//!   and ring messages),
 //!   and the admin fault set; a decoded legacy message is then stepped through a state machine
 //!   of each algorithm, from every member the transport would let through.
 //! - [`config_text`]: a config file through parsing (with its error hint) and validation.
@@ -15,7 +16,7 @@ use crate::auth::{PeerAuth, Signed};
 use crate::config::{Config, Secret};
 use crate::faults::FaultSet;
 use crate::legacy::{Algorithm, Bully, BullyMsg, Ring, RingMsg, Ticks};
-use crate::quorum::{Resign, TypeConfig};
+use crate::quorum::{PreVoteRequest, Resign, TypeConfig};
 use crate::role::NodeId;
 
 const MEMBERS: [NodeId; 5] = [1, 2, 3, 4, 5];
@@ -27,6 +28,7 @@ pub fn peer_message(data: &[u8]) {
     let _ = serde_json::from_slice::<VoteRequest<NodeId>>(data);
     let _ = serde_json::from_slice::<InstallSnapshotRequest<TypeConfig>>(data);
     let _ = serde_json::from_slice::<Resign>(data);
+    let _ = serde_json::from_slice::<PreVoteRequest>(data);
     if let Ok(set) = serde_json::from_slice::<FaultSet>(data) {
         let _ = set.validate(&MEMBERS);
     }

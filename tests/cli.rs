@@ -75,7 +75,7 @@ fn corrupt_state_file_refuses_to_start_and_is_left_alone() {
     let cfg = write_config(dir.path(), "");
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
-    let state = data.join(electd::quorum::storage::STATE_FILE);
+    let state = data.join(electd::quorum::STATE_FILE);
     std::fs::write(&state, b"{\"format\":1,\"node_id\":1,\"vo").unwrap();
     let out = Command::new(BIN)
         .arg("--config")

@@ -14,16 +14,16 @@ const NODE_LAYERS: &[&[&str]] = &[
     &["engine"],
     &[
         "quorum::types",
+        "quorum::protocol",
         "quorum::lease",
         "quorum::election",
         "quorum::storage",
-        "quorum::network",
         "legacy::core",
         "legacy::bully",
         "legacy::ring",
     ],
     &["quorum::node", "legacy::driver"],
-    &["quorum::peer"],
+    &["quorum::role_loop", "quorum::driver", "quorum::handover"],
     &["quorum::engine", "quorum", "legacy"],
     &["node"],
     &["watch", "page", "metrics", "server", "fuzzing"],
@@ -308,7 +308,7 @@ fn the_node_imports_downward_only_and_without_circles() {
         g["node"].contains("engine") && g["api"].contains("node"),
         "{g:?}"
     );
-    assert!(g["quorum::network"].contains("quorum::types"), "{g:?}");
+    assert!(g["quorum::protocol"].contains("quorum::types"), "{g:?}");
     let problems = check(&root().join("src"), NODE_LAYERS);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

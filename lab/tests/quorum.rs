@@ -139,7 +139,7 @@ fn restarted_node_keeps_its_vote() {
     let data = tc.c.data_dir(Mode::Quorum, follower);
     // The vote as the node would read it at start (its newest valid state slot).
     let read_vote = || -> serde_json::Value {
-        let store = electd::quorum::storage::Store::open(&data, follower, "electd-test").unwrap();
+        let store = electd::quorum::Store::open(&data, follower, "electd-test").unwrap();
         serde_json::to_value(store.vote()).unwrap()
     };
     let before = read_vote();

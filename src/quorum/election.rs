@@ -31,7 +31,6 @@ use std::sync::Mutex;
 use openraft::LogId;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::clock::ms;
@@ -252,29 +251,6 @@ impl Campaign {
     }
 }
 
-/// A pre-vote request: "would you vote for me in `term`?" No durable state changes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PreVoteRequest {
-    /// The term the sender would campaign for (its current term + 1).
-    pub term: u64,
-    pub last_log_id: Option<LogId<NodeId>>,
-}
-
-/// The answer to a [`PreVoteRequest`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PreVoteResponse {
-    pub granted: bool,
-    /// The answering node's current term.
-    pub term: u64,
-    /// Why it was refused (`leader_alive`, `log_behind`, `stopping`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
-    /// With `leader_alive`: microseconds until this node's follower lease ends, so that a
-    /// candidate whose own lease ended a little earlier asks again exactly then.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_left_us: Option<u64>,
-}
-
 /// When to ask again after a lost pre-vote round: `yes` grants of the `need` needed, and the
 /// lease time left (µs) of each member that refused only because its lease still ran. `None`
 /// when waiting for leases cannot win (too few such refusals).
@@ -351,12 +327,12 @@ pub fn judge_prevote(
     my_last_log: Option<LogId<NodeId>>,
     pledge: Option<Pledge>,
     from: NodeId,
-    req: &PreVoteRequest,
+    their_last_log: Option<LogId<NodeId>>,
 ) -> Result<(), PreVoteRefusal> {
     if now_ns < contact_ns + timing.follower_lease_ns {
         return Err(PreVoteRefusal::LeaderAlive);
     }
-    if req.last_log_id < my_last_log {
+    if their_last_log < my_last_log {
         return Err(PreVoteRefusal::LogBehind);
     }
     if matches!(pledge, Some(p) if p.to != from && now_ns < p.until_ns) {
@@ -440,10 +416,7 @@ mod tests {
             follower_lease_ms: 12,
             lease_ms: 0,
         });
-        let req = PreVoteRequest {
-            term: 6,
-            last_log_id: log(5, 10),
-        };
+        let theirs = log(5, 10);
         // Nodes 1..=3, every lease long over; each starts a round at 1000 ms and loses it.
         let mut pledges = [None; 4];
         let start = ms(1000);
@@ -461,7 +434,15 @@ mod tests {
         let retry = lost_at + t.stagger_ns;
         for (me, asker) in [(1u64, 2u64), (2, 3), (3, 1)] {
             assert_eq!(
-                judge_prevote(retry, 0, &t, log(5, 10), pledges[me as usize], asker, &req),
+                judge_prevote(
+                    retry,
+                    0,
+                    &t,
+                    log(5, 10),
+                    pledges[me as usize],
+                    asker,
+                    theirs
+                ),
                 Ok(()),
                 "node {me} refuses node {asker}'s retry"
             );
@@ -563,11 +544,8 @@ mod tests {
     #[test]
     fn prevote_is_granted_only_after_the_lease_and_to_a_log_at_least_as_long() {
         let t = timing();
-        let req = PreVoteRequest {
-            term: 6,
-            last_log_id: log(5, 10),
-        };
-        let judge = |now, mine, pledge| judge_prevote(now, ms(1000), &t, mine, pledge, 2, &req);
+        let theirs = log(5, 10);
+        let judge = |now, mine, pledge| judge_prevote(now, ms(1000), &t, mine, pledge, 2, theirs);
         assert_eq!(
             judge(ms(1149), log(5, 10), None),
             Err(PreVoteRefusal::LeaderAlive)
@@ -588,15 +566,12 @@ mod tests {
     #[test]
     fn a_pledged_prevote_keeps_other_candidates_out_for_a_moment() {
         let t = timing();
-        let req = PreVoteRequest {
-            term: 6,
-            last_log_id: log(5, 10),
-        };
+        let theirs = log(5, 10);
         let p = Some(Pledge {
             to: 3,
             until_ns: ms(1200),
         });
-        let judge = |now, from| judge_prevote(now, ms(1000), &t, log(5, 10), p, from, &req);
+        let judge = |now, from| judge_prevote(now, ms(1000), &t, log(5, 10), p, from, theirs);
         assert_eq!(judge(ms(1199), 2), Err(PreVoteRefusal::Pledged));
         assert_eq!(
             judge(ms(1199), 3),

@@ -1,28 +1,37 @@
 //! Quorum mode: Raft-style, term-numbered majority vote on openraft 0.9, plus the lease-bound
-//! claim that openraft does not do itself (see [`lease`]).
+//! claim that openraft does not do itself (see `lease.rs`).
 //!
-//! - [`storage`]: the durable vote and log.
-//! - [`network`]: openraft's RPCs over the shared peer transport.
-//! - [`lease`]: the claim rules (pure logic).
-//! - [`election`]: when a node campaigns: follower-lease gate, pre-vote, staggering (pure logic
-//!   and the gate).
-//! - [`types`]: openraft's type configuration.
-//! - `node.rs`: [`QuorumNode`], which starts openraft (its own elections off), runs the role loop
-//!   (probe, claim, demote, record events) and the election driver; `peer.rs`: its
-//!   `/peer/raft/*` handlers.
+//! | file | holds |
+//! |---|---|
+//! | `types.rs` | openraft's type configuration |
+//! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
+//! | `lease.rs` | the claim rules (pure logic) |
+//! | `election.rs` | when a node may campaign: follower-lease gate, pre-vote, order of candidates (pure logic and the gate) |
+//! | `storage.rs` | the durable vote and log |
+//! | `node.rs` | [`QuorumNode`]: start, view, status, the record of role changes, and what it does when a peer's message arrives |
+//! | `role_loop.rs` | probe, claim, demote, every beat |
+//! | `driver.rs` | the election driver: when to campaign |
+//! | `handover.rs` | resignation and graceful stop |
+//! | `engine.rs` | [`QuorumNode`] as the node's `Engine` |
 //!
 //! We enable openraft's `single-term-leader` feature: a term has at most one leader, so the term
 //! alone is a fencing token, as `docs/design/api-v1.md` promises (`term` in `/v1/leader`). Without it
 //! openraft may elect several leaders in one term, told apart only by node id.
 
-pub mod election;
+mod driver;
+mod election;
 mod engine;
-pub mod lease;
-pub mod network;
+mod handover;
+mod lease;
 mod node;
-mod peer;
-pub mod storage;
-pub mod types;
+mod protocol;
+mod role_loop;
+mod storage;
+mod types;
 
-pub use self::node::{QuorumError, QuorumNode, Resign};
-pub use self::types::TypeConfig;
+pub use self::node::{QuorumError, QuorumNode};
+pub use self::protocol::{PATH_APPEND, PATH_VOTE};
+pub use self::storage::{Disk, MemDisk, StateFile, Store, StoreError, STATE_FILE};
+// For the fuzz targets' decoders (`fuzzing.rs`).
+pub(crate) use self::protocol::{PreVoteRequest, Resign};
+pub(crate) use self::types::TypeConfig;

@@ -1,30 +1,36 @@
-//! [`QuorumNode`]: starts openraft (its own elections off), runs the role loop (probe, claim,
-//! demote, record events) and the election driver, hands over on resign and at shutdown, and
-//! is the node's [`Engine`] in quorum mode. Its `/peer/raft/*` handlers are in `peer.rs`.
+//! [`QuorumNode`]: a node of quorum mode. It starts openraft (its own elections and
+//! heartbeats off), judges its view and its claim, records role changes, and reacts to what
+//! its peers say ([`QuorumPeer`]: the protocol is `protocol.rs`). What it runs is in files of
+//! their own: the role loop that probes, claims and demotes (`role_loop.rs`), the election
+//! driver that decides when to campaign (`driver.rs`), and the handover on resignation and at
+//! shutdown (`handover.rs`); `engine.rs` makes it the node's `Engine`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::error::{InitializeError, RaftError};
-use openraft::raft::VoteResponse;
+use openraft::error::{InitializeError, InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
 use openraft::{BasicNode, Raft, RaftMetrics, ServerState, SnapshotPolicy};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::election::{
-    self, prevote_retry_after_us, rank, Campaign, ElectionTiming, Gate, Pledge, PreVoteRequest,
-    PreVoteResponse,
+    self, judge_prevote, Campaign, ElectionTiming, Gate, Pledge, PreVoteRefusal,
 };
-use super::lease::{follower_leader, Claim, Lease, Quiet};
-use super::network::{RaftNet, PATH_PREVOTE, PATH_RESIGN};
+use super::lease::{follower_leader, Claim, Lease};
+use super::protocol::{PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, Resign};
 use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::TypeConfig;
 use crate::clock::{ms, Clock};
 use crate::config::{Config, Timing};
-use crate::engine::{Flaws, Judged, Plumbing, ResignError};
+use crate::engine::{Flaws, Judged, Plumbing};
 use crate::events::EventLog;
-use crate::role::{NodeId, Resigned, Role, View};
+use crate::role::{NodeId, Role, View};
 use crate::stats::Stats;
 use crate::transport::Transport;
 
@@ -65,23 +71,6 @@ pub struct QuorumNode {
     /// Deliberate flaws (the lab's), and how often their paths were taken.
     pub(super) flaws: Flaws,
 }
-
-/// A leader's notice that it resigned `term` (`POST /v1/admin/resign`, SIGTERM): its
-/// `successor` campaigns first, as soon as the followers' leases allow, and every other
-/// follower one stagger step later. Like Raft's TimeoutNow, which openraft 0.9 lacks; it only
-/// orders the next election, so safety never depends on it.
-#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Resign {
-    pub term: u64,
-    pub successor: NodeId,
-}
-
-/// openraft's own heartbeat (which also pushes missing log entries to a lagging follower)
-/// goes out with every this many probes.
-const HEARTBEAT_EVERY: u64 = 4;
-
-/// How long the leader waits for the followers to take its resignation.
-pub(super) const RESIGN_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl QuorumNode {
     /// Opens the durable state, starts openraft and bootstraps the membership from the config.
@@ -150,7 +139,7 @@ impl QuorumNode {
         }))
     }
 
-    pub(super) fn metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
+    pub(super) fn raft_metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
         self.raft.metrics().borrow().clone()
     }
 
@@ -164,8 +153,13 @@ impl QuorumNode {
         }
     }
 
+    /// The effective role now.
+    pub(super) fn view(&self) -> Judged {
+        self.judge(&self.raft_metrics())
+    }
+
     /// The effective role now, judged from openraft's state and the claim at this moment.
-    pub(super) fn view_with(&self, m: &RaftMetrics<NodeId, BasicNode>) -> Judged {
+    pub(super) fn judge(&self, m: &RaftMetrics<NodeId, BasicNode>) -> Judged {
         let term = m.current_term;
         match m.state {
             ServerState::Leader => {
@@ -198,8 +192,8 @@ impl QuorumNode {
     }
 
     /// Extra status for `/v1/status`: what openraft itself says, and the election driver.
-    pub(super) fn status_extra(&self) -> serde_json::Value {
-        let m = self.metrics();
+    pub(super) fn status(&self) -> serde_json::Value {
+        let m = self.raft_metrics();
         let c = self.gate.contact();
         let since_contact = self.clock.boot_ns().saturating_sub(c.at_ns) / 1_000_000;
         serde_json::json!({
@@ -219,9 +213,9 @@ impl QuorumNode {
     /// Records an event if (role, term, leader) changed. The one place quorum mode records role
     /// changes. Stamps err wide: "became leader" at the send time of the probe that started the
     /// claim, "stopped leading" at the moment the claim ended, never earlier.
-    fn observe(&self) {
-        let m = self.metrics();
-        let state = self.view_with(&m).view;
+    pub(super) fn record_view(&self) {
+        let m = self.raft_metrics();
+        let state = self.judge(&m).view;
         let prev = self.events.last().unwrap_or(View::INITIAL);
         if prev == state {
             return;
@@ -281,451 +275,174 @@ impl QuorumNode {
             }
         });
     }
+}
 
-    /// The role loop: while openraft has this node as leader, probe the quorum every heartbeat
-    /// and claim for a lease after each acknowledged probe; go quiet after 2F without acks;
-    /// record every role change. Runs until `stop` is cancelled or openraft stops.
-    ///
-    /// The probes are the leader's heartbeats: one AppendEntries round every `heartbeat_ms`
-    /// exactly, so a follower's silence is measured against a regular beat. openraft's own
-    /// heartbeat (which also pushes missing entries to a follower that lags) is off and sent
-    /// together with every [`HEARTBEAT_EVERY`]th probe instead.
-    ///
-    /// Kept whole (about 80 lines) on purpose: it is the one place where the claim is taken,
-    /// renewed and given up, and the README's safety argument reads it top to bottom.
-    async fn role_loop(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
-        let t = self.timing;
-        let hb = Duration::from_millis(t.heartbeat_ms);
-        let lease_ns = ms(t.effective_lease_ms());
-        let quiet_after_ns = 2 * ms(t.follower_lease_ms);
-        let quiet_ns = quiet_after_ns + lease_ns;
-        let mut metrics = self.raft.metrics();
-        let mut quiet = Quiet::default();
-        let mut probes = 0u64;
-        let mut next_probe = tokio::time::Instant::now();
-        loop {
-            let (claim_left, probing) = {
-                let now = self.clock.boot_ns();
-                let m = metrics.borrow();
-                let lease = self.lease.lock().expect("lease");
-                let claim = lease
-                    .current(m.current_term, now)
-                    .map(|c| Duration::from_nanos(c.until_ns - now));
-                let probing = m.state == ServerState::Leader
-                    && !lease.is_closed()
-                    && !lease.is_fenced(m.current_term)
-                    && quiet.may_probe(now);
-                (claim, probing)
-            };
-            // A probing leader wakes for its next probe; anyone else (a follower, whose leader
-            // expires with its lease; a quiet, resigned or stopping leader) every beat.
-            let wake_at = if probing {
-                next_probe
-            } else {
-                tokio::time::Instant::now() + hb
-            };
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => return Ok(()),
-                r = metrics.changed() => if r.is_err() { return Err("openraft stopped".into()) },
-                _ = self.wake.notified() => {}
-                _ = tokio::time::sleep_until(wake_at) => {}
-                _ = tokio::time::sleep(claim_left.unwrap_or_default()), if claim_left.is_some() => {}
-            }
-            let m = metrics.borrow_and_update().clone();
-            if let Err(fatal) = &m.running_state {
-                return Err(format!("openraft stopped: {fatal}"));
-            }
-            let now = self.clock.boot_ns();
-            let (closed, fenced) = {
-                let l = self.lease.lock().expect("lease");
-                (l.is_closed(), l.is_fenced(m.current_term))
-            };
-            if m.state == ServerState::Leader && !closed && !fenced {
-                quiet.leading(m.current_term, now);
-                if quiet.may_probe(now) && tokio::time::Instant::now() >= next_probe {
-                    next_probe = tokio::time::Instant::now() + hb;
-                    // Not with the first probe of a term: the new leader's replication is already
-                    // on its way, and the followers answer the probe after it.
-                    if probes % HEARTBEAT_EVERY == HEARTBEAT_EVERY - 1 {
-                        let _ = self.raft.trigger().heartbeat().await;
-                    }
-                    probes += 1;
-                    let t0 = self.clock.boot_ns();
-                    if self.probe(m.current_term, lease_ns).await {
-                        quiet.acked(t0);
-                    } else if quiet.failed(self.clock.boot_ns(), quiet_after_ns, quiet_ns) {
-                        tracing::warn!(
-                            quiet_ms = quiet_ns / 1_000_000,
-                            "no quorum for two follower leases: probes and heartbeats paused"
-                        );
-                    }
-                }
-            } else {
-                // Not leading, resigned (fenced) or stopping: no probes, no heartbeats. Should
-                // this node be elected, it probes at once.
-                quiet.not_leading();
-                probes = 0;
-                next_probe = tokio::time::Instant::now();
-                if m.state != ServerState::Leader {
-                    self.lease.lock().expect("lease").revoke(now);
-                }
-            }
-            self.observe();
-        }
+impl QuorumPeer for QuorumNode {
+    fn counters(&self) -> &Stats {
+        &self.stats
     }
 
-    /// One probe of the quorum in `term`: a fresh AppendEntries round (`get_read_log_id`, which
-    /// returns when a majority has acknowledged the round, without waiting for the blank
-    /// entry to be committed and applied as `ensure_linearizable` does). `t0` is read before
-    /// the round is built, so every acknowledgement was processed after it. On success the
-    /// claim runs to `t0 + lease`; returns whether the quorum acknowledged.
-    async fn probe(&self, term: u64, lease_ns: u64) -> bool {
-        let t0 = self.clock.read();
-        let acked = matches!(
-            tokio::time::timeout(self.election.probe_timeout(), self.raft.get_read_log_id()).await,
-            Ok(Ok(_))
-        );
-        let still = self.metrics();
-        let granted = acked
-            && still.state == ServerState::Leader
-            && still.current_term == term
-            && self.lease.lock().expect("lease").grant(term, t0, lease_ns);
-        tracing::debug!(
-            term,
-            acked,
-            granted,
-            took_us = (self.clock.boot_ns() - t0.boot_ns) / 1000,
-            "probe"
-        );
-        if granted {
-            // The leader's own contact: it refuses pre-votes while its quorum answers, waits a
-            // whole lease before campaigning should it step down, and then goes last.
-            self.gate
-                .heard(t0.boot_ns, Some((self.id, still.last_log_index)));
-        }
-        granted
-    }
-
-    /// The election driver (election.rs): campaigns when the follower lease has run out, a
-    /// pre-vote round succeeded and this node's stagger slot has come, then watches the
-    /// outcome. Runs until `stop` is cancelled.
-    async fn drive_elections(self: Arc<Self>, stop: CancellationToken) {
-        let mut metrics = self.raft.metrics();
-        loop {
-            if stop.is_cancelled() || self.lease.lock().expect("lease").is_closed() {
-                return;
-            }
-            let m = metrics.borrow_and_update().clone();
-            if m.state == ServerState::Leader || m.running_state.is_err() {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    r = metrics.changed() => if r.is_err() { return },
-                }
-                continue;
-            }
-            let contact = self.gate.contact();
-            let my_rank = rank(
-                self.id,
-                &self.members,
-                contact.leader,
-                m.last_log_index < contact.leader_commit,
-            );
-            let due =
-                self.campaign
-                    .lock()
-                    .expect("campaign")
-                    .due_at(&contact, my_rank, m.current_term);
-            let now = self.clock.boot_ns();
-            if now < due {
-                let slept = tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_nanos(due - now)) => true,
-                    _ = self.gate.changed() => false,
-                    r = metrics.changed() => if r.is_err() { return } else { false },
-                };
-                let woke = self.clock.boot_ns();
-                if slept && self.election.woke_late(due, woke) {
-                    tracing::debug!(
-                        late_us = (woke - due) / 1000,
-                        "woke late for the campaign slot: one more beat for the leader"
-                    );
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_nanos(self.election.heartbeat_ns)) => {}
-                        _ = self.gate.changed() => {}
-                    }
-                }
-                continue;
-            }
-            match self.pre_vote(m.current_term + 1).await {
-                Ok(()) => {}
-                // Lost only to leases that end within a stagger step (the others heard the
-                // last heartbeat a little later): ask again right then.
-                Err(Some(wait)) => {
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(wait + Duration::from_micros(200)) => {}
-                    }
-                    continue;
-                }
-                Err(None) => {
-                    self.campaign
-                        .lock()
-                        .expect("campaign")
-                        .failed(self.clock.boot_ns());
-                    continue;
-                }
-            }
-            let Some(term) = self.elect_if_still_due(contact.seq).await else {
-                continue;
-            };
-            self.stats.election_started();
-            let won = self.await_outcome(term, contact.seq, &stop).await;
-            let mut c = self.campaign.lock().expect("campaign");
-            if won {
-                c.settled();
-            } else {
-                c.failed(self.clock.boot_ns());
+    /// An append accepted from the leader it names renews the follower lease (the gate), names
+    /// the leader, and settles any campaign; openraft processes it under the gate's read side,
+    /// so that the election driver sees it before it campaigns, or campaigns first and the
+    /// append is refused as of a lower vote.
+    async fn on_append(
+        self: Arc<Self>,
+        from: NodeId,
+        req: AppendEntriesRequest<TypeConfig>,
+    ) -> Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
+        let leader = req.vote.leader_id().voted_for();
+        let commit = req.leader_commit.map(|l| l.index);
+        let _admitted = self.gate.admit().await;
+        let res = self.raft.append_entries(req).await;
+        if let (Ok(r), Some(l)) = (&res, leader) {
+            if l == from && !matches!(r, AppendEntriesResponse::HigherVote(_)) {
+                self.gate.heard(self.clock.boot_ns(), Some((l, commit)));
+                self.campaign.lock().expect("campaign").settled();
+                *self.contact.lock().expect("contact") = Some((l, self.clock.mono_ns()));
             }
         }
-    }
-
-    /// Asks every other member whether it would vote for this node in `term`. `Ok` when a
-    /// majority (this node included) says yes within the pre-vote deadline; otherwise
-    /// `Err(Some(wait))` when the round was lost only to leases that end within `wait`, and
-    /// `Err(None)` when it was lost for good (a live leader, a longer log, no answer).
-    async fn pre_vote(&self, term: u64) -> Result<(), Option<Duration>> {
-        let res = self.pre_vote_round(term).await;
-        election::release_own_pledge(&mut self.pledge.lock().expect("pledge"), self.id);
         res
     }
 
-    /// [`QuorumNode::pre_vote`]'s round; its pledge to itself is released by the caller.
-    async fn pre_vote_round(&self, term: u64) -> Result<(), Option<Duration>> {
-        use futures_util::StreamExt;
-        let req = PreVoteRequest {
-            term,
-            last_log_id: self.store.last_log_id(),
+    /// A vote is refused, for any term, while a promise this node answered can still run:
+    /// until a follower lease after its latest acknowledged probe, as every follower that
+    /// acknowledged it refuses, and after its start (README, safety step 4). openraft stamps a
+    /// leader's own lease only once, when it is elected, and keeps none on a vote it adopted
+    /// from a higher vote in an answer, whose term it then shares with the candidate. A
+    /// request for a higher term that passes suspends the claim before openraft sees it; a
+    /// granted vote fences the lower terms for good and restarts the follower lease.
+    async fn on_vote_request(
+        self: Arc<Self>,
+        req: VoteRequest<NodeId>,
+    ) -> Result<VoteResponse<NodeId>, RaftError<NodeId>> {
+        let term = req.vote.leader_id().get_term();
+        let higher = term > self.raft.metrics().borrow().current_term;
+        let now = self.clock.boot_ns();
+        let f = self.election.follower_lease_ns;
+        let inside_promise = {
+            let mut lease = self.lease.lock().expect("lease");
+            let inside_promise = lease.promised_until(f).is_some_and(|until| now < until);
+            if inside_promise {
+                self.flaws.votes_inside_promise.fetch_add(1, Relaxed);
+            }
+            let refused = lease.vote_refused_until(f).is_some_and(|until| now < until);
+            if refused && !self.flaws.vote_while_leading {
+                drop(lease);
+                tracing::debug!(term, "vote refused: a promise of this node can still run");
+                return Ok(self.refuse_vote());
+            }
+            if higher {
+                // Stop claiming before openraft can hand our vote to a higher term.
+                lease.suspend(now);
+            }
+            inside_promise
         };
-        let need = self.members.len() / 2 + 1;
+        // Under the gate's read side, like an append: the election driver sees a vote this
+        // node granted before it campaigns itself, or campaigns first and openraft refuses
+        // the request (one vote per term).
+        let admitted = self.gate.admit().await;
+        let res = self.raft.vote(req).await;
+        let granted = matches!(&res, Ok(r) if r.vote_granted);
+        if higher {
+            // An error may come after openraft saved the grant: fence as if it had.
+            let fence = granted || res.is_err();
+            self.lease
+                .lock()
+                .expect("lease")
+                .resume(fence.then_some(term));
+            self.wake.notify_one();
+        } else if granted {
+            self.lease
+                .lock()
+                .expect("lease")
+                .voted(term, self.clock.boot_ns());
+            self.wake.notify_one();
+        }
+        if granted && inside_promise {
+            self.flaws.granted_inside_promise.fetch_add(1, Relaxed);
+        }
+        if granted {
+            // A granted vote restarts the follower lease (as in Raft), so that this node does
+            // not race the candidate it just voted for.
+            self.gate.heard(self.clock.boot_ns(), None);
+        }
+        drop(admitted);
+        res
+    }
+
+    /// A snapshot renews the follower lease like an append, when openraft's vote did not
+    /// outrank the sender's (a stale leader's snapshot is answered `Ok` too, with the higher
+    /// vote).
+    async fn on_snapshot(
+        self: Arc<Self>,
+        req: InstallSnapshotRequest<TypeConfig>,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+        let leader = req.vote.leader_id().voted_for();
+        let vote = req.vote;
+        let _admitted = self.gate.admit().await;
+        let res = self.raft.install_snapshot(req).await;
+        if matches!(&res, Ok(r) if r.vote <= vote) {
+            self.gate
+                .heard(self.clock.boot_ns(), leader.map(|l| (l, None)));
+        }
+        res
+    }
+
+    /// Judged by this node's own follower lease and log, and the pre-vote it pledged last,
+    /// changing nothing durable; a grant is a pledge to `from` (election.rs).
+    fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse {
+        let term = self.raft.metrics().borrow().current_term;
         let timing = self.election;
-        let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
-        // This node's own round counts as its pledge: it refuses other candidates meanwhile.
-        {
-            let now = self.clock.boot_ns();
-            let mut p = self.pledge.lock().expect("pledge");
-            if matches!(*p, Some(p) if p.to != self.id && now < p.until_ns) {
-                return Err(None);
-            }
-            *p = Some(Pledge {
-                to: self.id,
-                until_ns: now + timing.pledge_ns(),
-            });
-        }
-        let mut asks: futures_util::stream::FuturesUnordered<_> = self
-            .members
-            .iter()
-            .filter(|id| **id != self.id)
-            .map(|&to| async move {
-                let r: Result<PreVoteResponse, _> = self
-                    .transport
-                    .call(to, PATH_PREVOTE, "prevote", &req, deadline)
-                    .await;
-                r.ok()
-            })
-            .collect();
-        let mut yes = 1;
-        let mut waits = Vec::new();
-        if yes >= need {
-            return Ok(());
-        }
-        while let Some(answer) = asks.next().await {
-            match answer {
-                Some(r) if r.granted => yes += 1,
-                Some(r) => waits.extend(r.lease_left_us),
-                None => {}
-            }
-            if yes >= need {
-                tracing::debug!(term, yes, "pre-vote won");
-                return Ok(());
-            }
-        }
-        let retry = prevote_retry_after_us(yes, need, waits)
-            .filter(|us| *us <= timing.stagger_ns / 1000)
-            .map(Duration::from_micros);
-        tracing::debug!(term, yes, need, ?retry, "pre-vote lost: no election");
-        Err(retry)
-    }
-
-    /// Under the gate's write side: if no contact arrived since `seen_seq` and the follower
-    /// lease is still over, enqueue openraft's election. Returns the term campaigned for.
-    async fn elect_if_still_due(&self, seen_seq: u64) -> Option<u64> {
-        let _exclusive = self.gate.exclusive().await;
-        let c = self.gate.contact();
-        let lease_over = self.clock.boot_ns() >= c.at_ns + self.election.follower_lease_ns;
-        let m = self.metrics();
-        if c.seq != seen_seq
-            || !lease_over
-            || m.state == ServerState::Leader
-            || self.lease.lock().expect("lease").is_closed()
-        {
-            return None;
-        }
-        let term = m.current_term + 1;
-        tracing::info!(term, "follower lease over and pre-vote won: campaigning");
-        self.raft.trigger().elect().await.ok()?;
-        Some(term)
-    }
-
-    /// Waits until this node leads `term`, hears from a leader, or the election deadline
-    /// passes; true when it leads.
-    async fn await_outcome(&self, term: u64, seq: u64, stop: &CancellationToken) -> bool {
-        let mut metrics = self.raft.metrics();
-        let limit = Duration::from_nanos(self.election.outcome_ns);
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            {
-                let m = metrics.borrow_and_update();
-                if m.state == ServerState::Leader && m.current_term >= term {
-                    return true;
-                }
-                if m.current_term > term {
-                    return false;
-                }
-            }
-            if self.gate.contact().seq != seq {
-                return false;
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return false,
-                _ = tokio::time::sleep_until(deadline) => return false,
-                _ = self.gate.changed() => {}
-                r = metrics.changed() => if r.is_err() { return false },
-            }
-        }
-    }
-
-    /// Hands leadership over (`POST /v1/admin/resign`): fences this node's claim in its term
-    /// for good *before* anything else, stops heartbeats and probes, and tells the followers
-    /// who should campaign first: `to`, else the follower with the most of the log.
-    pub async fn hand_over(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
-        let m = self.metrics();
-        let term = m.current_term;
-        let holds = |lease: &Lease| {
-            judge_claim(lease, term, &*self.clock).filter(|_| m.state == ServerState::Leader)
-        };
-        if holds(&self.lease.lock().expect("lease")).is_none() {
-            return Err(ResignError::NotLeader(self.id));
-        }
-        let successor = self.pick_successor(&m, to)?;
-        {
-            let mut lease = self.lease.lock().expect("lease");
-            let Some((_, now)) = holds(&lease) else {
-                return Err(ResignError::NotLeader(self.id));
+        let (now, contact) = (self.clock.boot_ns(), self.gate.contact().at_ns);
+        let verdict = {
+            let mut pledge = self.pledge.lock().expect("pledge");
+            let verdict = if self.lease.lock().expect("lease").is_closed() {
+                Err(PreVoteRefusal::Stopping)
+            } else {
+                judge_prevote(
+                    now,
+                    contact,
+                    &timing,
+                    self.store.last_log_id(),
+                    *pledge,
+                    from,
+                    req.last_log_id,
+                )
             };
-            lease.resign(term, now);
-        }
-        self.observe();
-        self.wake.notify_one();
-        let msg = Resign { term, successor };
-        let notices = self.tell_followers(msg);
-        tokio::spawn(notices);
-        Ok(Resigned { term, successor })
-    }
-
-    /// The successor: `to` when it can take over, else the follower with the most of the log
-    /// (lowest id on a tie), which must have all of it.
-    fn pick_successor(
-        &self,
-        m: &RaftMetrics<NodeId, BasicNode>,
-        to: Option<NodeId>,
-    ) -> Result<NodeId, ResignError> {
-        let matched = |id: NodeId| {
-            m.replication
-                .as_ref()
-                .and_then(|r| r.get(&id).copied())
-                .flatten()
-                .map(|l| l.index)
-        };
-        match to {
-            Some(n) if n == self.id || !self.members.contains(&n) => {
-                Err(ResignError::UnknownTarget(n))
+            if verdict.is_ok() {
+                *pledge = Some(Pledge {
+                    to: from,
+                    until_ns: now + timing.pledge_ns(),
+                });
             }
-            Some(n) => match (matched(n), m.last_log_index) {
-                (Some(have), Some(last)) if have >= last => Ok(n),
-                (have, last) => Err(ResignError::Unsuitable(
-                    n,
-                    format!(
-                        "its log reaches index {} of the leader's {}",
-                        have.map_or("none".into(), |i| i.to_string()),
-                        last.map_or("none".into(), |i| i.to_string())
-                    ),
-                )),
-            },
-            None => self
-                .members
-                .iter()
-                .filter(|id| **id != self.id)
-                .max_by_key(|id| (matched(**id), std::cmp::Reverse(**id)))
-                .copied()
-                .filter(|id| matched(*id).is_some() && matched(*id) >= m.last_log_index)
-                .ok_or(ResignError::NoSuccessor),
+            verdict
+        };
+        let lease_left_us = (verdict == Err(PreVoteRefusal::LeaderAlive))
+            .then(|| (contact + timing.follower_lease_ns).saturating_sub(now) / 1000);
+        PreVoteResponse {
+            granted: verdict.is_ok(),
+            term,
+            refused: verdict.err().map(|r| r.code().to_string()),
+            lease_left_us,
         }
     }
 
-    /// Sends `msg` to every follower, waiting at most [`RESIGN_TIMEOUT`].
-    fn tell_followers(&self, msg: Resign) -> impl std::future::Future<Output = ()> + 'static {
-        let transport = self.transport.clone();
-        let others: Vec<NodeId> = self
-            .members
-            .iter()
-            .copied()
-            .filter(|id| *id != self.id)
-            .collect();
-        async move {
-            let sends = others.into_iter().map(|to| {
-                let transport = transport.clone();
-                async move {
-                    let r: Result<serde_json::Value, _> = transport
-                        .call(to, PATH_RESIGN, "resign", &msg, RESIGN_TIMEOUT)
-                        .await;
-                    r.is_ok()
-                }
-            });
-            let told = futures_util::future::join_all(sends).await;
+    /// Its leader resigned: the named successor campaigns first, as soon as the followers'
+    /// leases allow, everyone else one stagger step later (election.rs).
+    fn on_resign_notice(&self, from: NodeId, notice: Resign) {
+        let m = self.raft_metrics();
+        if m.current_leader == Some(from) && m.current_term == notice.term {
+            self.campaign
+                .lock()
+                .expect("campaign")
+                .handoff(notice.term, notice.successor == self.id);
+            self.gate.heard(0, None);
             tracing::info!(
-                term = msg.term,
-                successor = msg.successor,
-                told = told.iter().filter(|ok| **ok).count(),
-                "resigned: the successor campaigns when the followers' leases end"
+                term = notice.term,
+                successor = notice.successor,
+                "leader {from} resigned"
             );
-        }
-    }
-
-    /// Graceful stop (SIGTERM): the claim ends for good at once (no probe in flight can renew
-    /// it), heartbeats stop so that the followers' leases run out, a leader names its
-    /// successor, and openraft stops.
-    pub async fn step_down(&self) {
-        let m = self.metrics();
-        let was_claiming = {
-            let mut lease = self.lease.lock().expect("lease");
-            let claiming = judge_claim(&lease, m.current_term, &*self.clock).is_some();
-            lease.close(self.clock.boot_ns());
-            claiming
-        };
-        self.observe();
-        if m.state == ServerState::Leader || was_claiming {
-            if let Ok(successor) = self.pick_successor(&m, None) {
-                self.tell_followers(Resign {
-                    term: m.current_term,
-                    successor,
-                })
-                .await;
-            }
-        }
-        if let Err(e) = self.raft.shutdown().await {
-            tracing::warn!(error = %e, "openraft shutdown");
         }
     }
 }
@@ -778,8 +495,7 @@ mod tests {
 
     use super::*;
     use crate::clock::testing::ManualClock;
-    use crate::engine::Engine;
-    use crate::quorum::peer::vote;
+    use crate::quorum::protocol::vote;
 
     /// A one-member quorum node in this process (it elects itself), and its stop token.
     async fn single_node(dir: &std::path::Path) -> (Arc<QuorumNode>, CancellationToken) {
@@ -844,7 +560,7 @@ mod tests {
             until_claiming(&q).await,
             "the single node claims within 2 s"
         );
-        let term = q.metrics().current_term;
+        let term = q.raft_metrics().current_term;
         // A higher-term candidate with an empty log: openraft refuses it (log behind), but
         // only after the claim was suspended.
         let req = VoteRequest::<NodeId>::new(openraft::Vote::new(term + 1, 2), None);
@@ -861,7 +577,7 @@ mod tests {
             q.view()
         );
         stop.cancel();
-        q.step_down().await;
+        q.shutdown().await;
     }
 
     /// A vote request in the term openraft has already moved to (by adopting a higher vote
@@ -878,7 +594,7 @@ mod tests {
         // openraft grants a vote once the leader has led for a follower lease.
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(until_claiming(&q).await, "still claiming");
-        let m = q.metrics();
+        let m = q.raft_metrics();
         let req = VoteRequest::<NodeId>::new(
             openraft::Vote::new(m.current_term + 1, 2),
             q.store.last_log_id(),
@@ -898,7 +614,7 @@ mod tests {
             "a same-term vote was granted inside the promise"
         );
         stop.cancel();
-        q.step_down().await;
+        q.shutdown().await;
     }
 
     /// A node refuses every vote for a follower lease after it starts: before a crash it may
@@ -934,7 +650,7 @@ mod tests {
             "refused after a follower lease"
         );
         stop.cancel();
-        q.step_down().await;
+        q.shutdown().await;
     }
 
     /// Once stopping, a node never claims again in its process, even if a
@@ -944,7 +660,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (q, stop) = single_node(dir.path()).await;
         assert!(until_claiming(&q).await);
-        let term = q.metrics().current_term;
+        let term = q.raft_metrics().current_term;
         q.lease.lock().unwrap().close(q.clock.boot_ns());
         // The role loop keeps running (its stop token is not cancelled) and keeps getting
         // acknowledgements from its one-member quorum: none of them may claim.
@@ -957,7 +673,7 @@ mod tests {
             );
         }
         stop.cancel();
-        q.step_down().await;
+        q.shutdown().await;
     }
 
     /// `Config::validate` accepts no timing that openraft would refuse at start: every beat

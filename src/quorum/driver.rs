@@ -1,0 +1,215 @@
+//! The election driver of a quorum node: *when* it campaigns (the rules are `election.rs`).
+//! It waits for the follower lease to end and its slot in the order of candidates to come,
+//! asks a pre-vote round, re-checks the lease under the gate's write side and enqueues
+//! openraft's election, then watches the outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::ServerState;
+use tokio_util::sync::CancellationToken;
+
+use super::election::{self, prevote_retry_after_us, rank, Pledge};
+use super::node::QuorumNode;
+use super::protocol::{PreVoteRequest, PreVoteResponse, PATH_PREVOTE};
+
+impl QuorumNode {
+    /// The election driver (election.rs): campaigns when the follower lease has run out, a
+    /// pre-vote round succeeded and this node's stagger slot has come, then watches the
+    /// outcome. Runs until `stop` is cancelled.
+    pub(super) async fn drive_elections(self: Arc<Self>, stop: CancellationToken) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if stop.is_cancelled() || self.lease.lock().expect("lease").is_closed() {
+                return;
+            }
+            let m = metrics.borrow_and_update().clone();
+            if m.state == ServerState::Leader || m.running_state.is_err() {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    r = metrics.changed() => if r.is_err() { return },
+                }
+                continue;
+            }
+            let contact = self.gate.contact();
+            let my_rank = rank(
+                self.id,
+                &self.members,
+                contact.leader,
+                m.last_log_index < contact.leader_commit,
+            );
+            let due =
+                self.campaign
+                    .lock()
+                    .expect("campaign")
+                    .due_at(&contact, my_rank, m.current_term);
+            let now = self.clock.boot_ns();
+            if now < due {
+                let slept = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_nanos(due - now)) => true,
+                    _ = self.gate.changed() => false,
+                    r = metrics.changed() => if r.is_err() { return } else { false },
+                };
+                let woke = self.clock.boot_ns();
+                if slept && self.election.woke_late(due, woke) {
+                    tracing::debug!(
+                        late_us = (woke - due) / 1000,
+                        "woke late for the campaign slot: one more beat for the leader"
+                    );
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_nanos(self.election.heartbeat_ns)) => {}
+                        _ = self.gate.changed() => {}
+                    }
+                }
+                continue;
+            }
+            match self.pre_vote(m.current_term + 1).await {
+                Ok(()) => {}
+                // Lost only to leases that end within a stagger step (the others heard the
+                // last heartbeat a little later): ask again right then.
+                Err(Some(wait)) => {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(wait + Duration::from_micros(200)) => {}
+                    }
+                    continue;
+                }
+                Err(None) => {
+                    self.campaign
+                        .lock()
+                        .expect("campaign")
+                        .failed(self.clock.boot_ns());
+                    continue;
+                }
+            }
+            let Some(term) = self.elect_if_still_due(contact.seq).await else {
+                continue;
+            };
+            self.stats.election_started();
+            let won = self.await_outcome(term, contact.seq, &stop).await;
+            let mut c = self.campaign.lock().expect("campaign");
+            if won {
+                c.settled();
+            } else {
+                c.failed(self.clock.boot_ns());
+            }
+        }
+    }
+
+    /// Asks every other member whether it would vote for this node in `term`. `Ok` when a
+    /// majority (this node included) says yes within the pre-vote deadline; otherwise
+    /// `Err(Some(wait))` when the round was lost only to leases that end within `wait`, and
+    /// `Err(None)` when it was lost for good (a live leader, a longer log, no answer).
+    async fn pre_vote(&self, term: u64) -> Result<(), Option<Duration>> {
+        let res = self.pre_vote_round(term).await;
+        election::release_own_pledge(&mut self.pledge.lock().expect("pledge"), self.id);
+        res
+    }
+
+    /// [`QuorumNode::pre_vote`]'s round; its pledge to itself is released by the caller.
+    async fn pre_vote_round(&self, term: u64) -> Result<(), Option<Duration>> {
+        use futures_util::StreamExt;
+        let req = PreVoteRequest {
+            term,
+            last_log_id: self.store.last_log_id(),
+        };
+        let need = self.members.len() / 2 + 1;
+        let timing = self.election;
+        let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
+        // This node's own round counts as its pledge: it refuses other candidates meanwhile.
+        {
+            let now = self.clock.boot_ns();
+            let mut p = self.pledge.lock().expect("pledge");
+            if matches!(*p, Some(p) if p.to != self.id && now < p.until_ns) {
+                return Err(None);
+            }
+            *p = Some(Pledge {
+                to: self.id,
+                until_ns: now + timing.pledge_ns(),
+            });
+        }
+        let mut asks: futures_util::stream::FuturesUnordered<_> = self
+            .members
+            .iter()
+            .filter(|id| **id != self.id)
+            .map(|&to| async move {
+                let r: Result<PreVoteResponse, _> = self
+                    .transport
+                    .call(to, PATH_PREVOTE, "prevote", &req, deadline)
+                    .await;
+                r.ok()
+            })
+            .collect();
+        let mut yes = 1;
+        let mut waits = Vec::new();
+        if yes >= need {
+            return Ok(());
+        }
+        while let Some(answer) = asks.next().await {
+            match answer {
+                Some(r) if r.granted => yes += 1,
+                Some(r) => waits.extend(r.lease_left_us),
+                None => {}
+            }
+            if yes >= need {
+                tracing::debug!(term, yes, "pre-vote won");
+                return Ok(());
+            }
+        }
+        let retry = prevote_retry_after_us(yes, need, waits)
+            .filter(|us| *us <= timing.stagger_ns / 1000)
+            .map(Duration::from_micros);
+        tracing::debug!(term, yes, need, ?retry, "pre-vote lost: no election");
+        Err(retry)
+    }
+
+    /// Under the gate's write side: if no contact arrived since `seen_seq` and the follower
+    /// lease is still over, enqueue openraft's election. Returns the term campaigned for.
+    async fn elect_if_still_due(&self, seen_seq: u64) -> Option<u64> {
+        let _exclusive = self.gate.exclusive().await;
+        let c = self.gate.contact();
+        let lease_over = self.clock.boot_ns() >= c.at_ns + self.election.follower_lease_ns;
+        let m = self.raft_metrics();
+        if c.seq != seen_seq
+            || !lease_over
+            || m.state == ServerState::Leader
+            || self.lease.lock().expect("lease").is_closed()
+        {
+            return None;
+        }
+        let term = m.current_term + 1;
+        tracing::info!(term, "follower lease over and pre-vote won: campaigning");
+        self.raft.trigger().elect().await.ok()?;
+        Some(term)
+    }
+
+    /// Waits until this node leads `term`, hears from a leader, or the election deadline
+    /// passes; true when it leads.
+    async fn await_outcome(&self, term: u64, seq: u64, stop: &CancellationToken) -> bool {
+        let mut metrics = self.raft.metrics();
+        let limit = Duration::from_nanos(self.election.outcome_ns);
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            {
+                let m = metrics.borrow_and_update();
+                if m.state == ServerState::Leader && m.current_term >= term {
+                    return true;
+                }
+                if m.current_term > term {
+                    return false;
+                }
+            }
+            if self.gate.contact().seq != seq {
+                return false;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return false,
+                _ = tokio::time::sleep_until(deadline) => return false,
+                _ = self.gate.changed() => {}
+                r = metrics.changed() => if r.is_err() { return false },
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The quorum peer protocol, both sides: the `/peer/raft/*` paths, the messages, openraft's
+//! RPCs over the shared peer transport (the sending side, [`RaftNet`]), and the handlers and
+//! routes that receive them. A handler decodes, counts, and tells the node what happened
+//! through [`QuorumPeer`] (`on_append`, `on_vote_request`, …); what the node then does is in
+//! `node.rs`.
+//!
+//! | path | message | answer |
+//! |---|---|---|
+//! | `/peer/raft/append` | openraft's AppendEntries (a heartbeat when it has no entries) | `Result<AppendEntriesResponse, RaftError>` |
+//! | `/peer/raft/vote` | openraft's VoteRequest | `Result<VoteResponse, RaftError>` |
+//! | `/peer/raft/snapshot` | openraft's InstallSnapshotRequest | `Result<InstallSnapshotResponse, RaftError>` |
+//! | `/peer/raft/prevote` | [`PreVoteRequest`] (electd's) | [`PreVoteResponse`] |
+//! | `/peer/raft/resign` | [`Resign`] (electd's) | `{"ok": true}` |
+//!
+//! Error mapping of the sending side (`docs/design/openraft.md`): a refused connection is
+//! `Unreachable` (the replication stream then backs off for one heartbeat interval, well below
+//! the follower lease, so a healed peer is back within a beat); a timeout is `Timeout`;
+//! anything else is `Network`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
+};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, LogId, RPCTypes};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::types::TypeConfig;
+use crate::error::ApiError;
+use crate::role::NodeId;
+use crate::stats::Stats;
+use crate::transport::{decode_peer, PeerId, Transport, TransportError};
+
+pub const PATH_APPEND: &str = "/peer/raft/append";
+pub const PATH_VOTE: &str = "/peer/raft/vote";
+pub const PATH_SNAPSHOT: &str = "/peer/raft/snapshot";
+/// Not an openraft RPC: a leader's resignation (see [`Resign`]).
+pub const PATH_RESIGN: &str = "/peer/raft/resign";
+/// Not an openraft RPC: electd's pre-vote (see [`PreVoteRequest`]).
+pub const PATH_PREVOTE: &str = "/peer/raft/prevote";
+
+/// A pre-vote request: "would you vote for me in `term`?" No durable state changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreVoteRequest {
+    /// The term the sender would campaign for (its current term + 1).
+    pub term: u64,
+    pub last_log_id: Option<LogId<NodeId>>,
+}
+
+/// The answer to a [`PreVoteRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreVoteResponse {
+    pub granted: bool,
+    /// The answering node's current term.
+    pub term: u64,
+    /// Why it was refused (`leader_alive`, `pledged`, `log_behind`, `stopping`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// With `leader_alive`: microseconds until this node's follower lease ends, so that a
+    /// candidate whose own lease ended a little earlier asks again exactly then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_left_us: Option<u64>,
+}
+
+/// A leader's notice that it resigned `term` (`POST /v1/admin/resign`, SIGTERM): its
+/// `successor` campaigns first, as soon as the followers' leases allow, and every other
+/// follower one stagger step later. Like Raft's TimeoutNow, which openraft 0.9 lacks; it only
+/// orders the next election, so safety never depends on it.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct Resign {
+    pub term: u64,
+    pub successor: NodeId,
+}
+
+/// What a quorum node is told when a peer's message arrives, one method per message. The
+/// methods that hand a message to openraft run in a task of their own (the handler spawns
+/// them), so that what they record is recorded even when the request is dropped.
+pub trait QuorumPeer: Send + Sync + 'static {
+    /// The node's counters (messages received, malformed bodies).
+    fn counters(&self) -> &Stats;
+    /// AppendEntries from `from`.
+    fn on_append(
+        self: Arc<Self>,
+        from: NodeId,
+        req: AppendEntriesRequest<TypeConfig>,
+    ) -> impl Future<Output = Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>> + Send;
+    /// A candidate's vote request.
+    fn on_vote_request(
+        self: Arc<Self>,
+        req: VoteRequest<NodeId>,
+    ) -> impl Future<Output = Result<VoteResponse<NodeId>, RaftError<NodeId>>> + Send;
+    /// InstallSnapshot from a leader.
+    fn on_snapshot(
+        self: Arc<Self>,
+        req: InstallSnapshotRequest<TypeConfig>,
+    ) -> impl Future<
+        Output = Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    > + Send;
+    /// Would this node vote for `from` in its next term?
+    fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse;
+    /// `from` says it resigned.
+    fn on_resign_notice(&self, from: NodeId, notice: Resign);
+}
+
+/// The `/peer/raft/*` routes of a node (without the transport guard; the API adds it).
+pub fn routes<P: QuorumPeer>(peer: Arc<P>) -> Router {
+    Router::new()
+        .route(PATH_APPEND, post(append::<P>))
+        .route(PATH_PREVOTE, post(prevote::<P>))
+        .route(PATH_RESIGN, post(resign::<P>))
+        .route(PATH_VOTE, post(vote::<P>))
+        .route(PATH_SNAPSHOT, post(snapshot::<P>))
+        .with_state(peer)
+}
+
+/// A join error of a handler's task (a panic): 500, the node keeps running.
+fn internal(e: tokio::task::JoinError) -> ApiError {
+    tracing::error!(error = %e, "peer handler task failed");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "the request could not be handled",
+    )
+}
+
+async fn append<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: AppendEntriesRequest<TypeConfig> = decode_peer(p.counters(), &body)?;
+    p.counters().received(if req.entries.is_empty() {
+        "heartbeat"
+    } else {
+        "append"
+    });
+    let res = tokio::spawn(p.on_append(from, req))
+        .await
+        .map_err(internal)?;
+    Ok(Json(res).into_response())
+}
+
+pub(super) async fn vote<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: VoteRequest<NodeId> = decode_peer(p.counters(), &body)?;
+    p.counters().received("vote");
+    let res = tokio::spawn(p.on_vote_request(req))
+        .await
+        .map_err(internal)?;
+    Ok(Json(res).into_response())
+}
+
+async fn snapshot<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: InstallSnapshotRequest<TypeConfig> = decode_peer(p.counters(), &body)?;
+    p.counters().received("snapshot");
+    let res = tokio::spawn(p.on_snapshot(req)).await.map_err(internal)?;
+    Ok(Json(res).into_response())
+}
+
+async fn prevote<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: PreVoteRequest = decode_peer(p.counters(), &body)?;
+    p.counters().received("prevote");
+    Ok(Json(p.on_prevote_request(from, req)).into_response())
+}
+
+async fn resign<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let notice: Resign = decode_peer(p.counters(), &body)?;
+    p.counters().received("resign");
+    p.on_resign_notice(from, notice);
+    Ok(Json(serde_json::json!({"ok": true})).into_response())
+}
+
+/// openraft's network: creates one connection value per target; all share the transport and
+/// its HTTP client.
+#[derive(Clone)]
+pub struct RaftNet {
+    pub transport: Arc<Transport>,
+    /// Backoff after `Unreachable`: one heartbeat interval.
+    pub backoff: Duration,
+}
+
+/// openraft's connection to one peer.
+pub struct RaftConn {
+    target: NodeId,
+    net: RaftNet,
+}
+
+impl RaftNetworkFactory<TypeConfig> for RaftNet {
+    type Network = RaftConn;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> RaftConn {
+        RaftConn {
+            target,
+            net: self.clone(),
+        }
+    }
+}
+
+impl RaftConn {
+    async fn rpc<Req, Resp, E>(
+        &self,
+        path: &str,
+        kind: &'static str,
+        action: RPCTypes,
+        req: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let ttl = option.soft_ttl();
+        let res: Result<Result<Resp, RaftError<NodeId, E>>, TransportError> = self
+            .net
+            .transport
+            .call(self.target, path, kind, req, ttl)
+            .await;
+        match res {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(remote)) => Err(RPCError::RemoteError(RemoteError::new(self.target, remote))),
+            Err(e @ TransportError::Unreachable(..)) => {
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
+            Err(TransportError::Timeout(..)) => Err(RPCError::Timeout(Timeout {
+                action,
+                id: self.net.transport.id(),
+                target: self.target,
+                timeout: ttl,
+            })),
+            Err(e) => Err(RPCError::Network(NetworkError::new(&e))),
+        }
+    }
+}
+
+impl RaftNetwork<TypeConfig> for RaftConn {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        let kind = if rpc.entries.is_empty() {
+            "heartbeat"
+        } else {
+            "append"
+        };
+        self.rpc(PATH_APPEND, kind, RPCTypes::AppendEntries, &rpc, &option)
+            .await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        self.rpc(
+            PATH_SNAPSHOT,
+            "snapshot",
+            RPCTypes::InstallSnapshot,
+            &rpc,
+            &option,
+        )
+        .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.rpc(PATH_VOTE, "vote", RPCTypes::Vote, &rpc, &option)
+            .await
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(self.net.backoff))
+    }
+}

@@ -1,0 +1,145 @@
+//! The role loop of a quorum node: while openraft has it as leader, it probes the quorum every
+//! beat and claims for a lease after each acknowledged probe, goes quiet after 2F without
+//! acknowledgements, and records every role change. The one place where the claim is taken,
+//! renewed and given up (README, "Why two nodes never claim at once").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::ServerState;
+use tokio_util::sync::CancellationToken;
+
+use super::lease::Quiet;
+use super::node::QuorumNode;
+use crate::clock::ms;
+
+/// openraft's own heartbeat (which also pushes missing log entries to a lagging follower)
+/// goes out with every this many probes.
+const HEARTBEAT_EVERY: u64 = 4;
+
+impl QuorumNode {
+    /// The role loop: while openraft has this node as leader, probe the quorum every heartbeat
+    /// and claim for a lease after each acknowledged probe; go quiet after 2F without acks;
+    /// record every role change. Runs until `stop` is cancelled or openraft stops.
+    ///
+    /// The probes are the leader's heartbeats: one AppendEntries round every `heartbeat_ms`
+    /// exactly, so a follower's silence is measured against a regular beat. openraft's own
+    /// heartbeat (which also pushes missing entries to a follower that lags) is off and sent
+    /// together with every [`HEARTBEAT_EVERY`]th probe instead.
+    ///
+    /// Kept whole (about 80 lines) on purpose: it is the one place where the claim is taken,
+    /// renewed and given up, and the README's safety argument reads it top to bottom.
+    pub(super) async fn role_loop(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
+        let t = self.timing;
+        let hb = Duration::from_millis(t.heartbeat_ms);
+        let lease_ns = ms(t.effective_lease_ms());
+        let quiet_after_ns = 2 * ms(t.follower_lease_ms);
+        let quiet_ns = quiet_after_ns + lease_ns;
+        let mut metrics = self.raft.metrics();
+        let mut quiet = Quiet::default();
+        let mut probes = 0u64;
+        let mut next_probe = tokio::time::Instant::now();
+        loop {
+            let (claim_left, probing) = {
+                let now = self.clock.boot_ns();
+                let m = metrics.borrow();
+                let lease = self.lease.lock().expect("lease");
+                let claim = lease
+                    .current(m.current_term, now)
+                    .map(|c| Duration::from_nanos(c.until_ns - now));
+                let probing = m.state == ServerState::Leader
+                    && !lease.is_closed()
+                    && !lease.is_fenced(m.current_term)
+                    && quiet.may_probe(now);
+                (claim, probing)
+            };
+            // A probing leader wakes for its next probe; anyone else (a follower, whose leader
+            // expires with its lease; a quiet, resigned or stopping leader) every beat.
+            let wake_at = if probing {
+                next_probe
+            } else {
+                tokio::time::Instant::now() + hb
+            };
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return Ok(()),
+                r = metrics.changed() => if r.is_err() { return Err("openraft stopped".into()) },
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep_until(wake_at) => {}
+                _ = tokio::time::sleep(claim_left.unwrap_or_default()), if claim_left.is_some() => {}
+            }
+            let m = metrics.borrow_and_update().clone();
+            if let Err(fatal) = &m.running_state {
+                return Err(format!("openraft stopped: {fatal}"));
+            }
+            let now = self.clock.boot_ns();
+            let (closed, fenced) = {
+                let l = self.lease.lock().expect("lease");
+                (l.is_closed(), l.is_fenced(m.current_term))
+            };
+            if m.state == ServerState::Leader && !closed && !fenced {
+                quiet.leading(m.current_term, now);
+                if quiet.may_probe(now) && tokio::time::Instant::now() >= next_probe {
+                    next_probe = tokio::time::Instant::now() + hb;
+                    // Not with the first probe of a term: the new leader's replication is already
+                    // on its way, and the followers answer the probe after it.
+                    if probes % HEARTBEAT_EVERY == HEARTBEAT_EVERY - 1 {
+                        let _ = self.raft.trigger().heartbeat().await;
+                    }
+                    probes += 1;
+                    let t0 = self.clock.boot_ns();
+                    if self.probe(m.current_term, lease_ns).await {
+                        quiet.acked(t0);
+                    } else if quiet.failed(self.clock.boot_ns(), quiet_after_ns, quiet_ns) {
+                        tracing::warn!(
+                            quiet_ms = quiet_ns / 1_000_000,
+                            "no quorum for two follower leases: probes and heartbeats paused"
+                        );
+                    }
+                }
+            } else {
+                // Not leading, resigned (fenced) or stopping: no probes, no heartbeats. Should
+                // this node be elected, it probes at once.
+                quiet.not_leading();
+                probes = 0;
+                next_probe = tokio::time::Instant::now();
+                if m.state != ServerState::Leader {
+                    self.lease.lock().expect("lease").revoke(now);
+                }
+            }
+            self.record_view();
+        }
+    }
+
+    /// One probe of the quorum in `term`: a fresh AppendEntries round (`get_read_log_id`, which
+    /// returns when a majority has acknowledged the round, without waiting for the blank
+    /// entry to be committed and applied as `ensure_linearizable` does). `t0` is read before
+    /// the round is built, so every acknowledgement was processed after it. On success the
+    /// claim runs to `t0 + lease`; returns whether the quorum acknowledged.
+    pub(super) async fn probe(&self, term: u64, lease_ns: u64) -> bool {
+        let t0 = self.clock.read();
+        let acked = matches!(
+            tokio::time::timeout(self.election.probe_timeout(), self.raft.get_read_log_id()).await,
+            Ok(Ok(_))
+        );
+        let still = self.raft_metrics();
+        let granted = acked
+            && still.state == ServerState::Leader
+            && still.current_term == term
+            && self.lease.lock().expect("lease").grant(term, t0, lease_ns);
+        tracing::debug!(
+            term,
+            acked,
+            granted,
+            took_us = (self.clock.boot_ns() - t0.boot_ns) / 1000,
+            "probe"
+        );
+        if granted {
+            // The leader's own contact: it refuses pre-votes while its quorum answers, waits a
+            // whole lease before campaigning should it step down, and then goes last.
+            self.gate
+                .heard(t0.boot_ns, Some((self.id, still.last_log_index)));
+        }
+        granted
+    }
+}
