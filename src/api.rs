@@ -171,7 +171,7 @@ async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
             id: p.id,
             addr: p.addr.clone(),
             last_contact_ms: node
-                .stats
+                .counters
                 .last_contact_ns(p.id)
                 .map(|t| now.saturating_sub(t) / 1_000_000),
         })
@@ -181,7 +181,7 @@ async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
         leader: node.leader_info(),
         cluster_id: node.cfg.cluster_id.clone(),
         peers,
-        counters: node.stats.snapshot(),
+        counters: node.counters.snapshot(),
         timings: Timings {
             heartbeat_ms: t.heartbeat_ms,
             follower_lease_ms: t.follower_lease_ms,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::role::Mode;
+use crate::role::Mode;
 use crate::role::NodeId;
 
 /// One member of the cluster, self included.

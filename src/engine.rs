@@ -1,5 +1,5 @@
 //! The engine interface: what a node asks of the election engine of its mode, whichever it is
-//! (quorum on openraft, or bully and ring behind the legacy driver). The node holds one
+//! (quorum on openraft, or bully and ring behind the legacy node). The node holds one
 //! `Arc<dyn Engine>` and never matches on the mode after starting it.
 
 use std::sync::atomic::AtomicU64;
@@ -10,9 +10,9 @@ use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
+use crate::counters::Counters;
 use crate::events::EventLog;
 use crate::role::{Mode, NodeId, Resigned, View};
-use crate::stats::Stats;
 use crate::transport::Transport;
 
 /// The node's view judged at one instant: the lease is a judgement made at that instant, not
@@ -61,7 +61,7 @@ pub enum ResignError {
 pub struct Plumbing {
     pub transport: Arc<Transport>,
     pub events: Arc<EventLog>,
-    pub stats: Arc<Stats>,
+    pub counters: Arc<Counters>,
     pub clock: Arc<dyn Clock>,
 }
 

@@ -56,7 +56,7 @@ fn drive<A: Algorithm>(msg: A::Msg) {
             a.step(from, msg.clone());
             a.tick();
             a.delivery_failed(from, msg.clone());
-            let _ = a.status();
+            let _ = a.view();
             let _ = a.take_outbox();
         }
     }

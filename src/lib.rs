@@ -17,12 +17,12 @@
 //! | 1 plumbing | `events` | the event log (`/v1/events`, `<data_dir>/events.jsonl`) |
 //! | | `faults` | the application-layer fault set (block to/from, drop rate, delay) |
 //! | | [`auth`] | peer authentication (HMAC-SHA256 over each request, replay window) |
-//! | | `stats` | counters by message type |
+//! | | `counters` | counters by message type, and when each peer was last heard from |
 //! | | `wire` | how a peer request travels: HTTP, or in memory in the lab's simulator |
 //! | 2 transport | `transport` | the one peer transport (HTTP), with the fault layer inside it |
 //! | 3 engines | `engine` | the [`Engine`] interface every mode implements |
 //! | | [`quorum`] | quorum mode on openraft, with lease-bound claims and self-demotion |
-//! | | [`legacy`] | bully and ring as I/O-free state machines, and the one driver for both |
+//! | | [`legacy`] | bully and ring as I/O-free state machines, and the one node that runs either |
 //! | 4 node | `node` | a running node: the engine of its mode, its view, its shutdown |
 //! | 5 serving | `api` | the HTTP API of `docs/api-v1.md`, built by [`app`] |
 //! | | `watch` | `GET /v1/watch`: the view as Server-Sent Events, resumable from the event log |
@@ -41,9 +41,10 @@ pub mod clock;
 pub mod config;
 pub mod legacy;
 pub mod quorum;
-pub mod role;
+mod role;
 
 mod api;
+mod counters;
 mod engine;
 mod error;
 mod events;
@@ -54,7 +55,6 @@ mod metrics;
 mod node;
 mod page;
 mod server;
-mod stats;
 mod transport;
 mod watch;
 mod wire;
@@ -65,7 +65,7 @@ pub use crate::engine::{Engine, Flaws, Judged, ResignError};
 pub use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 pub use crate::events::{read_events_file, EVENTS_FILE};
 pub use crate::node::{terminate_signal, Node, NodeError, Surroundings};
-pub use crate::role::{Mode, NodeId, Role, View};
+
 pub use crate::server::{serve, HEADER_READ_TIMEOUT};
 pub use crate::transport::{HDR_CLUSTER, HDR_FROM};
 pub use crate::wire::{HttpWire, Wire, WireError};

@@ -48,7 +48,7 @@ fn counter(reg: &mut Registry, name: &str, help: &str, value: u64) {
 pub fn render(node: &Node) -> String {
     let mut reg = Registry::with_prefix("electd");
     register_view(&mut reg, node.view());
-    register_counters(&mut reg, node.stats.snapshot());
+    register_counters(&mut reg, node.counters.snapshot());
     gauge(
         &mut reg,
         "uptime_ms",

@@ -10,13 +10,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::counters::Counters;
 use crate::engine::{Engine, Flaws, Judged, Plumbing, ResignError};
 use crate::events::{EventLog, EventLogError, Watchers};
 use crate::faults::Faults;
 use crate::legacy::{Bully, LegacyNode, Ring};
 use crate::quorum::{Disk, QuorumError, QuorumNode, StateFile, Store};
 use crate::role::{Mode, NodeId, Resigned, View};
-use crate::stats::Stats;
 use crate::transport::Transport;
 use crate::wire::Wire;
 use electd_client::{LeaderInfo, LeaderRef};
@@ -42,7 +42,7 @@ pub struct Node {
     pub(crate) events: Arc<EventLog>,
     /// The followers of `events` (`/v1/watch`), bounded by `cfg.max_watchers`.
     pub(crate) watchers: Watchers,
-    pub(crate) stats: Arc<Stats>,
+    pub(crate) counters: Arc<Counters>,
     pub(crate) seed: u64,
     started: Instant,
     stop: CancellationToken,
@@ -99,17 +99,17 @@ impl Node {
             source,
         })?;
         let cfg = Arc::new(cfg);
-        let stats = Arc::new(Stats::default());
+        let counters = Arc::new(Counters::default());
         let faults = Arc::new(Faults::new(seed));
         let transport = Arc::new(match around.wire {
-            Some(wire) => Transport::with_wire(&cfg, faults, stats.clone(), wire),
-            None => Transport::new(&cfg, faults, stats.clone()),
+            Some(wire) => Transport::with_wire(&cfg, faults, counters.clone(), wire),
+            None => Transport::new(&cfg, faults, counters.clone()),
         });
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
         let plumbing = Plumbing {
             transport: transport.clone(),
             events: events.clone(),
-            stats: stats.clone(),
+            counters: counters.clone(),
             clock: around.clock,
         };
         // The one place the mode is matched: from here on the node talks to `dyn Engine`.
@@ -133,7 +133,7 @@ impl Node {
             engine,
             transport,
             events,
-            stats,
+            counters,
             seed,
             started: Instant::now(),
             stop,

@@ -24,10 +24,10 @@ use tokio::time::Instant;
 use crate::auth::{wall_ms, PeerAuth, Signed, HDR_AUTH, HDR_NONCE, HDR_TS};
 use crate::clock::mono_ns;
 use crate::config::Config;
+use crate::counters::Counters;
 use crate::error::{ApiError, BODY_LIMIT};
 use crate::faults::{Faults, Verdict};
 use crate::role::NodeId;
-use crate::stats::Stats;
 use crate::wire::{HttpWire, Wire, WireError};
 
 pub const HDR_CLUSTER: &str = "x-electd-cluster";
@@ -65,25 +65,25 @@ pub struct Transport {
     /// Signs and verifies peer requests when a cluster secret is configured.
     auth: Option<PeerAuth>,
     pub faults: Arc<Faults>,
-    pub stats: Arc<Stats>,
+    pub counters: Arc<Counters>,
 }
 
 impl Transport {
     /// Builds the transport. Outgoing connections are made from the IP this node listens on
     /// (unless it listens on all addresses), so that kernel-level faults can tell nodes apart.
-    pub fn new(cfg: &Config, faults: Arc<Faults>, stats: Arc<Stats>) -> Transport {
+    pub fn new(cfg: &Config, faults: Arc<Faults>, counters: Arc<Counters>) -> Transport {
         let peers: BTreeMap<NodeId, String> =
             cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect();
         let connect_timeout = Duration::from_millis(cfg.timing.follower_lease_ms / 2);
         let wire = HttpWire::new(cfg.listen_addr(), peers, connect_timeout);
-        Transport::with_wire(cfg, faults, stats, Arc::new(wire))
+        Transport::with_wire(cfg, faults, counters, Arc::new(wire))
     }
 
     /// The transport over another wire (the lab's simulator carries requests in memory).
     pub fn with_wire(
         cfg: &Config,
         faults: Arc<Faults>,
-        stats: Arc<Stats>,
+        counters: Arc<Counters>,
         wire: Arc<dyn Wire>,
     ) -> Transport {
         Transport {
@@ -93,7 +93,7 @@ impl Transport {
             wire,
             auth: cfg.cluster_secret.clone().map(PeerAuth::new),
             faults,
-            stats,
+            counters,
         }
     }
 
@@ -116,7 +116,7 @@ impl Transport {
         if !self.peers.contains_key(&to) {
             return Err(TransportError::UnknownPeer(to));
         }
-        self.stats.sent(kind);
+        self.counters.sent(kind);
         let lost = || async {
             tokio::time::sleep_until(deadline).await;
             TransportError::Timeout(to, timeout)
@@ -164,7 +164,7 @@ impl Transport {
         }
         // An answer is contact too (as in etcd and hashicorp/raft): a leader hears its
         // followers through the answers to its own requests.
-        self.stats.contact(to, mono_ns());
+        self.counters.contact(to, mono_ns());
         let status = res.status();
         let bytes = res.into_body();
         if !status.is_success() {
@@ -272,14 +272,14 @@ pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Ne
     let (from, mut req) = match t.authenticate(req).await {
         Ok(ok) => ok,
         Err(e) => {
-            t.stats.rejected(e.code);
+            t.counters.rejected(e.code);
             return e.into_response();
         }
     };
     if t.faults.on_receive(from) == Verdict::Drop {
         return lost_response();
     }
-    t.stats.contact(from, mono_ns());
+    t.counters.contact(from, mono_ns());
     req.extensions_mut().insert(PeerId(from));
     let res = next.run(req).await;
     match t.faults.on_send(from) {
@@ -295,9 +295,9 @@ pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Ne
 
 /// Decodes the JSON body of a peer message; a malformed one is refused with 400 and counted
 /// (`rejected_peer_requests.bad_body`). The one decoder of every engine's `/peer/` handlers.
-pub fn decode_peer<T: DeserializeOwned>(stats: &Stats, body: &[u8]) -> Result<T, ApiError> {
+pub fn decode_peer<T: DeserializeOwned>(counters: &Counters, body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
-        stats.rejected("bad_body");
+        counters.rejected("bad_body");
         ApiError::bad_request("bad_body", format!("malformed peer message: {e}"))
     })
 }

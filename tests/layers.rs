@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The node's layers, lowest first: a module may import its own layer and those below.
 const NODE_LAYERS: &[&[&str]] = &[
     &["role", "config", "clock", "error"],
-    &["events", "faults", "auth", "stats", "wire"],
+    &["events", "faults", "auth", "counters", "wire"],
     &["transport"],
     &["engine"],
     &[
@@ -22,7 +22,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "legacy::bully",
         "legacy::ring",
     ],
-    &["quorum::node", "legacy::driver"],
+    &["quorum::node", "legacy::node"],
     &["quorum::role_loop", "quorum::driver", "quorum::handover"],
     &["quorum::engine", "quorum", "legacy"],
     &["node"],

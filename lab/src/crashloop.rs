@@ -21,7 +21,8 @@ use rand::{Rng, SeedableRng};
 use crate::chaos::check::{election_safety, leader_changes, split_brain};
 use crate::chaos::record::Recorder;
 use crate::cluster::{claimants, Cluster, Observed};
-use electd::config::{Mode, Timing};
+use electd::config::Timing;
+use electd_client::Mode;
 use electd_client::NodeId;
 
 /// What a crash loop did and saw.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::chaos::runner::{run_matrix, Layer, Matrix};
 use crate::chaos::scenario::Scenario;
 use crate::cluster::{agreed, status_row, Cluster, CtlError};
-use electd::config::Mode;
+use electd_client::Mode;
 use electd_client::NodeId;
 
 #[derive(clap::Args, Debug)]

@@ -499,7 +499,7 @@ pub async fn compare(
     c.ensure_secrets().map_err(|e| e.to_string())?;
     let since = mono_ns();
     for id in c.ids() {
-        c.start(id, electd::config::Mode::Quorum)
+        c.start(id, electd_client::Mode::Quorum)
             .map_err(|e| e.to_string())?;
     }
     let target = Electd::new(c);

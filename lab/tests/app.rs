@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::TestCluster;
 use electd::clock::mono_ns;
-use electd::config::Mode;
+use electd_client::Mode;
 use electd_client::{Client, Event, NodeId, Watch, Watched};
 use electd_lab::cluster::agreed;
 

@@ -3,7 +3,7 @@
 //! split brain in the 2 | 3 partition and converge after heal. Kernel-layer runs need root and
 //! iptables; without them they print why and are skipped (this test then covers the app layer).
 
-use electd::config::Mode;
+use electd_client::Mode;
 use electd_lab::chaos::runner::{run_one, Layer, RunSpec, Scenario};
 
 fn run(

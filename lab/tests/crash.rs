@@ -6,7 +6,7 @@
 mod common;
 
 use common::TestCluster;
-use electd::config::Mode;
+use electd_client::Mode;
 
 const CYCLES: usize = 50;
 

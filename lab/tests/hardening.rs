@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use common::TestCluster;
 use electd::auth::{PeerAuth, HDR_AUTH, HDR_NONCE, HDR_TS};
-use electd::config::{Mode, Secret};
+use electd::config::Secret;
 use electd::{HDR_CLUSTER, HDR_FROM};
+use electd_client::Mode;
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(20);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{describe, TestCluster};
 use electd::clock::mono_ns;
-use electd::config::Mode;
+use electd_client::Mode;
 use electd_lab::chaos::check::split_brain;
 use electd_lab::cluster::claimants;
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::TestCluster;
-use electd::config::Mode;
+use electd_client::Mode;
 use electd_client::NodeId;
 use serde_json::{json, Value};
 

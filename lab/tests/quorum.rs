@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{describe, TestCluster};
 use electd::clock::{mono_ns, ms};
-use electd::config::Mode;
+use electd_client::Mode;
 use electd_client::Role;
 use electd_lab::cluster::{claimants, Observed};
 

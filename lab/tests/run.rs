@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::TestCluster;
-use electd::config::Mode;
+use electd_client::Mode;
 use electd_client::NodeId;
 use electd_lab::chaos::check::{cap_paused_claims, claim_intervals, ProcKind};
 

@@ -85,7 +85,7 @@ pub struct Bully {
 
 impl Bully {
     fn broadcast_coordinator(&mut self) {
-        let epoch = self.core.status().term;
+        let epoch = self.core.view().term;
         self.core.send_to_others(BullyMsg::Coordinator { epoch });
     }
 
@@ -96,8 +96,8 @@ impl Bully {
     /// Whether a COORDINATOR claim `(epoch, from)` ranks above what this node currently holds
     /// (a candidate holds `(last coordinator epoch, None)`, so it accepts that epoch again).
     fn claim_is_newer(&self, epoch: u64, from: NodeId) -> bool {
-        let status = self.core.status();
-        (epoch, Some(from)) > (status.term, status.leader)
+        let view = self.core.view();
+        (epoch, Some(from)) > (view.term, view.leader)
     }
 
     fn start_election(&mut self) {
@@ -130,10 +130,10 @@ impl Bully {
     }
 
     fn on_coordinator(&mut self, from: NodeId, epoch: u64) {
-        let status = self.core.status();
-        if status.role == Role::Follower && status.leader == Some(from) {
+        let view = self.core.view();
+        if view.role == Role::Follower && view.leader == Some(from) {
             // Our coordinator: a (re-)announcement. An older epoch is a reordered message.
-            if epoch >= status.term {
+            if epoch >= view.term {
                 self.core.become_follower(from, epoch);
             }
             return;
@@ -160,12 +160,12 @@ impl Bully {
             epoch: self.core.max_epoch(),
         };
         self.core.send(from, answer);
-        if self.core.status().role == Role::Leader {
+        if self.core.view().role == Role::Leader {
             // A coordinator counts as "already in one" (it has won it): its periodic
             // COORDINATOR ends the sender's wait. Only a sender that knows a newer
             // epoch (which would not accept that announcement) makes it run its
             // election again, to re-announce itself with a newer one.
-            if epoch > self.core.status().term {
+            if epoch > self.core.view().term {
                 self.start_election();
             }
         } else if !self.core.is_electing() {
@@ -234,8 +234,8 @@ impl Algorithm for Bully {
         let _ = (to, msg);
     }
 
-    fn status(&self) -> View {
-        self.core.status()
+    fn view(&self) -> View {
+        self.core.view()
     }
 
     fn take_outbox(&mut self) -> Outbox<BullyMsg> {
@@ -272,12 +272,12 @@ mod tests {
     #[test]
     fn new_is_passive() {
         let mut n = node(3);
-        assert_eq!(n.status(), View::INITIAL);
+        assert_eq!(n.view(), View::INITIAL);
         for _ in 0..100 {
             n.tick();
         }
         let out = n.take_outbox();
-        assert!(out.msgs.is_empty() && out.status_changes.is_empty());
+        assert!(out.msgs.is_empty() && out.view_changes.is_empty());
     }
 
     #[test]
@@ -294,7 +294,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            out.status_changes,
+            out.view_changes,
             vec![View {
                 role: Role::Candidate,
                 term: 0,
@@ -310,7 +310,7 @@ mod tests {
         let out = n.take_outbox();
         assert_eq!(sent(&out), coordinator_to_all_but(5, 1));
         assert_eq!(
-            out.status_changes,
+            out.view_changes,
             vec![View {
                 role: Role::Leader,
                 term: 1,
@@ -330,7 +330,7 @@ mod tests {
         n.tick();
         let out = n.take_outbox();
         assert_eq!(sent(&out), coordinator_to_all_but(3, 1));
-        assert_eq!(n.status().role, Role::Leader);
+        assert_eq!(n.view().role, Role::Leader);
     }
 
     #[test]
@@ -339,7 +339,7 @@ mod tests {
         n.start();
         n.take_outbox();
         n.step(4, BullyMsg::Answer { epoch: 0 });
-        assert_eq!(n.status().role, Role::Candidate);
+        assert_eq!(n.view().role, Role::Candidate);
         for _ in 0..4 {
             n.tick();
         }
@@ -359,7 +359,7 @@ mod tests {
         // A COORDINATOR from a higher id ends the wait.
         n.step(5, BullyMsg::Coordinator { epoch: 1 });
         assert_eq!(
-            n.status(),
+            n.view(),
             View {
                 role: Role::Follower,
                 term: 1,
@@ -395,7 +395,7 @@ mod tests {
             n.tick();
         }
         assert_eq!(
-            n.status(),
+            n.view(),
             View {
                 role: Role::Leader,
                 term: 8,
@@ -412,24 +412,24 @@ mod tests {
         five.step(2, BullyMsg::Election { epoch: 1 });
         let out = five.take_outbox();
         assert_eq!(sent(&out), vec![(2, BullyMsg::Answer { epoch: 1 })]);
-        assert!(out.status_changes.is_empty());
+        assert!(out.view_changes.is_empty());
         // An ELECTION that knows a newer epoch makes it re-announce with a newer one.
         five.step(1, BullyMsg::Election { epoch: 4 });
         let out = five.take_outbox();
         assert_eq!(out.msgs[0], (1, BullyMsg::Answer { epoch: 4 }));
         assert_eq!(out.msgs[1..], coordinator_to_all_but(5, 5)[..]);
-        assert_eq!(five.status().term, 5);
+        assert_eq!(five.view().term, 5);
         // The asker (which suspected 5) accepts the same epoch again while waiting.
         let mut two = node(2);
         two.step(5, BullyMsg::Coordinator { epoch: 1 });
         for _ in 0..4 {
             two.tick();
         }
-        assert_eq!(two.status().role, Role::Candidate);
+        assert_eq!(two.view().role, Role::Candidate);
         two.step(5, BullyMsg::Answer { epoch: 1 });
         two.step(5, BullyMsg::Coordinator { epoch: 1 });
         assert_eq!(
-            two.status(),
+            two.view(),
             View {
                 role: Role::Follower,
                 term: 1,
@@ -442,7 +442,7 @@ mod tests {
     fn follower_times_out_and_announcements_keep_it() {
         let mut n = node(2);
         n.step(5, BullyMsg::Coordinator { epoch: 3 });
-        assert_eq!(n.status().leader, Some(5));
+        assert_eq!(n.view().leader, Some(5));
         for _ in 0..10 {
             n.tick();
             n.tick();
@@ -457,8 +457,8 @@ mod tests {
         n.tick();
         let out = n.take_outbox();
         assert_eq!(out.msgs.len(), 3, "ELECTION to 3, 4, 5: {out:?}");
-        assert_eq!(n.status().role, Role::Candidate);
-        assert_eq!(n.status().term, 3);
+        assert_eq!(n.view().role, Role::Candidate);
+        assert_eq!(n.view().term, 3);
     }
 
     #[test]
@@ -484,7 +484,7 @@ mod tests {
         n.step(2, BullyMsg::Coordinator { epoch: 2 });
         let out = n.take_outbox();
         assert_eq!(sent(&out), vec![(5, BullyMsg::Election { epoch: 2 })]);
-        assert_eq!(n.status().role, Role::Candidate);
+        assert_eq!(n.view().role, Role::Candidate);
     }
 
     #[test]
@@ -494,11 +494,11 @@ mod tests {
         for _ in 0..3 {
             n.tick();
         }
-        assert_eq!(n.status().role, Role::Leader);
+        assert_eq!(n.view().role, Role::Leader);
         n.take_outbox();
         n.step(5, BullyMsg::Coordinator { epoch: 1 });
         assert_eq!(
-            n.status(),
+            n.view(),
             View {
                 role: Role::Follower,
                 term: 1,
@@ -524,11 +524,11 @@ mod tests {
         n.step(2, BullyMsg::Coordinator { epoch: 4 });
         let out = n.take_outbox();
         assert!(
-            out.msgs.is_empty() && out.status_changes.is_empty(),
+            out.msgs.is_empty() && out.view_changes.is_empty(),
             "{out:?}"
         );
         assert_eq!(
-            n.status(),
+            n.view(),
             View {
                 role: Role::Follower,
                 term: 4,
@@ -542,7 +542,7 @@ mod tests {
         // 4 leads at epoch 3; 5 restarts with no memory of epochs.
         let mut five = node(5);
         five.start();
-        assert_eq!(five.status().term, 1);
+        assert_eq!(five.view().term, 1);
         five.take_outbox();
         let mut four = node(4);
         four.step(1, BullyMsg::Election { epoch: 2 });
@@ -550,7 +550,7 @@ mod tests {
             four.tick();
         }
         assert_eq!(
-            four.status(),
+            four.view(),
             View {
                 role: Role::Leader,
                 term: 3,
@@ -560,7 +560,7 @@ mod tests {
         four.take_outbox();
         // 4 ignores the older claim of 5 ...
         four.step(5, BullyMsg::Coordinator { epoch: 1 });
-        assert_eq!(four.status().role, Role::Leader);
+        assert_eq!(four.view().role, Role::Leader);
         // ... 5 hears 4's newer announcement from a lower id and calls an election ...
         five.step(4, BullyMsg::Coordinator { epoch: 3 });
         let out = five.take_outbox();
@@ -568,7 +568,7 @@ mod tests {
         // ... which 4 follows.
         four.step(5, BullyMsg::Coordinator { epoch: 4 });
         assert_eq!(
-            four.status(),
+            four.view(),
             View {
                 role: Role::Follower,
                 term: 4,
@@ -578,14 +578,14 @@ mod tests {
     }
 
     #[test]
-    fn status_is_pushed_only_on_change() {
+    fn view_is_pushed_only_on_change() {
         let mut n = node(1);
         n.step(5, BullyMsg::Coordinator { epoch: 1 });
         n.step(5, BullyMsg::Coordinator { epoch: 1 });
         n.step(5, BullyMsg::Coordinator { epoch: 1 });
-        assert_eq!(n.take_outbox().status_changes.len(), 1);
+        assert_eq!(n.take_outbox().view_changes.len(), 1);
         n.step(5, BullyMsg::Coordinator { epoch: 2 });
-        assert_eq!(n.take_outbox().status_changes.len(), 1);
+        assert_eq!(n.take_outbox().view_changes.len(), 1);
     }
 
     #[test]
@@ -593,7 +593,7 @@ mod tests {
         let mut n = node(1);
         n.step(9, BullyMsg::Coordinator { epoch: 1 });
         n.step(1, BullyMsg::Coordinator { epoch: 1 });
-        assert_eq!(n.status(), View::INITIAL);
+        assert_eq!(n.view(), View::INITIAL);
     }
 
     #[test]
@@ -603,7 +603,7 @@ mod tests {
         let out = n.take_outbox();
         assert!(out.msgs.is_empty());
         assert_eq!(
-            n.status(),
+            n.view(),
             View {
                 role: Role::Leader,
                 term: 1,

@@ -1,4 +1,4 @@
-//! What bully and ring share: the [`Algorithm`] trait the driver feeds, the timeouts in
+//! What bully and ring share: the [`Algorithm`] trait the legacy node feeds, the timeouts in
 //! [`Ticks`], the [`Outbox`] of messages and view changes, and `Core`, the state and the
 //! transitions both algorithms have alike. An algorithm reports its (role, epoch, leader) as a
 //! [`View`] whose `term` is the coordinator epoch, as `docs/api-v1.md` says.
@@ -14,7 +14,7 @@
 //! As in raft-rs, where every `become_*` goes through one `reset`, the three transitions
 //! `become_follower(leader, epoch)`, `become_leader(epoch)` and `become_candidate(election)` are
 //! the only places the phase and the view change, and all three go through one `reset` that sets
-//! the phase and records the view (queued for the driver only when it changed). What each
+//! the phase and records the view (queued for the legacy node only when it changed). What each
 //! algorithm sends on a transition (the bully COORDINATOR to all, the ring COORDINATOR
 //! circulation) stays in the algorithm.
 //!
@@ -25,7 +25,7 @@
 
 use crate::role::{NodeId, Role, View};
 
-/// Timeouts of the legacy algorithms, in ticks (the driver converts; one tick = timing.heartbeat_ms).
+/// Timeouts of the legacy algorithms, in ticks (the legacy node converts; one tick = timing.heartbeat_ms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticks {
     /// Bully: how long an initiator waits for any ANSWER before it declares itself coordinator.
@@ -65,11 +65,11 @@ impl Ticks {
     }
 }
 
-/// Outputs drained by the driver after every input.
+/// Outputs drained by the legacy node after every input.
 #[derive(Debug)]
 pub struct Outbox<M> {
     pub msgs: Vec<(NodeId, M)>,
-    pub status_changes: Vec<View>,
+    pub view_changes: Vec<View>,
 }
 
 // Written out by hand so that `Outbox<M>: Default` does not require `M: Default`.
@@ -77,7 +77,7 @@ impl<M> Default for Outbox<M> {
     fn default() -> Self {
         Outbox {
             msgs: Vec::new(),
-            status_changes: Vec::new(),
+            view_changes: Vec::new(),
         }
     }
 }
@@ -99,13 +99,13 @@ pub trait Algorithm {
     fn tick(&mut self);
     /// A message that arrived from `from`. Check the epoch first (style of etcd-io/raft Step).
     fn step(&mut self, from: NodeId, msg: Self::Msg);
-    /// The driver could not deliver `msg` to `to` (no acknowledgement within the transport deadline, or refused).
+    /// The legacy node could not deliver `msg` to `to` (no acknowledgement within the transport deadline, or refused).
     /// Every message the algorithm sends yields at most one of `delivered` / `delivery_failed`.
     fn delivery_failed(&mut self, to: NodeId, msg: Self::Msg);
     fn delivered(&mut self, to: NodeId, msg: &Self::Msg) {
         let _ = (to, msg);
     }
-    fn status(&self) -> View;
+    fn view(&self) -> View;
     fn take_outbox(&mut self) -> Outbox<Self::Msg>;
 }
 
@@ -127,7 +127,7 @@ fn normalize_members(id: NodeId, mut members: Vec<NodeId>) -> Vec<NodeId> {
 pub(crate) enum Phase<E> {
     /// Created, not started, nothing heard yet: no timer runs.
     Idle,
-    /// Following `status.leader`; ticks since it was last heard from.
+    /// Following `view.leader`; ticks since it was last heard from.
     Following { silent: u32 },
     /// Candidate, in the algorithm's election state `E` (which has its own timer).
     Electing(E),
@@ -172,7 +172,7 @@ pub(crate) struct Core<M, E> {
     /// Highest epoch seen in any message or held by this node.
     max_epoch: u64,
     /// What the node reports; `term` is the coordinator epoch.
-    status: View,
+    view: View,
     phase: Phase<E>,
     outbox: Outbox<M>,
 }
@@ -186,7 +186,7 @@ impl<M, E> Core<M, E> {
             members: normalize_members(id, members),
             ticks,
             max_epoch: 0,
-            status: View::INITIAL,
+            view: View::INITIAL,
             phase: Phase::Idle,
             outbox: Outbox::default(),
         }
@@ -216,8 +216,8 @@ impl<M, E> Core<M, E> {
     }
 
     /// The node's current (role, epoch, leader).
-    pub(crate) fn status(&self) -> View {
-        self.status
+    pub(crate) fn view(&self) -> View {
+        self.view
     }
 
     /// The algorithm's election state, when the node is a candidate.
@@ -263,12 +263,12 @@ impl<M, E> Core<M, E> {
         self.set_view(view);
     }
 
-    /// Records `next` as the node's view and queues it for the driver when any of
+    /// Records `next` as the node's view and queues it for the legacy node when any of
     /// (role, epoch, leader) changed.
     fn set_view(&mut self, next: View) {
-        if self.status != next {
-            self.status = next;
-            self.outbox.status_changes.push(next);
+        if self.view != next {
+            self.view = next;
+            self.outbox.view_changes.push(next);
         }
     }
 
@@ -303,7 +303,7 @@ impl<M, E> Core<M, E> {
     pub(crate) fn become_candidate(&mut self, election: E) {
         let view = View {
             role: Role::Candidate,
-            term: self.status.term,
+            term: self.view.term,
             leader: None,
         };
         self.reset(Phase::Electing(election), view);
@@ -394,7 +394,7 @@ mod tests {
     fn new_core_is_passive_with_normalised_members() {
         let mut c = core(2);
         assert_eq!(c.members(), &[1, 2, 3, 5]);
-        assert_eq!((c.id(), c.max_epoch(), c.status()), (2, 0, View::INITIAL));
+        assert_eq!((c.id(), c.max_epoch(), c.view()), (2, 0, View::INITIAL));
         for _ in 0..10 {
             assert_eq!(c.tick(), Tick::Nothing);
         }
@@ -402,7 +402,7 @@ mod tests {
         assert!(c.is_peer(1) && c.is_peer(5));
         assert!(!c.is_peer(2) && !c.is_peer(4));
         let out = c.take_outbox();
-        assert!(out.msgs.is_empty() && out.status_changes.is_empty());
+        assert!(out.msgs.is_empty() && out.view_changes.is_empty());
     }
 
     #[test]
@@ -419,7 +419,7 @@ mod tests {
         // An older epoch than the highest seen is reported, but not adopted as the highest.
         c.become_follower(5, 3);
         assert_eq!(c.max_epoch(), 6);
-        let changes = c.take_outbox().status_changes;
+        let changes = c.take_outbox().view_changes;
         let view = |role, term, leader| View { role, term, leader };
         assert_eq!(
             changes,
@@ -484,6 +484,6 @@ mod tests {
         #[derive(Debug)]
         struct NoDefault;
         let o: Outbox<NoDefault> = Outbox::default();
-        assert!(o.msgs.is_empty() && o.status_changes.is_empty());
+        assert!(o.msgs.is_empty() && o.view_changes.is_empty());
     }
 }

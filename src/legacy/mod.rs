@@ -6,9 +6,9 @@
 //!   `become_*` transitions, all through one `reset`) that each algorithm wraps with its own
 //!   election state.
 //! - [`bully`], [`ring`]: the two algorithms.
-//! - [`driver`]: [`LegacyNode`], which runs either on the shared peer transport.
+//! - `node.rs`: [`LegacyNode`], which runs either on the shared peer transport.
 //!
-//! Both are I/O-free state machines behind the [`Algorithm`] trait: the driver feeds them
+//! Both are I/O-free state machines behind the [`Algorithm`] trait: the legacy node feeds them
 //! `start`, `tick`, `step` (a received message), `delivered` / `delivery_failed` (transport
 //! outcome of a message they sent) and drains [`Outbox`] after every input. Inside the
 //! algorithms time is counted in ticks only; there are no clocks, no I/O and no randomness.
@@ -97,10 +97,10 @@
 
 pub mod bully;
 pub mod core;
-pub mod driver;
+mod node;
 pub mod ring;
 
 pub use self::bully::{Bully, BullyMsg};
 pub use self::core::{Algorithm, MsgKind, Outbox, Ticks};
-pub use self::driver::LegacyNode;
+pub use self::node::LegacyNode;
 pub use self::ring::{Ring, RingMsg};

@@ -128,10 +128,10 @@ impl Ring {
 
     /// Whether a coordinator claim `(epoch, leader)` ranks above what this node currently holds.
     fn claim_is_newer(&self, epoch: u64, leader: NodeId) -> bool {
-        let status = self.core.status();
-        match status.role {
-            Role::Candidate => epoch > status.term,
-            Role::Leader | Role::Follower => (epoch, Some(leader)) > (status.term, status.leader),
+        let view = self.core.view();
+        match view.role {
+            Role::Candidate => epoch > view.term,
+            Role::Leader | Role::Follower => (epoch, Some(leader)) > (view.term, view.leader),
         }
     }
 
@@ -176,7 +176,7 @@ impl Ring {
     }
 
     fn on_election(&mut self, initiator: NodeId, mut ids: Vec<NodeId>, epoch: u64) {
-        if epoch < self.core.status().term {
+        if epoch < self.core.view().term {
             // Started before the coordinator this node knows was elected.
             return;
         }
@@ -229,10 +229,10 @@ impl Ring {
     }
 
     fn on_coordinator(&mut self, leader: NodeId, epoch: u64, initiator: NodeId) {
-        let status = self.core.status();
+        let view = self.core.view();
         let id = self.core.id();
         let same =
-            status.role != Role::Candidate && status.leader == Some(leader) && status.term == epoch;
+            view.role != Role::Candidate && view.leader == Some(leader) && view.term == epoch;
         if !same {
             if !self.claim_is_newer(epoch, leader) {
                 return; // stale result: its circulation ends here
@@ -262,11 +262,11 @@ impl Ring {
     }
 
     fn on_announce(&mut self, leader: NodeId, epoch: u64) {
-        let status = self.core.status();
+        let view = self.core.view();
         let id = self.core.id();
-        if status.role == Role::Follower && status.leader == Some(leader) {
+        if view.role == Role::Follower && view.leader == Some(leader) {
             // Our coordinator's heartbeat; an older epoch is a reordered message.
-            if epoch >= status.term {
+            if epoch >= view.term {
                 self.core.become_follower(leader, epoch);
             }
             return;
@@ -317,8 +317,8 @@ impl Ring {
     /// A circulated COORDINATOR was not delivered to `to`: send it on to the node after `to`
     /// unless the circulation ends there.
     fn coordinator_failed(&mut self, to: NodeId, leader: NodeId, epoch: u64, initiator: NodeId) {
-        let status = self.core.status();
-        if status.role == Role::Candidate || status.leader != Some(leader) || status.term != epoch {
+        let view = self.core.view();
+        if view.role == Role::Candidate || view.leader != Some(leader) || view.term != epoch {
             return; // this node has moved on; let the circulation end
         }
         let next = self.successor_of(to);
@@ -360,7 +360,7 @@ impl Algorithm for Ring {
             Tick::Announce => {
                 let announce = RingMsg::Announce {
                     leader: self.core.id(),
-                    epoch: self.core.status().term,
+                    epoch: self.core.view().term,
                 };
                 self.core.send_to_others(announce);
             }
@@ -409,8 +409,8 @@ impl Algorithm for Ring {
         }
     }
 
-    fn status(&self) -> View {
-        self.core.status()
+    fn view(&self) -> View {
+        self.core.view()
     }
 
     fn take_outbox(&mut self) -> Outbox<RingMsg> {
@@ -463,7 +463,7 @@ mod tests {
         n.start();
         let out = n.take_outbox();
         assert_eq!(out.msgs, vec![(3, election(2, &[2], 0))]);
-        assert_eq!(out.status_changes[0].role, Role::Candidate);
+        assert_eq!(out.view_changes[0].role, Role::Candidate);
         let mut n = node(5);
         n.start();
         assert_eq!(n.take_outbox().msgs, vec![(1, election(5, &[5], 0))]);
@@ -484,7 +484,7 @@ mod tests {
         let out = n.take_outbox();
         assert_eq!(out.msgs, vec![(4, election(1, &[1, 2, 3], 4))]);
         assert_eq!(
-            n.status(),
+            n.view(),
             View {
                 role: Role::Candidate,
                 term: 4,
@@ -501,20 +501,20 @@ mod tests {
         n.step(1, election(2, &[2, 3, 4, 5, 1], 6));
         let out = n.take_outbox();
         assert_eq!(out.msgs, vec![(3, coord(5, 7, 2))]);
-        assert_eq!(n.status(), follower(5, 7));
+        assert_eq!(n.view(), follower(5, 7));
         // Circulation: 3 adopts and forwards; 1 adopts and stops before 2.
         let mut three = node(3);
         three.step(2, coord(5, 7, 2));
         assert_eq!(three.take_outbox().msgs, vec![(4, coord(5, 7, 2))]);
-        assert_eq!(three.status(), follower(5, 7));
+        assert_eq!(three.view(), follower(5, 7));
         let mut five = node(5);
         five.step(4, coord(5, 7, 2));
         assert_eq!(five.take_outbox().msgs, vec![(1, coord(5, 7, 2))]);
-        assert_eq!(five.status().role, Role::Leader);
+        assert_eq!(five.view().role, Role::Leader);
         let mut one = node(1);
         one.step(5, coord(5, 7, 2));
         assert!(one.take_outbox().msgs.is_empty());
-        assert_eq!(one.status(), follower(5, 7));
+        assert_eq!(one.view(), follower(5, 7));
     }
 
     #[test]
@@ -526,7 +526,7 @@ mod tests {
         let out = n.take_outbox();
         assert_eq!(out.msgs, vec![(1, coord(5, 1, 5))]);
         assert_eq!(
-            n.status(),
+            n.view(),
             View {
                 role: Role::Leader,
                 term: 1,
@@ -607,13 +607,13 @@ mod tests {
         n.take_outbox();
         for to in [4, 5, 1] {
             n.delivery_failed(to, election(3, &[3], 0));
-            assert_eq!(n.status().role, Role::Candidate);
+            assert_eq!(n.view().role, Role::Candidate);
             n.take_outbox();
         }
         n.delivery_failed(2, election(3, &[3], 0));
         assert!(n.take_outbox().msgs.is_empty());
         assert_eq!(
-            n.status(),
+            n.view(),
             View {
                 role: Role::Leader,
                 term: 1,
@@ -631,7 +631,7 @@ mod tests {
         n.take_outbox();
         n.delivery_failed(4, election(3, &[3], 0));
         assert!(n.take_outbox().msgs.is_empty());
-        assert_eq!(n.status(), follower(5, 1));
+        assert_eq!(n.view(), follower(5, 1));
     }
 
     #[test]
@@ -641,7 +641,7 @@ mod tests {
         n.take_outbox();
         n.step(2, election(2, &[2], 3));
         assert!(n.take_outbox().msgs.is_empty());
-        assert_eq!(n.status(), follower(5, 4));
+        assert_eq!(n.view(), follower(5, 4));
         // Stamped with the current epoch: a real election (the coordinator may be dead).
         n.step(2, election(2, &[2], 4));
         assert_eq!(n.take_outbox().msgs, vec![(4, election(2, &[2, 3], 4))]);
@@ -698,12 +698,12 @@ mod tests {
             },
         );
         assert!(n.take_outbox().msgs.is_empty());
-        assert_eq!(n.status(), follower(5, 1));
+        assert_eq!(n.view(), follower(5, 1));
         // The circulation arriving afterwards is adopted (no change) and forwarded.
         n.step(1, coord(5, 1, 1));
         let out = n.take_outbox();
         assert_eq!(out.msgs, vec![(3, coord(5, 1, 1))]);
-        assert!(out.status_changes.is_empty());
+        assert!(out.view_changes.is_empty());
     }
 
     #[test]
@@ -766,10 +766,10 @@ mod tests {
         );
         let out = n.take_outbox();
         assert!(
-            out.msgs.is_empty() && out.status_changes.is_empty(),
+            out.msgs.is_empty() && out.view_changes.is_empty(),
             "{out:?}"
         );
-        assert_eq!(n.status(), follower(5, 4));
+        assert_eq!(n.view(), follower(5, 4));
         // A newer claim of a lower id, by contrast, starts an election.
         n.step(
             1,
@@ -795,7 +795,7 @@ mod tests {
             },
         );
         assert_eq!(five.take_outbox().msgs, vec![(1, election(5, &[5], 6))]);
-        assert_eq!(five.status().role, Role::Candidate);
+        assert_eq!(five.view().role, Role::Candidate);
     }
 
     #[test]
@@ -804,7 +804,7 @@ mod tests {
         n.step(2, coord(3, 2, 1));
         let out = n.take_outbox();
         assert_eq!(out.msgs, vec![(5, election(4, &[4], 2))]);
-        assert_eq!(n.status().role, Role::Candidate);
+        assert_eq!(n.view().role, Role::Candidate);
     }
 
     #[test]
@@ -814,7 +814,7 @@ mod tests {
         n.take_outbox();
         n.step(2, coord(4, 3, 1));
         let out = n.take_outbox();
-        assert!(out.msgs.is_empty() && out.status_changes.is_empty());
+        assert!(out.msgs.is_empty() && out.view_changes.is_empty());
     }
 
     #[test]
@@ -837,7 +837,7 @@ mod tests {
         let mut n = Ring::new(9, vec![9], T);
         n.start();
         assert!(n.take_outbox().msgs.is_empty());
-        assert_eq!(n.status().role, Role::Leader);
+        assert_eq!(n.view().role, Role::Leader);
         for _ in 0..10 {
             n.tick();
         }

@@ -87,7 +87,7 @@ impl QuorumNode {
             let Some(term) = self.elect_if_still_due(contact.seq).await else {
                 continue;
             };
-            self.stats.election_started();
+            self.counters.election_started();
             let won = self.await_outcome(term, contact.seq, &stop).await;
             let mut c = self.campaign.lock().expect("campaign");
             if won {

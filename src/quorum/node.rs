@@ -28,10 +28,10 @@ use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::TypeConfig;
 use crate::clock::{ms, Clock};
 use crate::config::{Config, Timing};
+use crate::counters::Counters;
 use crate::engine::{Flaws, Judged, Plumbing};
 use crate::events::EventLog;
 use crate::role::{NodeId, Role, View};
-use crate::stats::Stats;
 use crate::transport::Transport;
 
 /// Why quorum mode could not start.
@@ -64,7 +64,7 @@ pub struct QuorumNode {
     /// The last leader whose AppendEntries this node accepted, and when (MONOTONIC).
     pub(super) contact: Mutex<Option<(NodeId, u64)>>,
     pub(super) events: Arc<EventLog>,
-    pub(super) stats: Arc<Stats>,
+    pub(super) counters: Arc<Counters>,
     /// Pokes the role loop (a vote was granted, a claim must be re-judged).
     pub(super) wake: Notify,
     pub(super) transport: Arc<Transport>,
@@ -85,7 +85,7 @@ impl QuorumNode {
         let Plumbing {
             transport,
             events,
-            stats,
+            counters,
             clock,
         } = plumbing;
         let t = cfg.timing;
@@ -132,7 +132,7 @@ impl QuorumNode {
             lease: Mutex::new(Lease::starting(started_ns)),
             contact: Mutex::new(None),
             events,
-            stats,
+            counters,
             wake: Notify::new(),
             transport,
             flaws,
@@ -241,7 +241,7 @@ impl QuorumNode {
             && state.leader.is_some()
             && state.leader != prev.leader
         {
-            self.stats.leader_changed();
+            self.counters.leader_changed();
         }
     }
 
@@ -278,8 +278,8 @@ impl QuorumNode {
 }
 
 impl QuorumPeer for QuorumNode {
-    fn counters(&self) -> &Stats {
-        &self.stats
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// An append accepted from the leader it names renews the follower lease (the gate), names
@@ -515,15 +515,15 @@ mod tests {
                 addr: format!("127.0.0.1:{}", 9 + id),
             });
         }
-        let stats = Arc::new(Stats::default());
+        let counters = Arc::new(Counters::default());
         let faults = Arc::new(crate::faults::Faults::new(1));
-        let transport = Arc::new(Transport::new(&cfg, faults, stats.clone()));
+        let transport = Arc::new(Transport::new(&cfg, faults, counters.clone()));
         let events = Arc::new(EventLog::open(dir, 1).unwrap());
         let store = Store::open(dir, 1, "t").unwrap();
         let plumbing = Plumbing {
             transport,
             events,
-            stats,
+            counters,
             clock: crate::clock::system(),
         };
         let q = QuorumNode::start(&cfg, store, plumbing, 1, flaws)

@@ -40,9 +40,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::types::TypeConfig;
+use crate::counters::Counters;
 use crate::error::ApiError;
 use crate::role::NodeId;
-use crate::stats::Stats;
 use crate::transport::{decode_peer, PeerId, Transport, TransportError};
 
 pub const PATH_APPEND: &str = "/peer/raft/append";
@@ -91,7 +91,7 @@ pub struct Resign {
 /// them), so that what they record is recorded even when the request is dropped.
 pub trait QuorumPeer: Send + Sync + 'static {
     /// The node's counters (messages received, malformed bodies).
-    fn counters(&self) -> &Stats;
+    fn counters(&self) -> &Counters;
     /// AppendEntries from `from`.
     fn on_append(
         self: Arc<Self>,

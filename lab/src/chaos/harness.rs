@@ -16,8 +16,9 @@ use super::kernel::Chain;
 use crate::chaos::record::Recorder;
 use crate::cluster::Cluster;
 use electd::clock::mono_ns;
-use electd::config::{Mode, Timing};
+use electd::config::Timing;
 use electd_client::FaultSet;
+use electd_client::Mode;
 use electd_client::NodeId;
 
 /// Where a run's faults live.

@@ -20,7 +20,8 @@ pub use super::scenario::Scenario;
 use crate::chaos::record::{PromisePoller, Recorder};
 use crate::cluster::{AddrBlock, Cluster};
 use electd::clock::{mono_ns, ms};
-use electd::config::{Mode, Timing};
+use electd::config::Timing;
+use electd_client::Mode;
 use electd_client::NodeId;
 
 /// How long after heal a run may take to converge and still pass (C4).

@@ -14,7 +14,7 @@ use rand::Rng;
 
 use super::harness::{sleep, Harness, Layer};
 use electd::clock::mono_ns;
-use electd::config::Mode;
+use electd_client::Mode;
 use electd_client::NodeId;
 
 /// One scenario of `docs/design/chaos.md`; `--scenario S5` on the command line, `"S5"` in

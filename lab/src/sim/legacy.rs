@@ -14,7 +14,7 @@
 //! * `partition(&[&[1, 2], &[3, 4, 5]])` cuts the network into groups (a node not listed is
 //!   alone), `heal()` joins it again, `kill(id)` stops a node, `restart(id)` gives it a fresh
 //!   state machine and calls `start()`.
-//! * Every message sent is counted by [`MsgKind::kind`]; every status change is logged.
+//! * Every message sent is counted by [`MsgKind::kind`]; every change of view is logged.
 //! * Every run loop is bounded by a step count and reports failure instead of spinning.
 
 use std::collections::BTreeMap;
@@ -52,12 +52,12 @@ struct Slot<A> {
     incarnation: u64,
 }
 
-/// One status change reported by a node.
+/// One change of view reported by a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatusEvent {
+pub struct ViewEvent {
     pub at: u64,
     pub node: NodeId,
-    pub status: View,
+    pub view: View,
 }
 
 /// The simulated cluster.
@@ -79,7 +79,7 @@ where
     counts: BTreeMap<&'static str, u64>,
     /// The part of `counts` that were periodic announcements (see [`Sim::heartbeat_counts`]).
     heartbeats: BTreeMap<&'static str, u64>,
-    log: Vec<StatusEvent>,
+    log: Vec<ViewEvent>,
     latency_min: u64,
     latency_max: u64,
     ack_timeout: u64,
@@ -161,8 +161,8 @@ where
             .collect()
     }
 
-    pub fn status(&self, id: NodeId) -> Option<View> {
-        self.slots.get(&id)?.node.as_ref().map(|n| n.status())
+    pub fn view(&self, id: NodeId) -> Option<View> {
+        self.slots.get(&id)?.node.as_ref().map(|n| n.view())
     }
 
     /// Calls `start()` on node `id` (if alive).
@@ -234,7 +234,7 @@ where
         self.queue.insert((due, self.seq), event);
     }
 
-    /// Takes node `id`'s outbox: sends its messages and logs its status changes. `heartbeat`
+    /// Takes node `id`'s outbox: sends its messages and logs its changes of view. `heartbeat`
     /// marks the messages as periodic announcements for the counters.
     fn drain(&mut self, id: NodeId, heartbeat: bool) {
         let Some(slot) = self.slots.get_mut(&id) else {
@@ -245,11 +245,11 @@ where
             return;
         };
         let out = node.take_outbox();
-        for status in out.status_changes {
-            self.log.push(StatusEvent {
+        for view in out.view_changes {
+            self.log.push(ViewEvent {
                 at: self.now,
                 node: id,
-                status,
+                view,
             });
         }
         for (to, msg) in out.msgs {
@@ -347,11 +347,11 @@ where
         }
         for id in self.members.clone() {
             if let Some(node) = self.slots.get_mut(&id).and_then(|s| s.node.as_mut()) {
-                let before = node.status();
+                let before = node.view();
                 node.tick();
                 // What a leader that stays the same leader sends on a tick is a periodic
                 // announcement, not election traffic.
-                let heartbeat = before.role == Role::Leader && node.status() == before;
+                let heartbeat = before.role == Role::Leader && node.view() == before;
                 self.drain(id, heartbeat);
             }
         }
@@ -417,7 +417,7 @@ where
     }
 
     /// Runs `steps` more steps; fails if at any step the cluster does not agree on `leader` or
-    /// if any node reports any status change (role, epoch or leader) in that time.
+    /// if any node reports any change of view (role, epoch or leader) in that time.
     pub fn check_stable(&mut self, leader: NodeId, steps: u64) -> Result<(), String> {
         let from = self.log.len();
         for _ in 0..steps {
@@ -433,7 +433,7 @@ where
         }
         if self.log.len() != from {
             return Err(format!(
-                "status changes while stable (seed {}): {:?}",
+                "changes of view while stable (seed {}): {:?}",
                 self.seed,
                 &self.log[from..]
             ));
@@ -445,7 +445,7 @@ where
     pub fn leaders(&self) -> Vec<NodeId> {
         self.alive()
             .into_iter()
-            .filter(|&id| self.status(id).is_some_and(|s| s.role == Role::Leader))
+            .filter(|&id| self.view(id).is_some_and(|s| s.role == Role::Leader))
             .collect()
     }
 
@@ -457,12 +457,12 @@ where
             .copied()
             .filter(|&id| self.is_alive(id))
             .collect();
-        let leader = self.status(*live.first()?)?.leader?;
+        let leader = self.view(*live.first()?)?.leader?;
         if !live.contains(&leader) {
             return None;
         }
         for &id in &live {
-            let s = self.status(id)?;
+            let s = self.view(id)?;
             let role_ok = if id == leader {
                 s.role == Role::Leader
             } else {
@@ -491,7 +491,7 @@ where
     }
 
     /// The periodic announcements among [`Sim::counts`]: messages sent by a leader on a tick
-    /// that left its status unchanged (bully COORDINATOR re-announcements, ring ANNOUNCE).
+    /// that left its view unchanged (bully COORDINATOR re-announcements, ring ANNOUNCE).
     pub fn heartbeat_counts(&self) -> &BTreeMap<&'static str, u64> {
         &self.heartbeats
     }
@@ -518,8 +518,8 @@ where
         self.queue.len()
     }
 
-    /// Every status change so far.
-    pub fn status_log(&self) -> &[StatusEvent] {
+    /// Every change of view so far.
+    pub fn view_log(&self) -> &[ViewEvent] {
         &self.log
     }
 
@@ -527,7 +527,7 @@ where
     pub fn describe(&self) -> String {
         let mut s = String::new();
         for &id in &self.members {
-            match self.status(id) {
+            match self.view(id) {
                 Some(st) => {
                     let _ = write!(s, "[{id}: {:?} e{} l{:?}] ", st.role, st.term, st.leader);
                 }
@@ -897,7 +897,7 @@ mod tests {
             let mut s = Sim::<Bully>::new(&IDS, ticks(), seed);
             s.start(1);
             s.run(50);
-            (s.counts().clone(), s.status_log().to_vec())
+            (s.counts().clone(), s.view_log().to_vec())
         };
         assert_eq!(run(7), run(7));
     }

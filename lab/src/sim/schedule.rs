@@ -7,7 +7,8 @@
 
 use std::fmt;
 
-use electd::{NodeId, Timing};
+use electd::Timing;
+use electd_client::NodeId;
 
 use super::net::Rule;
 use rand::rngs::StdRng;

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use electd::clock::ms;
-use electd::config::{Mode, Timing};
+use electd::config::Timing;
+use electd_client::Mode;
 use electd_client::{Event, NodeId};
 use electd_lab::chaos::check::{cap_paused_claims, election_safety, split_brain, RunLog};
 use electd_lab::chaos::record::Recorder;

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use electd_client::Counters;
+use electd_client::Counters as Snapshot;
 
 use crate::role::NodeId;
 
 #[derive(Default)]
-pub struct Stats {
+pub struct Counters {
     sent: Mutex<BTreeMap<&'static str, u64>>,
     received: Mutex<BTreeMap<&'static str, u64>>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
@@ -23,17 +23,17 @@ pub struct Stats {
 /// A copy of a counter map with owned keys, as the wire form has them.
 fn owned(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<String, u64> {
     map.lock()
-        .expect("stats lock")
+        .expect("counters lock")
         .iter()
         .map(|(k, v)| (k.to_string(), *v))
         .collect()
 }
 
 fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, key: &'static str) {
-    *map.lock().expect("stats lock").entry(key).or_default() += 1;
+    *map.lock().expect("counters lock").entry(key).or_default() += 1;
 }
 
-impl Stats {
+impl Counters {
     /// A peer message of type `kind` is being sent (counted once, whatever becomes of it).
     pub fn sent(&self, kind: &'static str) {
         bump(&self.sent, kind);
@@ -61,21 +61,21 @@ impl Stats {
     pub fn contact(&self, peer: NodeId, now_ns: u64) {
         self.last_contact_ns
             .lock()
-            .expect("stats lock")
+            .expect("counters lock")
             .insert(peer, now_ns);
     }
 
     pub fn last_contact_ns(&self, peer: NodeId) -> Option<u64> {
         self.last_contact_ns
             .lock()
-            .expect("stats lock")
+            .expect("counters lock")
             .get(&peer)
             .copied()
     }
 
     /// A copy of the counters at one moment (`counters` in `/v1/status`).
-    pub fn snapshot(&self) -> Counters {
-        Counters {
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
             elections_started: self.elections_started.load(Ordering::Relaxed),
             leader_changes: self.leader_changes.load(Ordering::Relaxed),
             messages_sent: owned(&self.sent),

@@ -1,7 +1,7 @@
-//! The one driver of the legacy algorithms: it feeds a state machine ([`Algorithm`]) its
+//! [`LegacyNode`], the one runner of the legacy algorithms: it feeds a state machine ([`Algorithm`]) its
 //! inputs (start, a tick every `timing.heartbeat_ms`, messages from `/peer/msg`, delivery
 //! outcomes) and carries out its outputs (messages over the shared peer transport, role changes
-//! into the event log). The same driver runs bully and ring.
+//! into the event log). The same node runs bully and ring.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,11 +17,11 @@ use futures_util::future::BoxFuture;
 use super::core::{Algorithm, MsgKind, Ticks};
 use crate::clock::mono_ns;
 use crate::config::Config;
+use crate::counters::Counters;
 use crate::engine::{Engine, Judged, Plumbing, ResignError};
 use crate::error::ApiError;
 use crate::events::EventLog;
 use crate::role::{Mode, NodeId, Resigned, Role, View};
-use crate::stats::Stats;
 use crate::transport::{decode_peer, PeerId, Transport};
 
 /// Path of every legacy peer message.
@@ -33,7 +33,7 @@ pub struct LegacyNode<A: Algorithm> {
     view: Mutex<View>,
     transport: Arc<Transport>,
     events: Arc<EventLog>,
-    stats: Arc<Stats>,
+    counters: Arc<Counters>,
     /// Deadline of one message: past it the message counts as not delivered (the ring then
     /// skips that successor). One minimum election timeout.
     msg_timeout: Duration,
@@ -51,7 +51,7 @@ where
         let Plumbing {
             transport,
             events,
-            stats,
+            counters,
             clock: _,
         } = plumbing;
         let t = cfg.timing;
@@ -61,7 +61,7 @@ where
             view: Mutex::new(View::INITIAL),
             transport,
             events,
-            stats,
+            counters,
             msg_timeout: Duration::from_millis(t.follower_lease_ms / 2),
             ticks,
             mode: cfg.mode,
@@ -92,13 +92,13 @@ where
             let mut alg = self.alg.lock().expect("algorithm lock");
             input(&mut alg);
             let out = alg.take_outbox();
-            if let Some(last) = out.status_changes.last() {
+            if let Some(last) = out.view_changes.last() {
                 *self.view.lock().expect("view lock") = *last;
             }
             out
         };
         let after = mono_ns();
-        for &state in &out.status_changes {
+        for &state in &out.view_changes {
             let prev = self.events.last().unwrap_or(View::INITIAL);
             let stamp = if state.role == Role::Leader {
                 before
@@ -107,10 +107,10 @@ where
             };
             if self.events.record(stamp, state).is_some() {
                 if state.role == Role::Candidate && prev.role != Role::Candidate {
-                    self.stats.election_started();
+                    self.counters.election_started();
                 }
                 if state.leader.is_some() && state.leader != prev.leader {
-                    self.stats.leader_changed();
+                    self.counters.leader_changed();
                 }
             }
         }
@@ -146,8 +146,8 @@ async fn receive<A: Algorithm + Send + 'static>(
 where
     A::Msg: MsgKind + Sync,
 {
-    let msg: A::Msg = decode_peer(&node.stats, &body)?;
-    node.stats.received(msg.kind());
+    let msg: A::Msg = decode_peer(&node.counters, &body)?;
+    node.counters.received(msg.kind());
     node.apply(|a| a.step(from, msg));
     Ok(Json(serde_json::json!({"ok": true})))
 }
