@@ -161,7 +161,7 @@ async fn get_claim(State(node): State<Arc<Node>>) -> (StatusCode, Json<LeaderInf
 }
 
 async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
-    let now = crate::clock::mono_ns();
+    let now = node.clock.mono_ns();
     let peers = node
         .cfg
         .peers

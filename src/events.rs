@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::counters::Counters;
 use crate::role::{NodeId, View};
 
 pub use electd_client::Event;
@@ -114,6 +115,18 @@ impl EventLog {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Records `view` stamped `t_mono_ns` if it differs from the last view recorded, and counts
+    /// a change of leader (a new leader named) in `counters`; answers the view recorded before
+    /// it. The one way an engine records its role changes.
+    pub fn record_view(&self, t_mono_ns: u64, view: View, counters: &Counters) -> Option<View> {
+        let prev = self.last().unwrap_or(View::INITIAL);
+        self.record(t_mono_ns, view)?;
+        if view.leader.is_some() && view.leader != prev.leader {
+            counters.leader_changed();
+        }
+        Some(prev)
     }
 
     /// Records `state` stamped `t_mono_ns` if it differs from the last recorded state, and

@@ -3,7 +3,6 @@
 //! view ([`Judged`]).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Router;
 use tokio_util::sync::CancellationToken;
@@ -44,7 +43,10 @@ pub struct Node {
     pub(crate) watchers: Watchers,
     pub(crate) counters: Arc<Counters>,
     pub(crate) seed: u64,
-    started: Instant,
+    /// Where the node reads time (the host's clocks, or the simulator's).
+    pub(crate) clock: Arc<dyn Clock>,
+    /// When the node started (MONOTONIC ns).
+    started_ns: u64,
     stop: CancellationToken,
 }
 
@@ -101,16 +103,17 @@ impl Node {
         let cfg = Arc::new(cfg);
         let counters = Arc::new(Counters::default());
         let faults = Arc::new(Faults::new(seed));
+        let clock = around.clock;
         let transport = Arc::new(match around.wire {
-            Some(wire) => Transport::with_wire(&cfg, faults, counters.clone(), wire),
-            None => Transport::new(&cfg, faults, counters.clone()),
+            Some(wire) => Transport::with_wire(&cfg, faults, counters.clone(), wire, clock.clone()),
+            None => Transport::new(&cfg, faults, counters.clone(), clock.clone()),
         });
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
         let plumbing = Plumbing {
             transport: transport.clone(),
             events: events.clone(),
             counters: counters.clone(),
-            clock: around.clock,
+            clock: clock.clone(),
         };
         // The one place the mode is matched: from here on the node talks to `dyn Engine`.
         let engine: Arc<dyn Engine> = match cfg.mode {
@@ -135,7 +138,8 @@ impl Node {
             events,
             counters,
             seed,
-            started: Instant::now(),
+            started_ns: clock.mono_ns(),
+            clock,
             stop,
         }))
     }
@@ -178,7 +182,7 @@ impl Node {
     }
 
     pub fn uptime_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.clock.mono_ns().saturating_sub(self.started_ns) / 1_000_000
     }
 
     pub fn engine_status(&self) -> serde_json::Value {

@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::auth::{wall_ms, PeerAuth, Signed, HDR_AUTH, HDR_NONCE, HDR_TS};
-use crate::clock::mono_ns;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::counters::Counters;
 use crate::error::{ApiError, BODY_LIMIT};
@@ -66,17 +66,24 @@ pub struct Transport {
     auth: Option<PeerAuth>,
     pub faults: Arc<Faults>,
     pub counters: Arc<Counters>,
+    /// Where the instants of contact are read.
+    clock: Arc<dyn Clock>,
 }
 
 impl Transport {
     /// Builds the transport. Outgoing connections are made from the IP this node listens on
     /// (unless it listens on all addresses), so that kernel-level faults can tell nodes apart.
-    pub fn new(cfg: &Config, faults: Arc<Faults>, counters: Arc<Counters>) -> Transport {
+    pub fn new(
+        cfg: &Config,
+        faults: Arc<Faults>,
+        counters: Arc<Counters>,
+        clock: Arc<dyn Clock>,
+    ) -> Transport {
         let peers: BTreeMap<NodeId, String> =
             cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect();
         let connect_timeout = Duration::from_millis(cfg.timing.follower_lease_ms / 2);
         let wire = HttpWire::new(cfg.listen_addr(), peers, connect_timeout);
-        Transport::with_wire(cfg, faults, counters, Arc::new(wire))
+        Transport::with_wire(cfg, faults, counters, Arc::new(wire), clock)
     }
 
     /// The transport over another wire (the lab's simulator carries requests in memory).
@@ -85,6 +92,7 @@ impl Transport {
         faults: Arc<Faults>,
         counters: Arc<Counters>,
         wire: Arc<dyn Wire>,
+        clock: Arc<dyn Clock>,
     ) -> Transport {
         Transport {
             id: cfg.id,
@@ -94,6 +102,7 @@ impl Transport {
             auth: cfg.cluster_secret.clone().map(PeerAuth::new),
             faults,
             counters,
+            clock,
         }
     }
 
@@ -164,7 +173,7 @@ impl Transport {
         }
         // An answer is contact too (as in etcd and hashicorp/raft): a leader hears its
         // followers through the answers to its own requests.
-        self.counters.contact(to, mono_ns());
+        self.counters.contact(to, self.clock.mono_ns());
         let status = res.status();
         let bytes = res.into_body();
         if !status.is_success() {
@@ -279,7 +288,7 @@ pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Ne
     if t.faults.on_receive(from) == Verdict::Drop {
         return lost_response();
     }
-    t.counters.contact(from, mono_ns());
+    t.counters.contact(from, t.clock.mono_ns());
     req.extensions_mut().insert(PeerId(from));
     let res = next.run(req).await;
     match t.faults.on_send(from) {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use futures_util::future::BoxFuture;
 
 use super::core::{Algorithm, MsgKind, Ticks};
-use crate::clock::mono_ns;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::counters::Counters;
 use crate::engine::{Engine, Judged, Plumbing, ResignError};
@@ -34,8 +34,10 @@ pub struct LegacyNode<A: Algorithm> {
     transport: Arc<Transport>,
     events: Arc<EventLog>,
     counters: Arc<Counters>,
+    /// Where role changes are stamped.
+    clock: Arc<dyn Clock>,
     /// Deadline of one message: past it the message counts as not delivered (the ring then
-    /// skips that successor). One minimum election timeout.
+    /// skips that successor): half a follower lease.
     msg_timeout: Duration,
     ticks: Ticks,
     /// Bully or ring, for what the API says about this mode.
@@ -52,7 +54,7 @@ where
             transport,
             events,
             counters,
-            clock: _,
+            clock,
         } = plumbing;
         let t = cfg.timing;
         let ticks = Ticks::from_timing(t.heartbeat_ms, t.follower_lease_ms);
@@ -62,6 +64,7 @@ where
             transport,
             events,
             counters,
+            clock,
             msg_timeout: Duration::from_millis(t.follower_lease_ms / 2),
             ticks,
             mode: cfg.mode,
@@ -87,7 +90,7 @@ where
     /// modes record role changes: "became leader" is stamped before the view changes, anything
     /// else after, so claim intervals in the log err wide.
     fn apply(self: &Arc<Self>, input: impl FnOnce(&mut A)) {
-        let before = mono_ns();
+        let before = self.clock.mono_ns();
         let out = {
             let mut alg = self.alg.lock().expect("algorithm lock");
             input(&mut alg);
@@ -97,21 +100,16 @@ where
             }
             out
         };
-        let after = mono_ns();
-        for &state in &out.view_changes {
-            let prev = self.events.last().unwrap_or(View::INITIAL);
-            let stamp = if state.role == Role::Leader {
+        let after = self.clock.mono_ns();
+        for &view in &out.view_changes {
+            let stamp = if view.role == Role::Leader {
                 before
             } else {
                 after
             };
-            if self.events.record(stamp, state).is_some() {
-                if state.role == Role::Candidate && prev.role != Role::Candidate {
-                    self.counters.election_started();
-                }
-                if state.leader.is_some() && state.leader != prev.leader {
-                    self.counters.leader_changed();
-                }
+            let prev = self.events.record_view(stamp, view, &self.counters);
+            if view.role == Role::Candidate && prev.is_some_and(|p| p.role != Role::Candidate) {
+                self.counters.election_started();
             }
         }
         for (to, msg) in out.msgs {
@@ -186,12 +184,13 @@ where
     /// others notice after `failure_timeout`. The log records that it no longer leads.
     fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()> {
         stop.cancel();
-        let state = {
+        let view = {
             let mut view = self.view.lock().expect("view lock");
             *view = View::without_leader(Role::Follower, view.term);
             *view
         };
-        self.events.record(mono_ns(), state);
+        self.events
+            .record_view(self.clock.mono_ns(), view, &self.counters);
         Box::pin(async {})
     }
 }

@@ -215,18 +215,18 @@ impl QuorumNode {
     /// claim, "stopped leading" at the moment the claim ended, never earlier.
     pub(super) fn record_view(&self) {
         let m = self.raft_metrics();
-        let state = self.judge(&m).view;
+        let view = self.judge(&m).view;
         let prev = self.events.last().unwrap_or(View::INITIAL);
-        if prev == state {
+        if prev == view {
             return;
         }
         let stamp = {
             let lease = self.lease.lock().expect("lease");
-            match (prev.role, state.role) {
+            match (prev.role, view.role) {
                 // Counted back from now: a suspend in between only makes it earlier (wider).
                 (r, Role::Leader) if r != Role::Leader => {
                     let now = self.clock.boot_ns();
-                    let since = lease.current(state.term, now).map(|c| c.since_ns);
+                    let since = lease.current(view.term, now).map(|c| c.since_ns);
                     self.clock.mono_of_boot(since.unwrap_or(now).min(now))
                 }
                 // Counted forward from the last probe: never before the claim really ended.
@@ -237,12 +237,7 @@ impl QuorumNode {
                 _ => self.clock.mono_ns(),
             }
         };
-        if self.events.record(stamp, state).is_some()
-            && state.leader.is_some()
-            && state.leader != prev.leader
-        {
-            self.counters.leader_changed();
-        }
+        self.events.record_view(stamp, view, &self.counters);
     }
 
     /// Starts the node's two loops (the role loop and the election driver); the returned future
@@ -517,7 +512,12 @@ mod tests {
         }
         let counters = Arc::new(Counters::default());
         let faults = Arc::new(crate::faults::Faults::new(1));
-        let transport = Arc::new(Transport::new(&cfg, faults, counters.clone()));
+        let transport = Arc::new(Transport::new(
+            &cfg,
+            faults,
+            counters.clone(),
+            crate::clock::system(),
+        ));
         let events = Arc::new(EventLog::open(dir, 1).unwrap());
         let store = Store::open(dir, 1, "t").unwrap();
         let plumbing = Plumbing {
