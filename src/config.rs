@@ -2,7 +2,8 @@
 //! validation that runs before anything starts.
 //!
 //! Every rule names the field it checks, so a bad config fails with a message such as
-//! `timing.heartbeat_ms (5000) must be below timing.follower_lease_ms (150)`.
+//! `timing.heartbeat_ms (5000) must be at most 1/3 of the default claim lease,
+//! timing.follower_lease_ms less a fifth (120), or the claim lapses between two probes`.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -179,7 +180,7 @@ pub enum ConfigError {
     /// The config file is not valid TOML or has fields of the wrong type or unknown fields.
     #[error("config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
-    /// A field breaks a rule: "timing.heartbeat_ms (5000) must be below ..." for a value
+    /// A field breaks a rule: "timing.heartbeat_ms (5000) must be at most ..." for a value
     /// rule, "id: 9 is not among the peers" otherwise.
     #[error("{field}{}{message}", if message.starts_with('(') { " " } else { ": " })]
     Invalid { field: String, message: String },

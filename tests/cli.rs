@@ -33,7 +33,7 @@ fn invalid_config_exits_2_and_names_the_field() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("timing.heartbeat_ms (5000) must be below timing.follower_lease_ms (150)"),
+        err.contains("timing.heartbeat_ms (5000) must be at most 1/3 of the default claim lease"),
         "{err}"
     );
     // A flag overrides the file, and is validated the same way.
