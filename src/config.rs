@@ -217,10 +217,7 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError 
 impl Config {
     /// Parses a TOML document (no validation: call [`Config::validate`] after overrides).
     pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.message().to_string() + &span_hint(text, e.span()),
-        })
+        toml::from_str(text).map_err(|e| parse_error(path, text, e))
     }
 
     /// The config of a node: the file at `path` (if any), with `overrides` (a TOML table of the
@@ -228,22 +225,7 @@ impl Config {
     /// relative `data_dir` from the file is taken relative to the file. Not validated yet.
     pub fn resolve(path: Option<&Path>, overrides: toml::Table) -> Result<Config, ConfigError> {
         let mut table = match path {
-            Some(path) => {
-                let text = read(path)?;
-                let mut table: toml::Table =
-                    toml::from_str(&text).map_err(|e| ConfigError::Parse {
-                        path: path.to_path_buf(),
-                        message: e.message().to_string() + &span_hint(&text, e.span()),
-                    })?;
-                if let (Some(toml::Value::String(d)), Some(dir)) =
-                    (table.get_mut("data_dir"), path.parent())
-                {
-                    if Path::new(d.as_str()).is_relative() {
-                        *d = dir.join(&*d).to_string_lossy().into_owned();
-                    }
-                }
-                table
-            }
+            Some(path) => read_table(path)?,
             None => toml::Table::new(),
         };
         merge(&mut table, overrides);
@@ -265,16 +247,9 @@ impl Config {
             })
     }
 
-    /// Reads and parses a config file.
+    /// Reads and parses a config file, as [`Config::resolve`] does without overrides.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let mut cfg = Self::from_toml(&read(path)?, path)?;
-        // A relative data_dir is relative to the config file, so a cluster works from any cwd.
-        if cfg.data_dir.is_relative() {
-            if let Some(dir) = path.parent() {
-                cfg.data_dir = dir.join(&cfg.data_dir);
-            }
-        }
-        Ok(cfg)
+        Self::resolve(Some(path), toml::Table::new())
     }
 
     /// Whether the node runs among peers without a cluster secret (allowed by `insecure`).
@@ -311,8 +286,17 @@ impl Config {
         ids
     }
 
-    /// Checks every field and every relation between fields; the first broken rule is returned.
+    /// Checks every field and every relation between fields, in four parts (identity, peers,
+    /// secrets, timing); the first broken rule is returned, naming its field.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_identity()?;
+        self.validate_peers()?;
+        self.validate_secrets()?;
+        self.validate_timing()
+    }
+
+    /// This node's id, the cluster's id, the data dir, the number of watchers.
+    fn validate_identity(&self) -> Result<(), ConfigError> {
         if self.id == 0 {
             return Err(invalid("id", "must be a positive integer"));
         }
@@ -343,6 +327,11 @@ impl Config {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The members: ids and addresses unique and well formed, this node among them.
+    fn validate_peers(&self) -> Result<(), ConfigError> {
         if self.peers.is_empty() {
             return Err(invalid(
                 "peers",
@@ -397,6 +386,11 @@ impl Config {
                 format!("{} is not among the peers' ids {:?}", self.id, ids),
             ));
         }
+        Ok(())
+    }
+
+    /// The cluster secret (required among peers unless `insecure`) and the admin token.
+    fn validate_secrets(&self) -> Result<(), ConfigError> {
         if let Some(secret) = &self.cluster_secret {
             if secret.expose_secret().len() < 16 {
                 return Err(invalid("cluster_secret", "must be at least 16 characters"));
@@ -418,7 +412,7 @@ impl Config {
                 return Err(invalid("admin_token", "must be at least 16 characters"));
             }
         }
-        self.validate_timing()
+        Ok(())
     }
 
     /// The timing rules of the README's safety argument ("Timings: the margins"):
@@ -507,12 +501,28 @@ impl Timing {
     }
 }
 
-/// Turns a TOML error span into " (line L)" so the message points into the file.
-fn read(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+/// The config file at `path` as a TOML table, a relative `data_dir` in it made relative to
+/// the file (so that a cluster works from any working directory).
+fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
-    })
+    })?;
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(path, &text, e))?;
+    if let (Some(toml::Value::String(d)), Some(dir)) = (table.get_mut("data_dir"), path.parent()) {
+        if Path::new(d.as_str()).is_relative() {
+            *d = dir.join(&*d).to_string_lossy().into_owned();
+        }
+    }
+    Ok(table)
+}
+
+/// A TOML error in the file at `path`, its message pointing at the line.
+fn parse_error(path: &Path, text: &str, e: toml::de::Error) -> ConfigError {
+    ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.message().to_string() + &span_hint(text, e.span()),
+    }
 }
 
 /// Lays `over` onto `base`: tables are merged key by key, any other value replaces.
@@ -527,6 +537,7 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
+/// Turns a TOML error span into " (line L)" so the message points into the file.
 fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     match span {
         Some(r) => {
