@@ -52,8 +52,10 @@ const LAB_LAYERS: &[&[&str]] = &[
     &["cluster::process"],
     &["cluster::control"],
     &["cluster::state"],
-    &["cluster", "chaos::check", "chaos::fixtures"],
-    &["chaos::record", "sim::quorum"],
+    &["cluster"],
+    &["chaos::record"],
+    &["chaos::checkers", "chaos::fixtures"],
+    &["chaos::verdict", "sim::quorum"],
     &[
         "bench",
         "crashloop",

@@ -18,7 +18,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::chaos::check::{election_safety, leader_changes, split_brain};
+use crate::chaos::checkers::{election_safety, leader_changes, split_brain};
 use crate::chaos::record::Recorder;
 use crate::cluster::{claimants, Cluster, Observed};
 use electd::config::Timing;

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::chaos::check::{cap_paused_claims, split_brain, RunLog};
+use crate::chaos::checkers::{cap_paused_claims, split_brain};
 use crate::chaos::record::Recorder;
+use crate::chaos::record::RunLog;
 use crate::cluster::{AddrBlock, Cluster, Observed};
 use electd::clock::mono_ns;
 use electd_client::NodeId;

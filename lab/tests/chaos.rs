@@ -10,7 +10,7 @@ fn run(
     mode: Mode,
     scenario: Scenario,
     layer: Layer,
-) -> Option<electd_lab::chaos::check::RunResult> {
+) -> Option<electd_lab::chaos::verdict::RunResult> {
     let spec = RunSpec {
         mode,
         scenario,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{describe, TestCluster};
 use electd::clock::mono_ns;
 use electd_client::Mode;
-use electd_lab::chaos::check::split_brain;
+use electd_lab::chaos::checkers::split_brain;
 use electd_lab::cluster::claimants;
 
 const WAIT: Duration = Duration::from_secs(15);

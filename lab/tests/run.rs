@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use common::TestCluster;
 use electd_client::Mode;
 use electd_client::NodeId;
-use electd_lab::chaos::check::{cap_paused_claims, claim_intervals, ProcKind};
+use electd_lab::chaos::checkers::{cap_paused_claims, claim_intervals};
+use electd_lab::chaos::record::ProcKind;
 
 const WAIT: Duration = Duration::from_secs(15);
 

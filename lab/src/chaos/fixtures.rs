@@ -1,10 +1,9 @@
-//! Test data shared by the report's and the timeline's tests: a sample run log and a check
-//! that an SVG's tags are balanced.
+//! Test data shared by the tests of the checkers, the verdict, the report and the timeline:
+//! events, fault windows and promises in nanoseconds, a sample run log, and a check that an
+//! SVG's tags are balanced.
 
-use super::check::{FaultWindow, ProcEvent, ProcKind, RunLog};
+use super::record::{FaultWindow, ProcEvent, ProcKind, Promise, RunLog};
 use electd_client::{Event, NodeId, Role, View};
-
-const MS: u64 = 1_000_000;
 
 fn ev(t_ms: u64, node: NodeId, role: Role, term: u64, leader: Option<NodeId>) -> Event {
     Event {
@@ -122,5 +121,72 @@ pub(super) fn balanced_tags(svg: &str) -> Result<Vec<String>, String> {
         Ok(names)
     } else {
         Err(format!("unclosed: {stack:?}"))
+    }
+}
+
+// ---- Building blocks of run logs, stamped in nanoseconds ----
+
+pub(super) const MS: u64 = 1_000_000;
+pub(super) const S: u64 = 1_000_000_000;
+
+pub(super) fn event(
+    t_ns: u64,
+    node: NodeId,
+    role: Role,
+    term: u64,
+    leader: Option<NodeId>,
+) -> Event {
+    Event {
+        seq: t_ns,
+        t_mono_ns: t_ns,
+        node_id: node,
+        view: View { role, term, leader },
+    }
+}
+pub(super) fn lead(t_ns: u64, node: NodeId, term: u64) -> Event {
+    event(t_ns, node, Role::Leader, term, Some(node))
+}
+pub(super) fn follow(t_ns: u64, node: NodeId, term: u64, leader: Option<NodeId>) -> Event {
+    event(t_ns, node, Role::Follower, term, leader)
+}
+pub(super) fn proc_(t_ns: u64, node: NodeId, kind: ProcKind) -> ProcEvent {
+    ProcEvent { t_ns, node, kind }
+}
+pub(super) fn log(end_ns: u64, events: Vec<Event>) -> RunLog {
+    RunLog {
+        nodes: (1..=5).collect(),
+        start_ns: 0,
+        end_ns,
+        events,
+        ..RunLog::default()
+    }
+}
+/// Everyone follows `leader` (term 1) from `t`, and `leader` leads.
+pub(super) fn all_follow(t: u64, leader: NodeId, term: u64) -> Vec<Event> {
+    (1..=5)
+        .map(|n| {
+            if n == leader {
+                lead(t, n, term)
+            } else {
+                follow(t, n, term, Some(leader))
+            }
+        })
+        .collect()
+}
+pub(super) fn window(start_ns: u64, end_ns: u64, groups: Vec<Vec<NodeId>>) -> FaultWindow {
+    FaultWindow {
+        start_ns,
+        end_ns,
+        label: "partition".into(),
+        groups,
+    }
+}
+
+pub(super) fn promise(node: NodeId, term: u64, from_ns: u64, lease_ns: u64) -> Promise {
+    Promise {
+        node,
+        term,
+        from_ns,
+        until_ns: from_ns + lease_ns,
     }
 }

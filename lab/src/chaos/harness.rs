@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 
-use super::check::FaultWindow;
 use super::kernel::Chain;
+use super::record::FaultWindow;
 use crate::chaos::record::Recorder;
 use crate::cluster::Cluster;
 use electd::clock::mono_ns;

@@ -1,7 +1,8 @@
-//! What the lab does to a cluster's processes, recorded for the checkers: every kill, stop,
-//! start, pause and resume, stamped on the host's monotonic clock (the clock of the nodes'
-//! events); what clients were promised ([`PromisePoller`]); and the [`RunLog`] the checkers
-//! judge.
+//! The run log and how it is recorded: [`RunLog`], everything one run left behind on one
+//! monotonic clock (the nodes' events, the process faults, the network fault windows, the
+//! promises clients were given), which the checkers judge; what the lab does to a cluster's
+//! processes, recorded as [`ProcEvent`]s by the [`Recorder`]; and what clients were promised,
+//! recorded by the [`PromisePoller`].
 //!
 //! Stamps err on the wide side: a node is recorded down (killed, stopped, paused) once it is,
 //! and up (started, resumed) just before it is, so a recorded down interval never covers a
@@ -11,12 +12,88 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use electd::clock::{mono_ns, ms};
-use electd_client::{Mode, NodeId, Role};
+use electd_client::{Event, Mode, NodeId, Role};
 use rustix::process::Signal;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::chaos::check::{FaultWindow, ProcEvent, ProcKind, Promise, RunLog};
 use crate::cluster::{Cluster, CtlError};
+
+/// What the harness did to a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcKind {
+    /// SIGKILL: a crash.
+    Kill,
+    /// SIGTERM: a graceful stop.
+    Stop,
+    /// The process was spawned (again) on its data dir.
+    Start,
+    /// SIGSTOP: a freeze, like a long GC pause.
+    Pause,
+    /// SIGCONT: the end of a freeze.
+    Resume,
+}
+
+/// One process fault, stamped on the same monotonic clock as the events.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcEvent {
+    pub t_ns: u64,
+    pub node: NodeId,
+    pub kind: ProcKind,
+}
+
+/// One network fault in force on `[start_ns, end_ns)`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultWindow {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Shown in the report and on the timeline, e.g. `"partition 1,2 | 3,4,5"`.
+    pub label: String,
+    /// Who can talk to whom while the window is in force (see the module docs).
+    pub groups: Vec<Vec<NodeId>>,
+}
+
+/// Everything one run left behind, on one monotonic clock.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLog {
+    /// The membership, e.g. 1..=5; majorities are counted on it. When empty, the nodes named in
+    /// events and process faults are taken.
+    pub nodes: Vec<NodeId>,
+    /// The observation window: only `[start_ns, end_ns)` is judged; earlier events still give the
+    /// state at `start_ns`.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// All nodes' events in any order.
+    pub events: Vec<Event>,
+    /// Process faults in any order.
+    pub procs: Vec<ProcEvent>,
+    /// Network fault windows in any order.
+    pub faults: Vec<FaultWindow>,
+    /// When the last fault was cleared; C4 measures from here.
+    pub heal_ns: Option<u64>,
+    /// When the first fault was applied; failover and the cost count measure from here.
+    pub fault_ns: Option<u64>,
+    /// Quorum mode: C1 applies and any split brain fails the run.
+    pub quorum_mode: bool,
+    /// The claiming answers clients received during the run, in any order (C6).
+    #[serde(default)]
+    pub promises: Vec<Promise>,
+}
+
+/// One claiming answer a client received: node `node` answered `leader` in `term` with
+/// `lease_ms` to a request the client sent at `asked`; the promise runs from `from_ns`, when
+/// the client had the answer (it cannot act on it sooner), until `until_ns = asked +
+/// lease_ms`. (Counted from the asking instant instead, an answer that was in flight longer
+/// than the margin F − L would seem to overlap the claim of the node that led when it was
+/// asked, although no client could have acted on it then.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Promise {
+    pub node: NodeId,
+    pub term: u64,
+    pub from_ns: u64,
+    pub until_ns: u64,
+}
 
 /// The process events of one run, from its start.
 #[derive(Clone, Debug)]

@@ -11,7 +11,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::timeline::timeline_svg;
-use crate::chaos::check::{RunLog, RunResult};
+use crate::chaos::record::RunLog;
+use crate::chaos::verdict::RunResult;
 
 /// Reads `dir/report.json`, judges C5 again for every run from its stored
 /// `runs/<scenario>-<mode>-<layer>-<seed>/runlog.json`, and rewrites `report.json` and
@@ -30,7 +31,7 @@ pub fn rejudge_c5(dir: &Path) -> io::Result<usize> {
             continue;
         };
         let log: RunLog = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
-        let c5 = crate::chaos::check::disruption(&log);
+        let c5 = crate::chaos::checkers::disruption(&log);
         r.minority_terms_gained = c5.minority_terms_gained;
         r.heal_leader_changes = c5.heal_leader_changes;
         judged += 1;
@@ -530,8 +531,8 @@ fn converge_words(done: &[&RunResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chaos::check::evaluate;
     use crate::chaos::fixtures::{balanced_tags, sample_log};
+    use crate::chaos::verdict::evaluate;
 
     fn temp_dir(tag: &str) -> std::path::PathBuf {
         let nanos = std::time::SystemTime::now()

@@ -12,11 +12,13 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use super::check::{cap_paused_claims, evaluate, Promise, RunLog, RunResult};
+use super::checkers::cap_paused_claims;
 pub use super::harness::Layer;
 use super::harness::{sleep, Harness};
 use super::kernel::{self, Chain};
+use super::record::{Promise, RunLog};
 pub use super::scenario::Scenario;
+use super::verdict::{evaluate, RunResult};
 use crate::chaos::record::{PromisePoller, Recorder};
 use crate::cluster::{AddrBlock, Cluster};
 use electd::clock::{mono_ns, ms};

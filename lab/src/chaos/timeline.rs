@@ -5,9 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::check::{
-    node_segments, split_brain, FaultWindow, LogState, ProcKind, RunLog, Segment, SplitBrain,
-};
+use super::checkers::{node_segments, split_brain, LogState, Segment, SplitBrain};
+use super::record::{FaultWindow, ProcKind, RunLog};
 use electd_client::{NodeId, Role, View};
 
 const WIDTH: f64 = 1000.0;

@@ -42,9 +42,8 @@ use tokio_util::sync::CancellationToken;
 use super::clock::SimClock;
 use super::net::{Effect, Leg, Net, Rule};
 use super::schedule::{draw, draw_timing, Step, Target, Timed};
-use crate::chaos::check::{
-    election_safety, promise_keeping, split_brain, ProcEvent, ProcKind, Promise, RunLog,
-};
+use crate::chaos::checkers::{election_safety, promise_keeping, split_brain};
+use crate::chaos::record::{ProcEvent, ProcKind, Promise, RunLog};
 
 /// The simulated nodes' admin token.
 const SIM_ADMIN_TOKEN: &str = "simulation-admin-token";

@@ -10,8 +10,9 @@ use electd::clock::ms;
 use electd::config::Timing;
 use electd_client::Mode;
 use electd_client::{Event, NodeId};
-use electd_lab::chaos::check::{cap_paused_claims, election_safety, split_brain, RunLog};
+use electd_lab::chaos::checkers::{cap_paused_claims, election_safety, split_brain};
 use electd_lab::chaos::record::Recorder;
+use electd_lab::chaos::record::RunLog;
 use electd_lab::cluster::{claim_addrs, AddrBlock, Cluster, Observed};
 
 pub struct TestCluster {

@@ -1,4 +1,6 @@
-//! Checkers C1–C6 and the cost count, as pure functions over a [`RunLog`] (`docs/design/chaos.md`).
+//! The checkers C1–C6 and the cost count in elections, as pure functions over a [`RunLog`]
+//! (`docs/design/chaos.md`), and how they read a node's state and who can talk to whom from the
+//! log. The run log itself is in `record.rs`; the verdict of a run in `verdict.rs`.
 //!
 //! # Promises (C6)
 //! A claiming answer a client received is a promise: the node may be acted on as leader from
@@ -14,7 +16,7 @@
 //!   is *unknown*: it claims nothing and reports no leader.
 //! - `Kill` and `Stop` make a node *down* from that instant: it claims nothing and reports nothing.
 //!   Events stamped while a node is down are ignored (a killed process cannot speak; they are
-//!   counted in [`RunResult::notes`]). `Start` brings a down node back as *unknown* until its first
+//!   counted in [`RunResult::notes`](super::verdict::RunResult::notes)). `Start` brings a down node back as *unknown* until its first
 //!   event; a `Start` for a node that is not down changes nothing. The harness should therefore take
 //!   a `Start`'s time stamp *before* it spawns the process, or the node's first event may be lost.
 //! - `Pause` (SIGSTOP) keeps whatever state the node had, its claim included, until its own next
@@ -26,7 +28,7 @@
 //!   of term while leading does not end it). Paused claimants are claimants.
 //!
 //! # Who can talk to whom
-//! A [`FaultWindow`] is in force on `[start_ns, end_ns)`. Its `groups` may overlap: two nodes can
+//! A [`FaultWindow`](super::record::FaultWindow) is in force on `[start_ns, end_ns)`. Its `groups` may overlap: two nodes can
 //! talk while the window is in force iff some group holds both. An empty `groups` restricts nothing
 //! (loss, delay); a member named in no group is cut off from everyone. When windows overlap, two
 //! nodes can talk iff every window in force lets them. A node's *reach* is itself plus every node it
@@ -40,90 +42,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
 use electd_client::Event;
 use electd_client::{NodeId, Role, View};
+
+use super::record::{ProcKind, Promise, RunLog};
 
 /// How long the converged state must hold for C4 to accept it (or until the end of the window,
 /// when that comes first; a note then says how long it held).
 pub const STABLE_NS: u64 = 1_000_000_000;
-
-/// What the harness did to a process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProcKind {
-    /// SIGKILL: a crash.
-    Kill,
-    /// SIGTERM: a graceful stop.
-    Stop,
-    /// The process was spawned (again) on its data dir.
-    Start,
-    /// SIGSTOP: a freeze, like a long GC pause.
-    Pause,
-    /// SIGCONT: the end of a freeze.
-    Resume,
-}
-
-/// One process fault, stamped on the same monotonic clock as the events.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcEvent {
-    pub t_ns: u64,
-    pub node: NodeId,
-    pub kind: ProcKind,
-}
-
-/// One network fault in force on `[start_ns, end_ns)`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FaultWindow {
-    pub start_ns: u64,
-    pub end_ns: u64,
-    /// Shown in the report and on the timeline, e.g. `"partition 1,2 | 3,4,5"`.
-    pub label: String,
-    /// Who can talk to whom while the window is in force (see the module docs).
-    pub groups: Vec<Vec<NodeId>>,
-}
-
-/// Everything one run left behind, on one monotonic clock.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunLog {
-    /// The membership, e.g. 1..=5; majorities are counted on it. When empty, the nodes named in
-    /// events and process faults are taken.
-    pub nodes: Vec<NodeId>,
-    /// The observation window: only `[start_ns, end_ns)` is judged; earlier events still give the
-    /// state at `start_ns`.
-    pub start_ns: u64,
-    pub end_ns: u64,
-    /// All nodes' events in any order.
-    pub events: Vec<Event>,
-    /// Process faults in any order.
-    pub procs: Vec<ProcEvent>,
-    /// Network fault windows in any order.
-    pub faults: Vec<FaultWindow>,
-    /// When the last fault was cleared; C4 measures from here.
-    pub heal_ns: Option<u64>,
-    /// When the first fault was applied; failover and the cost count measure from here.
-    pub fault_ns: Option<u64>,
-    /// Quorum mode: C1 applies and any split brain fails the run.
-    pub quorum_mode: bool,
-    /// The claiming answers clients received during the run, in any order (C6).
-    #[serde(default)]
-    pub promises: Vec<Promise>,
-}
-
-/// One claiming answer a client received: node `node` answered `leader` in `term` with
-/// `lease_ms` to a request the client sent at `asked`; the promise runs from `from_ns`, when
-/// the client had the answer (it cannot act on it sooner), until `until_ns = asked +
-/// lease_ms`. (Counted from the asking instant instead, an answer that was in flight longer
-/// than the margin F − L would seem to overlap the claim of the node that led when it was
-/// asked, although no client could have acted on it then.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Promise {
-    pub node: NodeId,
-    pub term: u64,
-    pub from_ns: u64,
-    pub until_ns: u64,
-}
 
 /// A promise that another node broke: `intruder` claimed (a claim interval of its event log,
 /// or a claiming answer) on `[from_ns, to_ns)` inside `promise`.
@@ -251,312 +177,6 @@ pub struct Convergence {
     pub from_ns: Option<u64>,
 }
 
-/// One run's verdict: the `report.json` row of `docs/design/chaos.md`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunResult {
-    pub mode: String,
-    pub scenario: String,
-    pub layer: String,
-    pub seed: u64,
-    /// Rounded up to 0.1 ms, so that any overlap at all shows as non-zero.
-    pub split_brain_ms: f64,
-    pub max_leaders: u32,
-    pub leaderless_ms: f64,
-    /// `null` when no majority side existed under a fault window.
-    pub majority_leaderless_ms: Option<f64>,
-    pub failover_ms: Option<f64>,
-    pub converge_ms: Option<f64>,
-    pub leader_changes: u64,
-    /// Peer messages sent during the run, by message type; filled by the caller.
-    pub messages: BTreeMap<String, u64>,
-    /// Cost in steady state: peer messages per second by type, over a fault-free second with an
-    /// agreed leader before the scenario began; filled by the caller.
-    #[serde(default)]
-    pub steady_msgs_per_s: BTreeMap<String, f64>,
-    /// Cost of an election: messages sent from the first fault to the end beyond the steady
-    /// rate, by type, divided by the leader changes; `null` without a leader change. Counters
-    /// of killed processes are lost, so runs with kills undercount.
-    #[serde(default)]
-    pub msgs_per_election: Option<BTreeMap<String, f64>>,
-    /// C5: terms gained by nodes cut off from every majority while they were cut off (summed
-    /// over the nodes and fault windows). With pre-vote, quorum mode gains none.
-    #[serde(default)]
-    pub minority_terms_gained: u64,
-    /// C5: leaders of a higher term than the one claiming when a fault window ended, elected
-    /// before the next window (a healed node deposing a healthy leader); `null` when no node
-    /// claimed at any window's end.
-    #[serde(default)]
-    pub heal_leader_changes: Option<u64>,
-    /// C6: the claiming answers a client received during the run; `null` when none was
-    /// recorded (bully and ring answer without a lease).
-    #[serde(default)]
-    pub promises: Option<u64>,
-    /// C6: of those, the promises another node broke by claiming inside them.
-    #[serde(default)]
-    pub promises_broken: Option<u64>,
-    /// C6: how long some promise was broken, rounded up to 0.1 ms.
-    #[serde(default)]
-    pub promise_broken_ms: Option<f64>,
-    /// C1; `null` outside quorum mode.
-    pub election_safety: Option<bool>,
-    pub passed: bool,
-    /// Why a run failed, and anything odd in its log.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// Why the run could not be done (no root for iptables, …); then `passed` is false and the
-    /// numbers mean nothing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<String>,
-}
-
-impl RunResult {
-    /// A row for a run that could not be done.
-    pub fn skipped(mode: &str, scenario: &str, layer: &str, seed: u64, reason: &str) -> RunResult {
-        RunResult {
-            mode: mode.to_string(),
-            scenario: scenario.to_string(),
-            layer: layer.to_string(),
-            seed,
-            split_brain_ms: 0.0,
-            max_leaders: 0,
-            leaderless_ms: 0.0,
-            majority_leaderless_ms: None,
-            failover_ms: None,
-            converge_ms: None,
-            leader_changes: 0,
-            messages: BTreeMap::new(),
-            steady_msgs_per_s: BTreeMap::new(),
-            msgs_per_election: None,
-            minority_terms_gained: 0,
-            heal_leader_changes: None,
-            promises: None,
-            promises_broken: None,
-            promise_broken_ms: None,
-            election_safety: None,
-            passed: false,
-            notes: Vec::new(),
-            skipped: Some(reason.to_string()),
-        }
-    }
-
-    /// All peer messages of the run.
-    pub fn messages_total(&self) -> u64 {
-        self.messages.values().sum()
-    }
-
-    /// Fills the cost fields from three samples of the cluster's sent-message counters: `a`
-    /// and `b` bracket the steady second (`steady_s` long), `end` is taken at the end of the run,
-    /// `rest_s` after `b`. Per type, the excess over the steady rate is never below zero.
-    pub fn set_cost(
-        &mut self,
-        a: &BTreeMap<String, u64>,
-        b: &BTreeMap<String, u64>,
-        end: &BTreeMap<String, u64>,
-        steady_s: f64,
-        rest_s: f64,
-    ) {
-        let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0) as f64;
-        let kinds: std::collections::BTreeSet<&String> =
-            a.keys().chain(b.keys()).chain(end.keys()).collect();
-        self.steady_msgs_per_s.clear();
-        let mut excess = BTreeMap::new();
-        for k in kinds {
-            let rate = if steady_s > 0.0 {
-                ((get(b, k) - get(a, k)) / steady_s).max(0.0)
-            } else {
-                0.0
-            };
-            self.steady_msgs_per_s.insert(k.clone(), round1(rate));
-            let extra = (get(end, k) - get(b, k) - rate * rest_s).max(0.0);
-            excess.insert(k.clone(), extra);
-        }
-        self.msgs_per_election = (self.leader_changes > 0).then(|| {
-            excess
-                .into_iter()
-                .map(|(k, v)| (k, round1(v / self.leader_changes as f64)))
-                .collect()
-        });
-    }
-}
-
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
-}
-
-/// Judges one run. `passed` is, in quorum mode, no split brain at all, C1 holding and convergence
-/// within `converge_bound_ms`; in bully and ring mode only the convergence (their split brain is
-/// expected under partitions: it is reported, not failed). The mode is taken from
-/// `log.quorum_mode`; `mode` is a label.
-pub fn evaluate(
-    log: &RunLog,
-    mode: &str,
-    scenario: &str,
-    layer: &str,
-    seed: u64,
-    converge_bound_ms: u64,
-) -> RunResult {
-    let sweep = Sweep::new(log);
-    let safety = election_safety(log);
-    let split = sweep.split_brain();
-    let avail = sweep.availability(log);
-    let conv = sweep.convergence(log);
-    let changes = leader_changes(log);
-    let c5 = disruption(log);
-    let c6 = promise_keeping(log);
-
-    let mut notes = safety_notes(safety.as_ref());
-    notes.extend(split_notes(&split, log.start_ns));
-    notes.extend(promise_notes(c6.as_ref(), log.start_ns));
-    let bound_ns = converge_bound_ms.saturating_mul(1_000_000);
-    let converged = matches!(conv.converge_ns, Some(c) if c <= bound_ns);
-    notes.extend(convergence_notes(&conv, converge_bound_ms));
-    notes.extend(log_notes(&sweep, log, mode));
-
-    let passed = if log.quorum_mode {
-        split.split_brain_ns == 0
-            && safety.as_ref().is_some_and(|s| s.safe)
-            && c6.as_ref().is_none_or(|p| p.broken.is_empty())
-            && converged
-    } else {
-        converged
-    };
-
-    RunResult {
-        mode: mode.to_string(),
-        scenario: scenario.to_string(),
-        layer: layer.to_string(),
-        seed,
-        split_brain_ms: ms_up(split.split_brain_ns),
-        max_leaders: split.max_leaders,
-        leaderless_ms: ms_round(avail.leaderless_ns),
-        majority_leaderless_ms: avail.majority_leaderless_ns.map(ms_round),
-        failover_ms: avail.failover_ns.map(ms_round),
-        converge_ms: conv.converge_ns.map(ms_round),
-        leader_changes: changes,
-        messages: BTreeMap::new(),
-        steady_msgs_per_s: BTreeMap::new(),
-        msgs_per_election: None,
-        minority_terms_gained: c5.minority_terms_gained,
-        heal_leader_changes: c5.heal_leader_changes,
-        promises: c6.as_ref().map(|p| p.promises),
-        promises_broken: c6.as_ref().map(|p| p.broken.len() as u64),
-        promise_broken_ms: c6.as_ref().map(|p| ms_up(p.broken_ns)),
-        election_safety: safety.map(|s| s.safe),
-        passed,
-        notes,
-        skipped: None,
-    }
-}
-
-/// C1's notes: each term led by more than one node.
-fn safety_notes(safety: Option<&ElectionSafety>) -> Vec<String> {
-    let mut notes = Vec::new();
-    if let Some(s) = safety {
-        for c in &s.conflicts {
-            notes.push(format!(
-                "C1: term {} was led by nodes {}",
-                c.term,
-                join_ids(&c.nodes)
-            ));
-        }
-    }
-    notes
-}
-
-/// C6's notes: how many promises were broken, and the first one.
-fn promise_notes(c6: Option<&PromiseKeeping>, start_ns: u64) -> Vec<String> {
-    let Some(c6) = c6 else { return Vec::new() };
-    let Some(first) = c6.broken.iter().min_by_key(|b| b.from_ns) else {
-        return Vec::new();
-    };
-    let p = first.promise;
-    vec![format!(
-        "C6: {} of {} promises broken for {} in all; first: node {} claimed at {} inside node {}'s \
-         promise of term {} ({} to {})",
-        c6.broken.len(),
-        c6.promises,
-        fmt_ms(ms_up(c6.broken_ns)),
-        first.intruder,
-        fmt_ms(ms_round(first.from_ns.saturating_sub(start_ns))),
-        p.node,
-        p.term,
-        fmt_ms(ms_round(p.from_ns.saturating_sub(start_ns))),
-        fmt_ms(ms_round(p.until_ns.saturating_sub(start_ns))),
-    )]
-}
-
-/// C2's notes: how long two or more claimed, the first time, and how much of it with a paused
-/// claimant.
-fn split_notes(split: &SplitBrain, start_ns: u64) -> Vec<String> {
-    let mut notes = Vec::new();
-    if split.split_brain_ns > 0 {
-        let first = &split.spans[0];
-        notes.push(format!(
-            "C2: {} ms with two or more leaders (at most {}); first at {} ms into the run: nodes {}",
-            fmt_ms(ms_up(split.split_brain_ns)),
-            split.max_leaders,
-            fmt_ms(ms_round(first.from_ns.saturating_sub(start_ns))),
-            join_ids(&first.leaders)
-        ));
-        if split.paused_ns > 0 {
-            notes.push(format!(
-                "C2: {} ms of it with a paused (SIGSTOPped) claimant",
-                fmt_ms(ms_up(split.paused_ns))
-            ));
-        }
-    }
-    notes
-}
-
-/// C4's notes: not measured, never converged, converged too late, or not held long enough.
-fn convergence_notes(conv: &Convergence, converge_bound_ms: u64) -> Vec<String> {
-    let bound_ns = converge_bound_ms.saturating_mul(1_000_000);
-    let mut notes = Vec::new();
-    match (conv.from_ns, conv.converge_ns) {
-        (None, _) => notes.push("C4: no heal_ns, so convergence was not measured".to_string()),
-        (Some(_), None) => notes.push("C4: never converged after heal".to_string()),
-        (Some(_), Some(c)) => {
-            if c > bound_ns {
-                notes.push(format!(
-                    "C4: converged after {} ms, above the bound of {converge_bound_ms} ms",
-                    fmt_ms(ms_round(c))
-                ));
-            }
-            if conv.stable_ns < STABLE_NS {
-                notes.push(format!(
-                    "C4: the converged state held only {} ms before the window ended",
-                    fmt_ms(ms_round(conv.stable_ns))
-                ));
-            }
-        }
-    }
-    notes
-}
-
-/// Notes on the log itself: events ignored, and a mode label that disagrees with it.
-fn log_notes(sweep: &Sweep, log: &RunLog, mode: &str) -> Vec<String> {
-    let mut notes = Vec::new();
-    if sweep.ignored_while_down > 0 {
-        notes.push(format!(
-            "log: {} events stamped while their node was down were ignored",
-            sweep.ignored_while_down
-        ));
-    }
-    if sweep.foreign_events > 0 {
-        notes.push(format!(
-            "log: {} events from nodes outside the membership were ignored",
-            sweep.foreign_events
-        ));
-    }
-    if log.quorum_mode != (mode == "quorum") {
-        notes.push(format!(
-            "log: mode label {mode:?} but quorum_mode = {}",
-            log.quorum_mode
-        ));
-    }
-    notes
-}
-
 /// C5 result: how much cut-off nodes disturbed the cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Disruption {
@@ -567,9 +187,9 @@ pub struct Disruption {
     pub heal_leader_changes: Option<u64>,
 }
 
-/// C5 over every fault window of the log: a node is cut off when the nodes it can talk to (the
-/// union of the groups it belongs to, itself included) are fewer than a majority. Windows
-/// without groups (delay, loss) cut nobody off.
+/// C5 over every fault window of the log: a node is cut off when its reach when the window
+/// opens (the nodes it can talk to, itself included; see the module docs) is less than a
+/// majority. Windows without groups (delay, loss) cut nobody off.
 pub fn disruption(log: &RunLog) -> Disruption {
     let nodes = members(log);
     let majority = nodes.len() / 2 + 1;
@@ -585,18 +205,9 @@ pub fn disruption(log: &RunLog) -> Disruption {
     let claims = claim_intervals(log);
     let mut out = Disruption::default();
     for (i, w) in windows.iter().enumerate() {
-        // A window without groups (delay, loss) cuts nobody off.
-        let partitioned = !w.groups.is_empty();
-        for &n in nodes.iter().filter(|_| partitioned) {
-            let reach: std::collections::BTreeSet<NodeId> = w
-                .groups
-                .iter()
-                .filter(|g| g.contains(&n))
-                .flatten()
-                .copied()
-                .chain([n])
-                .collect();
-            if reach.len() >= majority {
+        let adj = connectivity(log, &nodes, w.start_ns);
+        for (k, &n) in nodes.iter().enumerate() {
+            if reach(adj.as_ref(), k, nodes.len()).len() >= majority {
                 continue;
             }
             // Only terms it went past the rest of the cluster with count: a node that can still
@@ -883,27 +494,6 @@ pub fn cap_paused_claims(log: &RunLog, lease_ns: u64) -> RunLog {
     out
 }
 
-/// Nanoseconds to milliseconds, rounded to 0.1 ms.
-pub fn ms_round(ns: u64) -> f64 {
-    (ns as f64 / 100_000.0).round() / 10.0
-}
-
-/// Nanoseconds to milliseconds, rounded up to 0.1 ms (so any non-zero time stays non-zero).
-pub fn ms_up(ns: u64) -> f64 {
-    ns.div_ceil(100_000) as f64 / 10.0
-}
-
-fn fmt_ms(ms: f64) -> String {
-    format!("{ms:.1}")
-}
-
-fn join_ids(ids: &[NodeId]) -> String {
-    ids.iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The membership, sorted.
 fn members(log: &RunLog) -> Vec<NodeId> {
     let mut v: Vec<NodeId> = if log.nodes.is_empty() {
@@ -1032,9 +622,7 @@ impl Slice {
     }
 
     fn reach(&self, i: usize) -> Vec<usize> {
-        (0..self.snaps.len())
-            .filter(|&j| j == i || self.adj.as_ref().is_none_or(|a| a[i][j]))
-            .collect()
+        reach(self.adj.as_ref(), i, self.snaps.len())
     }
 
     /// Whether node `j` takes node `l` (index, with id `l_id`) to be the leader.
@@ -1047,15 +635,17 @@ impl Slice {
 }
 
 /// The window cut into slices, computed once per run.
-struct Sweep {
+pub(crate) struct Sweep {
     nodes: Vec<NodeId>,
     slices: Vec<Slice>,
-    ignored_while_down: usize,
-    foreign_events: usize,
+    /// Events stamped while their node was down (ignored).
+    pub(crate) ignored_while_down: usize,
+    /// Events of nodes outside the membership.
+    pub(crate) foreign_events: usize,
 }
 
 impl Sweep {
-    fn new(log: &RunLog) -> Sweep {
+    pub(crate) fn new(log: &RunLog) -> Sweep {
         let nodes = members(log);
         let tracks: Vec<Track> = nodes.iter().map(|&n| Track::new(log, n)).collect();
         let start = log.start_ns;
@@ -1106,7 +696,7 @@ impl Sweep {
         self.nodes.len() / 2 + 1
     }
 
-    fn split_brain(&self) -> SplitBrain {
+    pub(crate) fn split_brain(&self) -> SplitBrain {
         let mut out = SplitBrain::default();
         for s in &self.slices {
             let claimants = s.claimants();
@@ -1132,7 +722,7 @@ impl Sweep {
         out
     }
 
-    fn availability(&self, log: &RunLog) -> Availability {
+    pub(crate) fn availability(&self, log: &RunLog) -> Availability {
         let maj = self.majority();
         let from = log.fault_ns.unwrap_or(log.start_ns);
         let mut out = Availability::default();
@@ -1191,7 +781,7 @@ impl Sweep {
         all.then_some(l)
     }
 
-    fn convergence(&self, log: &RunLog) -> Convergence {
+    pub(crate) fn convergence(&self, log: &RunLog) -> Convergence {
         let baseline = log.faults.is_empty() && log.procs.is_empty() && log.fault_ns.is_none();
         let from = match log.heal_ns {
             Some(h) => h,
@@ -1227,6 +817,14 @@ impl Sweep {
     }
 }
 
+/// Node `i`'s reach among `n` nodes (see the module docs): itself and every node it can talk
+/// to directly under `adj` (`None`: everyone). The one model of reach of every checker.
+fn reach(adj: Option<&Vec<Vec<bool>>>, i: usize, n: usize) -> Vec<usize> {
+    (0..n)
+        .filter(|&j| j == i || adj.is_none_or(|a| a[i][j]))
+        .collect()
+}
+
 /// Who can talk to whom at `t`, or `None` when no fault window is in force.
 fn connectivity(log: &RunLog, nodes: &[NodeId], t: u64) -> Option<Vec<Vec<bool>>> {
     let mut in_force = log
@@ -1257,100 +855,10 @@ fn connectivity(log: &RunLog, nodes: &[NodeId], t: u64) -> Option<Vec<Vec<bool>>
 mod tests {
     use super::*;
 
-    const MS: u64 = 1_000_000;
-    const S: u64 = 1_000_000_000;
-
-    fn ev(t_ns: u64, node: NodeId, role: Role, term: u64, leader: Option<NodeId>) -> Event {
-        Event {
-            seq: t_ns,
-            t_mono_ns: t_ns,
-            node_id: node,
-            view: View { role, term, leader },
-        }
-    }
-    fn lead(t_ns: u64, node: NodeId, term: u64) -> Event {
-        ev(t_ns, node, Role::Leader, term, Some(node))
-    }
-    fn follow(t_ns: u64, node: NodeId, term: u64, leader: Option<NodeId>) -> Event {
-        ev(t_ns, node, Role::Follower, term, leader)
-    }
-    fn proc_(t_ns: u64, node: NodeId, kind: ProcKind) -> ProcEvent {
-        ProcEvent { t_ns, node, kind }
-    }
-    fn log(end_ns: u64, events: Vec<Event>) -> RunLog {
-        RunLog {
-            nodes: (1..=5).collect(),
-            start_ns: 0,
-            end_ns,
-            events,
-            ..RunLog::default()
-        }
-    }
-    /// Everyone follows `leader` (term 1) from `t`, and `leader` leads.
-    fn all_follow(t: u64, leader: NodeId, term: u64) -> Vec<Event> {
-        (1..=5)
-            .map(|n| {
-                if n == leader {
-                    lead(t, n, term)
-                } else {
-                    follow(t, n, term, Some(leader))
-                }
-            })
-            .collect()
-    }
-    fn window(start_ns: u64, end_ns: u64, groups: Vec<Vec<NodeId>>) -> FaultWindow {
-        FaultWindow {
-            start_ns,
-            end_ns,
-            label: "partition".into(),
-            groups,
-        }
-    }
-
-    // ---- C6: promises judged over their whole length ----
-
-    fn promise(node: NodeId, term: u64, from_ns: u64, lease_ns: u64) -> Promise {
-        Promise {
-            node,
-            term,
-            from_ns,
-            until_ns: from_ns + lease_ns,
-        }
-    }
-
-    /// Node 1 stops claiming at 100 ms (a vote request suspended its claim), but it answered
-    /// a lease of 120 ms at 50 ms: node 2, claiming from 110 ms, breaks that promise although
-    /// the claim intervals never overlap (C2 sees nothing).
-    #[test]
-    fn a_claim_inside_an_earlier_answer_breaks_its_promise() {
-        let mut l = log(
-            S,
-            vec![
-                lead(0, 1, 1),
-                follow(100 * MS, 1, 1, None),
-                lead(110 * MS, 2, 2),
-            ],
-        );
-        l.quorum_mode = true;
-        l.promises = vec![
-            promise(1, 1, 50 * MS, 120 * MS),
-            promise(1, 1, 10 * MS, 30 * MS),
-        ];
-        assert_eq!(split_brain(&l).split_brain_ns, 0, "C2 sees no overlap");
-        let c6 = promise_keeping(&l).unwrap();
-        assert_eq!(c6.promises, 2);
-        assert_eq!(c6.broken.len(), 1);
-        let b = c6.broken[0];
-        assert_eq!((b.intruder, b.from_ns, b.to_ns), (2, 110 * MS, 170 * MS));
-        assert_eq!(c6.broken_ns, 60 * MS);
-        let r = evaluate(&l, "quorum", "S3", "app", 1, 5_000);
-        assert!(!r.passed);
-        assert_eq!(r.promises_broken, Some(1));
-        assert!(r
-            .notes
-            .iter()
-            .any(|n| n.starts_with("C6: 1 of 2 promises broken")));
-    }
+    use crate::chaos::fixtures::{
+        all_follow, event as ev, follow, lead, log, proc_, promise, window, MS, S,
+    };
+    use crate::chaos::verdict::evaluate;
 
     #[test]
     fn a_claim_after_the_promise_keeps_it_and_answers_of_others_inside_break_it() {
@@ -1834,105 +1342,4 @@ mod tests {
     }
 
     // ---- evaluate ----
-
-    #[test]
-    fn cost_is_steady_rate_and_excess_per_election() {
-        let m = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
-            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
-        };
-        let mut r = RunResult::skipped("quorum", "S1", "app", 1, "x");
-        r.leader_changes = 2;
-        // 80 appends in the steady second; 10 s later 800 more appends and 24 votes.
-        let a = m(&[("append", 100)]);
-        let b = m(&[("append", 180)]);
-        let end = m(&[("append", 1_060), ("vote", 24)]);
-        r.set_cost(&a, &b, &end, 1.0, 10.0);
-        assert_eq!(r.steady_msgs_per_s["append"], 80.0);
-        assert_eq!(r.steady_msgs_per_s["vote"], 0.0);
-        let per = r.msgs_per_election.clone().unwrap();
-        assert_eq!(per["append"], 40.0); // (880 - 800) / 2
-        assert_eq!(per["vote"], 12.0);
-        // Fewer messages than the steady rate (a leaderless stretch) is no negative cost.
-        r.set_cost(&a, &b, &m(&[("append", 300)]), 1.0, 10.0);
-        assert_eq!(r.msgs_per_election.clone().unwrap()["append"], 0.0);
-        // No leader change: no per-election cost.
-        r.leader_changes = 0;
-        r.set_cost(&a, &b, &end, 1.0, 10.0);
-        assert_eq!(r.msgs_per_election, None);
-    }
-
-    #[test]
-    fn evaluate_quorum_pass_and_fail() {
-        let mut events = all_follow(0, 1, 1);
-        events.push(follow(300 * MS, 1, 1, None));
-        events.push(lead(400 * MS, 2, 2));
-        for n in [1, 3, 4, 5] {
-            events.push(follow(450 * MS, n, 2, Some(2)));
-        }
-        let mut l = log(3 * S, events);
-        l.quorum_mode = true;
-        l.fault_ns = Some(100 * MS);
-        l.heal_ns = Some(S);
-        l.faults = vec![window(100 * MS, S, vec![vec![1], vec![2, 3, 4, 5]])];
-        let r = evaluate(&l, "quorum", "S3", "kernel", 3, 2000);
-        assert!(r.passed, "{r:?}");
-        assert_eq!(r.split_brain_ms, 0.0);
-        assert_eq!(r.max_leaders, 1);
-        assert_eq!(r.election_safety, Some(true));
-        assert_eq!(r.leaderless_ms, 100.0);
-        assert_eq!(r.majority_leaderless_ms, Some(300.0));
-        assert_eq!(r.failover_ms, Some(350.0));
-        assert_eq!(r.converge_ms, Some(0.0));
-        assert_eq!(r.leader_changes, 1);
-
-        // A 40 ns overlap still fails quorum mode and shows as 0.1 ms.
-        l.events.push(lead(400 * MS, 3, 2));
-        l.events.push(follow(400 * MS + 40, 3, 2, Some(2)));
-        let r = evaluate(&l, "quorum", "S3", "kernel", 3, 2000);
-        assert!(!r.passed);
-        assert_eq!(r.split_brain_ms, 0.1);
-        assert_eq!(r.election_safety, Some(false));
-        assert!(r.notes.iter().any(|n| n.starts_with("C1: term 2")));
-        let json = serde_json::to_value(&r).unwrap();
-        assert!(json.get("skipped").is_none());
-        assert_eq!(json["election_safety"], serde_json::json!(false));
-    }
-
-    #[test]
-    fn evaluate_legacy_passes_despite_split_brain() {
-        let mut events = all_follow(0, 1, 1);
-        events.push(lead(200 * MS, 5, 2));
-        events.push(follow(1100 * MS, 5, 2, Some(1)));
-        let mut l = log(3 * S, events);
-        l.fault_ns = Some(100 * MS);
-        l.heal_ns = Some(S);
-        l.faults = vec![window(100 * MS, S, vec![vec![5], vec![1, 2, 3, 4]])];
-        let r = evaluate(&l, "bully", "S4", "app", 1, 500);
-        assert!(r.passed);
-        assert_eq!(r.split_brain_ms, 900.0);
-        assert_eq!(r.max_leaders, 2);
-        assert_eq!(r.election_safety, None);
-        assert_eq!(r.converge_ms, Some(100.0));
-        let tight = evaluate(&l, "bully", "S4", "app", 1, 50);
-        assert!(!tight.passed);
-    }
-
-    #[test]
-    fn baseline_without_faults_converges_from_start() {
-        let l = log(2 * S, all_follow(10 * MS, 3, 1));
-        let r = evaluate(&l, "ring", "baseline", "app", 0, 100);
-        assert!(r.passed);
-        assert_eq!(r.converge_ms, Some(10.0));
-        assert_eq!(r.failover_ms, None);
-        assert_eq!(r.leader_changes, 1);
-    }
-
-    #[test]
-    fn rounding() {
-        assert_eq!(ms_round(1_249_999), 1.2);
-        assert_eq!(ms_round(1_250_000), 1.3);
-        assert_eq!(ms_up(1), 0.1);
-        assert_eq!(ms_up(0), 0.0);
-        assert_eq!(ms_up(3_200_000_000), 3200.0);
-    }
 }
