@@ -4,13 +4,13 @@
 //!
 //! # Layout
 //! Layers, lowest first; a module imports only from its own layer or below (checked by
-//! `tests/layers.rs`). The wire types of `docs/api-v1.md` live in the `electd-client` crate
+//! `tests/layers.rs`). The wire types of `docs/design/api-v1.md` live in the `electd-client` crate
 //! (`client/`), the lab (cluster control, chaos, benchmarks, simulators) in `electd-lab`
 //! (`lab/`); neither is part of this library.
 //!
 //! | layer | module | what it holds |
 //! |---|---|---|
-//! | 0 vocabulary | [`role`] | node ids, roles, modes, the (role, term, leader) [`View`] |
+//! | 0 vocabulary | `role` | node ids, roles, modes, the (role, term, leader) `View`: the wire types of `electd-client`, used as they are |
 //! | | [`config`] | the TOML config and the validation that names the field |
 //! | | [`clock`] | `CLOCK_BOOTTIME` for claims and leases, `CLOCK_MONOTONIC` for event stamps |
 //! | | `error` | the error answer of every route, and the request limits |
@@ -20,11 +20,11 @@
 //! | | `counters` | counters by message type, and when each peer was last heard from |
 //! | | `wire` | how a peer request travels: HTTP, or in memory in the lab's simulator |
 //! | 2 transport | `transport` | the one peer transport (HTTP), with the fault layer inside it |
-//! | 3 engines | `engine` | the [`Engine`] interface every mode implements |
+//! | 3 engines | `engine` | the [`Engine`] interface every mode implements, what it is given (`Plumbing`), the lab's deliberate [`Flaws`] |
 //! | | [`quorum`] | quorum mode on openraft, with lease-bound claims and self-demotion |
 //! | | [`legacy`] | bully and ring as I/O-free state machines, and the one node that runs either |
 //! | 4 node | `node` | a running node: the engine of its mode, its view, its shutdown |
-//! | 5 serving | `api` | the HTTP API of `docs/api-v1.md`, built by [`app`] |
+//! | 5 serving | `api` | the HTTP API of `docs/design/api-v1.md`, built by [`app`] |
 //! | | `watch` | `GET /v1/watch`: the view as Server-Sent Events, resumable from the event log |
 //! | | `page` | `GET /`: the status page (one embedded HTML file) |
 //! | | `metrics` | `/metrics` in Prometheus form |

@@ -1,4 +1,4 @@
-//! `GET /v1/watch`: the node's view as a stream of Server-Sent Events (`docs/api-v1.md`,
+//! `GET /v1/watch`: the node's view as a stream of Server-Sent Events (`docs/design/api-v1.md`,
 //! "Watch"). First the current view, then one event per change of (role, term, leader) from
 //! the event log, changes to "no leader" included; each carries `event: leader`, `id: SEQ` and
 //! the JSON of `/v1/leader`. `Last-Event-ID: N` (or `?since=S`) resumes after event N (from event S)

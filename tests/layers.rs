@@ -358,3 +358,217 @@ fn the_checker_finds_circles_and_upward_imports() {
     );
     assert_eq!(problems.len(), 2, "{problems:?}");
 }
+
+// ---- Every path a comment or doc names exists ----
+
+/// File names a doc may name that are written at run time, not kept in the tree.
+const WRITTEN_AT_RUN_TIME: &[&str] = &[
+    "report.md",
+    "report.json",
+    "runlog.json",
+    "events.jsonl",
+    "raft-state.json",
+    "raft-state.0",
+    "raft-state.1",
+];
+/// Prefixes of paths that name what runs leave behind, not the tree.
+const RUN_TIME_PREFIXES: &[&str] = &["target/", "cluster/run", "fuzz/artifacts"];
+/// A path that starts with one of these names the repository's tree.
+const TOP_DIRS: &[&str] = &[
+    "src/", "lab/", "client/", "docs/", "scripts/", "tests/", "fuzz/", "contrib/", ".ci/",
+    "cluster/",
+];
+/// Where a relative path or a bare file name may be found, besides the naming file's folder.
+const SEARCH: &[&str] = &[
+    "",
+    "src",
+    "src/quorum",
+    "src/legacy",
+    "src/bin/electd",
+    "client/src",
+    "lab",
+    "lab/src",
+    "lab/src/chaos",
+    "lab/src/sim",
+    "lab/src/cluster",
+    "lab/tests",
+    "tests",
+    "scripts",
+    "docs",
+    "docs/design",
+    "cluster",
+];
+
+/// The text of `file` in which paths are named: comments of code, scripts and configs, and
+/// the whole of a Markdown file.
+fn named_text(file: &Path, text: &str) -> String {
+    let marker = match file.extension().and_then(|e| e.to_str()) {
+        Some("md") => return text.to_string(),
+        Some("rs") => "//",
+        Some("sh" | "toml" | "yaml" | "yml" | "service") => "#",
+        _ if file.starts_with(".ci") => "#",
+        _ => return String::new(),
+    };
+    text.lines()
+        .filter_map(|l| l.find(marker).map(|i| &l[i + marker.len()..]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths `text` names: `a/b/c.rs`, `docs/design/`, `node.rs` (a bare file name with an
+/// extension of the tree's own). A name after `$`, `<`, `{`, `~` or `/` is a template, a
+/// variable or a URL, and is left alone.
+fn paths_named(text: &str) -> Vec<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_.-/".contains(c);
+    let exts = [
+        ".rs", ".md", ".sh", ".toml", ".yaml", ".json", ".html", ".service",
+    ];
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(is_path_char) {
+        let before = rest[..start].chars().last();
+        let run_len = rest[start..]
+            .find(|c: char| !is_path_char(c))
+            .unwrap_or(rest.len() - start);
+        let run = &rest[start..start + run_len];
+        rest = &rest[start + run_len..];
+        if before.is_some_and(|c| "$<>{~/:".contains(c)) || run.starts_with('/') {
+            continue;
+        }
+        let token = run.trim_end_matches(['.', '-', ',']);
+        let has_ext = exts.iter().any(|e| token.ends_with(e));
+        let rooted = TOP_DIRS.iter().any(|d| token.starts_with(d));
+        let bare = !token.contains('/') && has_ext && !token.starts_with('.');
+        if (token.contains('/') && (has_ext || rooted)) || bare {
+            out.push(token.trim_end_matches('/').to_string());
+        }
+    }
+    out
+}
+
+/// The paths named in the files under `root` (relative to it) that exist nowhere they could
+/// mean: `file: path` a line.
+fn dead_paths(root: &Path, files: &[PathBuf]) -> Vec<String> {
+    let mut dead = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+            continue;
+        };
+        let here = file.parent().unwrap_or(Path::new(""));
+        for p in paths_named(&named_text(file, &text)) {
+            if RUN_TIME_PREFIXES.iter().any(|r| p.starts_with(r))
+                || WRITTEN_AT_RUN_TIME.contains(&p.rsplit('/').next().unwrap_or(""))
+            {
+                continue;
+            }
+            let found = std::iter::once(here)
+                .chain(SEARCH.iter().map(Path::new))
+                .any(|base| root.join(base).join(&p).exists());
+            if !found {
+                dead.push(format!("{}: {p}", file.display()));
+            }
+        }
+    }
+    dead
+}
+
+/// The repository's own text files: everything but what builds and runs leave, the stored
+/// chaos report, `docs/design/openraft.md` (whose paths name openraft's own source) and this
+/// file (whose examples name nothing on purpose).
+fn tree_files(root: &Path) -> Vec<PathBuf> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let rel = dir.join(entry.file_name());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let skip = [
+                "target",
+                ".git",
+                "run",
+                "artifacts",
+                "corpus",
+                "chaos-full",
+                "seeds",
+            ];
+            if entry.path().is_dir() {
+                if !skip.contains(&name.as_str()) {
+                    walk(root, &rel, out);
+                }
+            } else if rel != Path::new("docs/design/openraft.md")
+                && rel != Path::new("tests/layers.rs")
+            {
+                out.push(rel);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, Path::new(""), &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn every_path_a_comment_or_doc_names_exists() {
+    let files = tree_files(&root());
+    assert!(
+        files.iter().any(|f| f == Path::new("README.md")),
+        "{files:?}"
+    );
+    let dead = dead_paths(&root(), &files);
+    assert!(
+        dead.is_empty(),
+        "paths that name nothing:\n{}",
+        dead.join("\n")
+    );
+}
+
+/// The path checker itself can fail.
+#[test]
+fn the_path_checker_finds_a_dead_path() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("src/lib.rs"),
+        "//! See `src/gone.rs`, `src/lib.rs`, <dir>/x.rs and `lib.rs`.\nlet s = \"src/not_a_comment.rs\";\n",
+    )
+    .unwrap();
+    let files = tree_files(dir.path());
+    assert_eq!(
+        dead_paths(dir.path(), &files),
+        vec!["src/lib.rs: src/gone.rs"]
+    );
+}
+
+/// The README's Layout names every file of the node, the client and the lab: the node's by file
+/// name (`role.rs`), the client's and the lab's by module name (`bench`).
+#[test]
+fn the_readme_layout_names_every_file() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let layout = &readme[readme.find("## Layout").expect("a Layout section")..];
+    let mut missing = Vec::new();
+    for (dir, by_file_name) in [("src", true), ("client/src", false), ("lab/src", false)] {
+        let mut files = Vec::new();
+        rust_files(&root().join(dir), &mut files);
+        for f in files {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "lib.rs" || name == "mod.rs" {
+                continue;
+            }
+            let stem = name.trim_end_matches(".rs").to_string();
+            let named = if by_file_name {
+                layout.contains(&format!("`{name}`"))
+            } else {
+                layout.contains(&format!("`{stem}`")) || layout.contains(&format!("`{name}`"))
+            };
+            if !named {
+                missing.push(f.strip_prefix(root()).unwrap().display().to_string());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "README's Layout does not name: {missing:?}"
+    );
+}

@@ -1,4 +1,4 @@
-//! electd's public contract, typed: the wire types of `docs/api-v1.md` and an HTTP client for one
+//! electd's public contract, typed: the wire types of `docs/design/api-v1.md` and an HTTP client for one
 //! node. The node serves these types, and everyone who talks to a node (the lab, tests, the
 //! `electd` client commands) reads them, so a field cannot drift between server and client.
 //!

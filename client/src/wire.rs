@@ -1,4 +1,4 @@
-//! The wire types of `docs/api-v1.md`. Field names and JSON forms are the contract: change a
+//! The wire types of `docs/design/api-v1.md`. Field names and JSON forms are the contract: change a
 //! field's meaning only with a new API version.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,7 @@
 //! What bully and ring share: the [`Algorithm`] trait the legacy node feeds, the timeouts in
 //! [`Ticks`], the [`Outbox`] of messages and view changes, and `Core`, the state and the
 //! transitions both algorithms have alike. An algorithm reports its (role, epoch, leader) as a
-//! [`View`] whose `term` is the coordinator epoch, as `docs/api-v1.md` says.
+//! [`View`] whose `term` is the coordinator epoch, as `docs/design/api-v1.md` says.
 //!
 //! # The shared core
 //!

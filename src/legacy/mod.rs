@@ -93,7 +93,7 @@
 //!
 //! Periodic announcements (bully COORDINATOR re-announcements, ring ANNOUNCE) are not
 //! part of these figures. `cargo test -p electd-lab -- --nocapture message_counts` prints the
-//! measured table (the simulator, `lab/src/sim.rs`).
+//! measured table (the simulator, `lab/src/sim/legacy.rs`).
 
 pub mod bully;
 pub mod core;

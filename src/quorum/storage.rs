@@ -446,7 +446,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(self.0.vote())
     }
 
-    /// Optional in openraft (storage/v2.rs): kept in memory, written with the next durable
+    /// Optional in openraft (its `storage::v2` trait): kept in memory, written with the next durable
     /// write. After a crash openraft learns the commit index again from the leader.
     async fn save_committed(
         &mut self,
