@@ -358,31 +358,62 @@ fn a_child_that_ignores_sigterm_is_killed_before_the_deadline() {
     );
 }
 
+/// A 3-node cluster with `electd run` beside its leader, whose CMD starts a grandchild in its
+/// group; both stamp their lives (their files: `child`, `grandchild`), neither ends when its
+/// parent does, and both have started.
+struct Family {
+    tc: TestCluster,
+    leader: NodeId,
+    child: PathBuf,
+    grandchild: PathBuf,
+    sups: Supervisors,
+    _stampers: Stampers,
+    _dir: tempfile::TempDir,
+}
+
+impl Family {
+    fn start(rt: &tokio::runtime::Runtime) -> Family {
+        let tc = TestCluster::start(Mode::Quorum, 3);
+        let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+        let dir = tempfile::tempdir().unwrap();
+        let (child, grandchild) = (dir.path().join("child"), dir.path().join("grandchild"));
+        let stampers = Stampers(vec![child.clone(), grandchild.clone()]);
+        let script = format!(
+            "\"$LAB\" stamp {} --outlive-parent & exec \"$LAB\" stamp {} --outlive-parent",
+            grandchild.display(),
+            child.display()
+        );
+        let sup = supervise(&tc, leader, dir.path(), &[], &script);
+        let sups = Supervisors(vec![(leader, sup)]);
+        wait_stamps(&child, "the child starts", |s| s.len() > 50);
+        wait_stamps(&grandchild, "the grandchild starts", |s| s.len() > 50);
+        Family {
+            tc,
+            leader,
+            child,
+            grandchild,
+            sups,
+            _stampers: stampers,
+            _dir: dir,
+        }
+    }
+}
+
 /// What CMD starts in its group stops with it: a grandchild is gone when the claim ends (a
 /// resignation), before another node claims.
 #[test]
 fn a_grandchild_is_gone_when_the_claim_ends() {
     let rt = TestCluster::rt();
-    let tc = TestCluster::start(Mode::Quorum, 3);
-    let l = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
-    let dir = tempfile::tempdir().unwrap();
-    let (child, grandchild) = (dir.path().join("child"), dir.path().join("grandchild"));
-    let _stampers = Stampers(vec![child.clone(), grandchild.clone()]);
-    let script = format!(
-        "\"$LAB\" stamp {} --outlive-parent & exec \"$LAB\" stamp {} --outlive-parent",
-        grandchild.display(),
-        child.display()
-    );
-    let mut sups = Supervisors(vec![(l, supervise(&tc, l, dir.path(), &[], &script))]);
-    wait_stamps(&child, "the child starts", |s| s.len() > 50);
-    wait_stamps(&grandchild, "the grandchild starts", |s| s.len() > 50);
+    let mut f = Family::start(&rt);
+    let (tc, l) = (&f.tc, f.leader);
     let client = tc.c.client(l).unwrap();
     rt.block_on(client.resign(None))
         .expect("the leader resigns");
-    let last_child = wait_still(&child, "the child");
-    let last_grandchild = wait_still(&grandchild, "the grandchild");
-    sups.interrupt_all();
-    let next = rt.block_on(leader_other_than(&tc, l));
+    let last_child = wait_still(&f.child, "the child");
+    let last_grandchild = wait_still(&f.grandchild, "the grandchild");
+    f.sups.interrupt_all();
+    let tc = &f.tc;
+    let next = rt.block_on(leader_other_than(tc, l));
     let claims = claim_intervals(&tc.run_log(None, None));
     let next_claim = claims
         .iter()
@@ -407,26 +438,14 @@ fn a_grandchild_is_gone_when_the_claim_ends() {
 #[test]
 fn a_killed_supervisor_takes_its_child_with_it() {
     let rt = TestCluster::rt();
-    let tc = TestCluster::start(Mode::Quorum, 3);
-    let l = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
-    let dir = tempfile::tempdir().unwrap();
-    let (child, grandchild) = (dir.path().join("child"), dir.path().join("grandchild"));
-    let _stampers = Stampers(vec![child.clone(), grandchild.clone()]);
-    let script = format!(
-        "\"$LAB\" stamp {} --outlive-parent & exec \"$LAB\" stamp {} --outlive-parent",
-        grandchild.display(),
-        child.display()
-    );
-    let mut sups = Supervisors(vec![(l, supervise(&tc, l, dir.path(), &[], &script))]);
-    wait_stamps(&child, "the child starts", |s| s.len() > 50);
-    wait_stamps(&grandchild, "the grandchild starts", |s| s.len() > 50);
-    let (_, sup) = sups.0.pop().expect("the supervisor");
-    let mut sup = sup;
+    let mut f = Family::start(&rt);
+    let (_, mut sup) = f.sups.0.pop().expect("the supervisor");
     sup.kill().expect("SIGKILL to the supervisor");
     let killed = electd::clock::mono_ns();
     sup.wait().expect("reaped");
-    let last_child = wait_still(&child, "the child of a killed supervisor");
-    let last_grandchild = wait_still(&grandchild, "the grandchild of a killed supervisor");
+    let (child, grandchild) = (&f.child, &f.grandchild);
+    let last_child = wait_still(child, "the child of a killed supervisor");
+    let last_grandchild = wait_still(grandchild, "the grandchild of a killed supervisor");
     for (who, last) in [("child", last_child), ("grandchild", last_grandchild)] {
         eprintln!(
             "the {who} stopped {:.1} ms after the supervisor was killed",

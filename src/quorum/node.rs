@@ -534,6 +534,18 @@ mod tests {
         (q, stop)
     }
 
+    /// `req` through the node's vote handler, as a peer would send it; its answer.
+    async fn ask_vote(q: &Arc<QuorumNode>, req: &VoteRequest<NodeId>) -> VoteResponse<NodeId> {
+        let body = Bytes::from(serde_json::to_vec(req).unwrap());
+        let res = vote(State(q.clone()), body).await.unwrap();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let answer: Result<VoteResponse<NodeId>, serde_json::Value> =
+            serde_json::from_slice(&bytes).unwrap();
+        answer.expect("a vote response")
+    }
+
     async fn until_claiming(q: &QuorumNode) -> bool {
         for _ in 0..200 {
             if q.view().view.role == Role::Leader {
@@ -601,14 +613,7 @@ mod tests {
         );
         let adopted = q.raft.vote(req.clone()).await.unwrap();
         assert!(adopted.vote_granted, "openraft adopts the higher vote");
-        let body = Bytes::from(serde_json::to_vec(&req).unwrap());
-        let res = vote(State(q.clone()), body).await.unwrap();
-        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let answer: Result<openraft::raft::VoteResponse<NodeId>, serde_json::Value> =
-            serde_json::from_slice(&bytes).unwrap();
-        let answer = answer.expect("a vote response");
+        let answer = ask_vote(&q, &req).await;
         assert!(
             !answer.vote_granted,
             "a same-term vote was granted inside the promise"
@@ -625,30 +630,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (q, stop) = node_of(dir.path(), 3, Flaws::default()).await;
         let req = VoteRequest::<NodeId>::new(openraft::Vote::new(5, 2), q.store.last_log_id());
-        let body = Bytes::from(serde_json::to_vec(&req).unwrap());
-        let res = vote(State(q.clone()), body).await.unwrap();
-        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let answer: Result<openraft::raft::VoteResponse<NodeId>, serde_json::Value> =
-            serde_json::from_slice(&bytes).unwrap();
-        assert!(
-            !answer.unwrap().vote_granted,
-            "granted right after the start"
-        );
+        let answer = ask_vote(&q, &req).await;
+        assert!(!answer.vote_granted, "granted right after the start");
         // After a follower lease, the same request is granted.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let body = Bytes::from(serde_json::to_vec(&req).unwrap());
-        let res = vote(State(q.clone()), body).await.unwrap();
-        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let answer: Result<openraft::raft::VoteResponse<NodeId>, serde_json::Value> =
-            serde_json::from_slice(&bytes).unwrap();
-        assert!(
-            answer.unwrap().vote_granted,
-            "refused after a follower lease"
-        );
+        let answer = ask_vote(&q, &req).await;
+        assert!(answer.vote_granted, "refused after a follower lease");
         stop.cancel();
         q.shutdown().await;
     }

@@ -1002,8 +1002,9 @@ mod tests {
         assert_eq!(sb.split_brain_ns, 10 * MS);
     }
 
-    #[test]
-    fn paused_claimant_keeps_claiming() {
+    /// Node 1 leads term 1 and is paused from 10 to 69 ms; node 2 leads term 2 from 40 ms; node
+    /// 1 follows it from 70 ms.
+    fn paused_leader_log() -> RunLog {
         let mut l = log(
             100 * MS,
             vec![
@@ -1016,6 +1017,12 @@ mod tests {
             proc_(10 * MS, 1, ProcKind::Pause),
             proc_(69 * MS, 1, ProcKind::Resume),
         ];
+        l
+    }
+
+    #[test]
+    fn paused_claimant_keeps_claiming() {
+        let l = paused_leader_log();
         let sb = split_brain(&l);
         assert_eq!(sb.split_brain_ns, 30 * MS);
         assert_eq!(sb.paused_ns, 29 * MS);
@@ -1023,18 +1030,7 @@ mod tests {
 
     #[test]
     fn lease_cap_ends_a_paused_claim() {
-        let mut l = log(
-            100 * MS,
-            vec![
-                lead(0, 1, 1),
-                lead(40 * MS, 2, 2),
-                follow(70 * MS, 1, 2, Some(2)),
-            ],
-        );
-        l.procs = vec![
-            proc_(10 * MS, 1, ProcKind::Pause),
-            proc_(69 * MS, 1, ProcKind::Resume),
-        ];
+        let l = paused_leader_log();
         let capped = cap_paused_claims(&l, 24 * MS);
         assert_eq!(split_brain(&capped).split_brain_ns, 0);
         // Not paused long enough: nothing inserted.
