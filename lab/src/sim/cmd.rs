@@ -125,39 +125,57 @@ fn open_files() -> usize {
 
 /// Runs the schedules; exit 1 when any was violated.
 pub fn main(args: SimArgs) -> ExitCode {
-    let spec = |seed| Spec {
-        seed,
-        nodes: args.nodes,
-        steps: args.steps,
-        flaw: args.flaw(),
-        profile: args.timing,
-        script: None,
-        timing: None,
+    let failed = match args.seed {
+        Some(seed) => replay(&args, seed),
+        None => soak(&args),
     };
-    let flags = args.flags();
-    if let Some(seed) = args.seed {
-        let out = run(&spec(seed));
-        for line in &out.timeline {
-            println!("{line}");
-        }
-        for v in &out.violations {
-            println!("VIOLATION {v}");
-        }
-        let mut tally = Tally::default();
-        tally.add(&out);
-        tally.print(1);
-        println!(
-            "sim: seed {seed}: {} ms simulated, highest term {}, {} violations",
-            out.sim_ms,
-            out.max_term,
-            out.violations.len()
-        );
-        return if out.violations.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        };
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
+}
+
+impl SimArgs {
+    /// The schedule of `seed` as these flags ask for it.
+    fn spec(&self, seed: u64) -> Spec {
+        Spec {
+            seed,
+            nodes: self.nodes,
+            steps: self.steps,
+            flaw: self.flaw(),
+            profile: self.timing,
+            script: None,
+            timing: None,
+        }
+    }
+}
+
+/// `--seed S`: one schedule with its timeline; true when it was violated.
+fn replay(args: &SimArgs, seed: u64) -> bool {
+    let out = run(&args.spec(seed));
+    for line in &out.timeline {
+        println!("{line}");
+    }
+    for v in &out.violations {
+        println!("VIOLATION {v}");
+    }
+    let mut tally = Tally::default();
+    tally.add(&out);
+    tally.print(1);
+    println!(
+        "sim: seed {seed}: {} ms simulated, highest term {}, {} violations",
+        out.sim_ms,
+        out.max_term,
+        out.violations.len()
+    );
+    !out.violations.is_empty()
+}
+
+/// `--seeds N [--first S]`: N schedules, a line per failure with its replay command; true
+/// when any was violated (or left files open).
+fn soak(args: &SimArgs) -> bool {
+    let flags = args.flags();
     let first = args.first.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -173,7 +191,7 @@ pub fn main(args: SimArgs) -> ExitCode {
     let mut tally = Tally::default();
     let mut files = open_files();
     for seed in first..first + args.seeds {
-        let out = run(&spec(seed));
+        let out = run(&args.spec(seed));
         tally.add(&out);
         if let Some(v) = out.violations.first() {
             violated += 1;
@@ -198,9 +216,5 @@ pub fn main(args: SimArgs) -> ExitCode {
     );
     tally.print(args.seeds);
     println!("sim: {} schedules, {violated} violations", args.seeds);
-    if violated > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    violated > 0
 }
