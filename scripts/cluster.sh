@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bundled 5-node local cluster: up [--mode quorum|bully|ring], down, status, leader,
+# The bundled 5-node local cluster: up [--mode quorum|bully|ring|invitation], down, status, leader,
 # kill N, stop N, start N, pause N, resume N, partition 1,2 3,4,5, heal.
 # Works from any directory; runtime files (data, logs, pid files, tokens) go to cluster/run/.
 set -euo pipefail

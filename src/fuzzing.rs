@@ -3,8 +3,8 @@
 //! and must return without panicking, whatever they hold.
 //!
 //! - [`peer_message`]: every peer message body exactly as the `/peer/` handlers decode it
-//!   (openraft's append, vote and snapshot requests, the pre-vote and the resignation, bully
-//!   and ring messages),
+//!   (openraft's append, vote and snapshot requests, the pre-vote and the resignation, bully,
+//!   ring and invitation messages),
 //!   and the admin fault set; a decoded legacy message is then stepped through a state machine
 //!   of each algorithm, from every member the transport would let through.
 //! - [`config_text`]: a config file through parsing (with its error hint) and validation.
@@ -15,7 +15,7 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use crate::auth::{PeerAuth, Signed};
 use crate::config::{Config, Secret};
 use crate::faults::FaultSet;
-use crate::legacy::{Algorithm, Bully, BullyMsg, Ring, RingMsg, Ticks};
+use crate::legacy::{Algorithm, Bully, BullyMsg, Invitation, InvitationMsg, Ring, RingMsg, Ticks};
 use crate::quorum::{PreVoteRequest, Resign, TypeConfig};
 use crate::role::NodeId;
 
@@ -37,6 +37,9 @@ pub fn peer_message(data: &[u8]) {
     }
     if let Ok(msg) = serde_json::from_slice::<RingMsg>(data) {
         drive::<Ring>(msg);
+    }
+    if let Ok(msg) = serde_json::from_slice::<InvitationMsg>(data) {
+        drive::<Invitation>(msg);
     }
 }
 

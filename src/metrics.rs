@@ -88,7 +88,7 @@ fn register_view(reg: &mut Registry, judged: Judged) {
     gauge(
         reg,
         "term",
-        "Raft term (quorum) or coordinator epoch (bully, ring)",
+        "Raft term (quorum) or coordinator epoch (bully, ring) or group number (invitation)",
         view.term as i64,
     );
     gauge(

@@ -13,7 +13,7 @@ use crate::counters::Counters;
 use crate::engine::{Engine, Flaws, Judged, Plumbing, ResignError};
 use crate::events::{EventLog, EventLogError, Watchers};
 use crate::faults::Faults;
-use crate::legacy::{Bully, LegacyNode, Ring};
+use crate::legacy::{Bully, Invitation, LegacyNode, Ring};
 use crate::quorum::{Disk, QuorumError, QuorumNode, StateFile, Store};
 use crate::role::{Mode, NodeId, Resigned, View};
 use crate::transport::Transport;
@@ -129,6 +129,7 @@ impl Node {
             }
             Mode::Bully => LegacyNode::<Bully>::start(&cfg, plumbing, stop.clone()),
             Mode::Ring => LegacyNode::<Ring>::start(&cfg, plumbing, stop.clone()),
+            Mode::Invitation => LegacyNode::<Invitation>::start(&cfg, plumbing, stop.clone()),
         };
         Ok(Arc::new(Node {
             watchers: Watchers::new(cfg.max_watchers),

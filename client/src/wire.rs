@@ -38,16 +38,20 @@ pub enum Mode {
     Bully,
     /// Ring election that skips dead successors, textbook form, no quorum.
     Ring,
+    /// Garcia-Molina's invitation algorithm: groups per partition, merged by invitation when
+    /// coordinators find each other; textbook form, no quorum.
+    Invitation,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::Quorum, Mode::Bully, Mode::Ring];
+    pub const ALL: [Mode; 4] = [Mode::Quorum, Mode::Bully, Mode::Ring, Mode::Invitation];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Quorum => "quorum",
             Mode::Bully => "bully",
             Mode::Ring => "ring",
+            Mode::Invitation => "invitation",
         }
     }
 }
@@ -65,15 +69,17 @@ impl std::str::FromStr for Mode {
             "quorum" => Ok(Mode::Quorum),
             "bully" => Ok(Mode::Bully),
             "ring" => Ok(Mode::Ring),
+            "invitation" => Ok(Mode::Invitation),
             other => Err(format!(
-                "unknown mode {other:?}: expected quorum, bully or ring"
+                "unknown mode {other:?}: expected quorum, bully, ring or invitation"
             )),
         }
     }
 }
 
 /// What a node says about itself at one moment: (role, term, leader). Every change of it is
-/// one event. In bully and ring modes `term` is the coordinator epoch.
+/// one event. In bully and ring modes `term` is the coordinator epoch; in invitation mode the
+/// group number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct View {
     pub role: Role,

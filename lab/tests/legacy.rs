@@ -1,4 +1,4 @@
-//! Bully and ring on real processes, through the same cluster control as quorum mode:
+//! Bully, ring and invitation on real processes, through the same cluster control as quorum mode:
 //! 5 leads; kill 5 → 4 leads; restart 5 → 5 leads; partition 1,2 | 3,4,5 → 2 and 5 both
 //! claim (the documented weakness); heal → 5 leads everywhere.
 
@@ -73,4 +73,60 @@ fn bully_kill_restart_partition_heal() {
 #[test]
 fn ring_kill_restart_partition_heal() {
     scenario(Mode::Ring);
+}
+
+/// Invitation on real processes: one group at start; its coordinator killed, the rest merge
+/// again; partition 1,2 | 3,4,5: a group on each side, two coordinators (the documented
+/// weakness); heal: one group again. It does not elect the highest id, so only agreement is
+/// checked.
+#[test]
+fn invitation_kill_partition_heal() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Invitation, 5);
+    let agreed = |tc: &TestCluster| rt.block_on(tc.c.wait_agreed(WAIT));
+    let first = agreed(&tc).expect("one group at start");
+    tc.kill(first);
+    let second = agreed(&tc).expect("one group after its coordinator is killed");
+    assert_ne!(second, first);
+    tc.start_node(first);
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| {
+        electd_lab::cluster::agreed(s).is_some() && claimants(s).len() == 1
+    }));
+    assert!(
+        ok,
+        "the restarted node joins: {}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+
+    let cut = mono_ns();
+    rt.block_on(tc.c.partition(&[vec![1, 2], vec![3, 4, 5]]))
+        .unwrap();
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| {
+        let c = claimants(s);
+        c.len() == 2
+            && c.iter().any(|l| [1, 2].contains(l))
+            && c.iter().any(|l| [3, 4, 5].contains(l))
+    }));
+    assert!(
+        ok,
+        "a group on each side:\n{}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+    let heal = mono_ns();
+    rt.block_on(tc.c.heal()).unwrap();
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| {
+        electd_lab::cluster::agreed(s).is_some() && claimants(s).len() == 1
+    }));
+    assert!(
+        ok,
+        "one group after heal:\n{}",
+        describe(&rt.block_on(tc.c.states()))
+    );
+    let sb = split_brain(&tc.run_log(Some(cut), Some(heal)));
+    assert!(sb.max_leaders >= 2 && sb.split_brain_ns > 0, "{sb:?}");
+    eprintln!(
+        "invitation: split brain {:.0} ms, converged {} ms after heal",
+        sb.split_brain_ns as f64 / 1e6,
+        (mono_ns() - heal) / 1_000_000
+    );
 }

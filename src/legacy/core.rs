@@ -106,12 +106,23 @@ pub trait Algorithm {
         let _ = (to, msg);
     }
     fn view(&self) -> View;
+    /// What the algorithm adds to `/v1/status` beyond its view (the invitation algorithm: its
+    /// group and members); nothing by default.
+    fn details(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
     fn take_outbox(&mut self) -> Outbox<Self::Msg>;
 }
 
 /// Message type name used for counters: e.g. "election", "answer", "coordinator".
 pub trait MsgKind {
     fn kind(&self) -> &'static str;
+    /// Whether the message is part of the steady state's periodic traffic, whatever the tick
+    /// that sends it (the invitation algorithm's checks and their answers); the simulator
+    /// counts them with the heartbeats.
+    fn periodic(&self) -> bool {
+        false
+    }
 }
 
 /// Sorted, deduplicated member list that contains `id` (defensive normalisation of `new`'s input).
@@ -228,8 +239,21 @@ impl<M, E> Core<M, E> {
         }
     }
 
+    /// The algorithm's election state, to change it in place.
+    pub(crate) fn election_mut(&mut self) -> Option<&mut E> {
+        match &mut self.phase {
+            Phase::Electing(e) => Some(e),
+            _ => None,
+        }
+    }
+
     pub(crate) fn is_electing(&self) -> bool {
         self.election().is_some()
+    }
+
+    /// Created and not started: nothing heard, no timer running.
+    pub(crate) fn is_idle(&self) -> bool {
+        matches!(self.phase, Phase::Idle)
     }
 
     /// Whether a message from `from` is to be handled: another member of this cluster.

@@ -97,10 +97,12 @@
 
 pub mod bully;
 pub mod core;
+pub mod invitation;
 mod node;
 pub mod ring;
 
 pub use self::bully::{Bully, BullyMsg};
 pub use self::core::{Algorithm, MsgKind, Outbox, Ticks};
+pub use self::invitation::{Invitation, InvitationMsg};
 pub use self::node::LegacyNode;
 pub use self::ring::{Ring, RingMsg};

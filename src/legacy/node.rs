@@ -165,7 +165,8 @@ where
     }
 
     fn status(&self) -> serde_json::Value {
-        serde_json::json!({
+        let details = self.alg.lock().expect("algorithm lock").details();
+        let mut status = serde_json::json!({
             "ticks": {
                 "answer_timeout": self.ticks.answer_timeout,
                 "coordinator_timeout": self.ticks.coordinator_timeout,
@@ -173,7 +174,11 @@ where
                 "announce_interval": self.ticks.announce_interval,
             },
             "message_timeout_ms": self.msg_timeout.as_millis() as u64,
-        })
+        });
+        if let (Some(out), serde_json::Value::Object(more)) = (status.as_object_mut(), details) {
+            out.extend(more);
+        }
+        status
     }
 
     fn resign(&self, _to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>> {

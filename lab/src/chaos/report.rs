@@ -303,14 +303,15 @@ fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     seen
 }
 
-/// quorum, bully, ring first, then any other mode in order of first appearance.
+/// quorum, bully, ring, invitation first, then any other mode in order of first appearance.
 fn modes_in_order<'a>(runs: &[&'a RunResult]) -> Vec<&'a str> {
     let mut modes = first_seen(runs.iter().map(|r| r.mode.as_str()));
     let rank = |m: &str| match m {
         "quorum" => 0,
         "bully" => 1,
         "ring" => 2,
-        _ => 3,
+        "invitation" => 3,
+        _ => 4,
     };
     modes.sort_by_key(|m| rank(m)); // stable: unknown modes keep their order
     modes

@@ -8,7 +8,7 @@ use electd::config::{Config, ConfigError, Peer};
 use electd_client::Mode;
 use serde::Serialize;
 
-/// electd: a leader-election node (quorum, bully or ring mode).
+/// electd: a leader-election node (quorum, bully, ring or invitation mode).
 ///
 /// Without a command, runs a node. Every config field can be given in the TOML file
 /// (--config), as an environment variable ELECTD_<FIELD>, or as a flag; a flag wins over the
@@ -82,7 +82,7 @@ pub struct Fields {
     #[arg(long, value_name = "DIR", env = "ELECTD_DATA_DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
-    /// Election mode: quorum, bully or ring.
+    /// Election mode: quorum, bully, ring or invitation.
     #[arg(long, env = "ELECTD_MODE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<Mode>,

@@ -131,7 +131,7 @@ impl Plan {
     pub fn answered(&mut self, sent_ns: u64, now_ns: u64, info: &LeaderInfo) -> Option<Action> {
         let claims = info.view().claims();
         if claims {
-            // bully or ring give no lease: the claim holds until an answer says otherwise,
+            // bully, ring and invitation give no lease: the claim holds until an answer says otherwise,
             // which comes within two polls.
             let until = sent_ns + info.lease_ms.map_or(2 * self.poll_ns, ms);
             self.promise = Some(match self.promise {
