@@ -21,6 +21,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "legacy::core",
         "legacy::bully",
         "legacy::ring",
+        "legacy::invitation",
     ],
     &["quorum::node", "legacy::node"],
     &["quorum::role_loop", "quorum::driver", "quorum::handover"],
