@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The partition chaos suite: every mode under the same faults (docs/design/chaos.md).
-#   scripts/chaos.sh --quick                 each scenario once per mode and layer (~10 min)
-#   scripts/chaos.sh                         the default run: 3 seeds each (216 runs, ~25 min)
+#   scripts/chaos.sh --quick                 each scenario once per mode and layer
+#   scripts/chaos.sh                         the default run: 3 seeds each
 #   scripts/chaos.sh --scenario S5 --mode bully --layer kernel --seed 7   replay one run
 #   --out DIR                                output folder (default target/chaos)
 # Kernel-layer runs need root and iptables (installed here as root when missing); without them
@@ -10,6 +10,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/lib/iptables.sh"
 need_iptables chaos.sh
+. "$root/scripts/lib/postgres.sh"
+need_postgres chaos.sh
 . "$root/scripts/lib/build.sh"
 build_release
 cd "$root"

@@ -8,6 +8,9 @@ cd "$root"
 # iptables: the kernel fault layer of the chaos tests.
 . "$root/scripts/lib/iptables.sh"
 need_iptables test.sh
+# PostgreSQL: mutex mode's store (lab/tests/mutex.rs, the chaos subset).
+. "$root/scripts/lib/postgres.sh"
+need_postgres test.sh
 # Chromium: the status page test (installed in the background while the suite builds).
 . "$root/scripts/lib/chromium.sh"
 start_chromium_install test.sh

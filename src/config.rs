@@ -138,6 +138,11 @@ pub struct Config {
     /// Bearer token for the admin API; when unset the admin API is disabled (403).
     #[serde(default, skip_serializing)]
     pub admin_token: Option<Secret>,
+    /// Mutex mode: the PostgreSQL database that holds the lease row,
+    /// `postgres://USER:PASSWORD@HOST:PORT/DB` (the table is created if missing). A secret: it
+    /// may carry a password.
+    #[serde(default, skip_serializing)]
+    pub store_url: Option<Secret>,
     /// Run a cluster of several members without `cluster_secret`: any process that reaches a
     /// node's port may then vote and append as a peer. Refused unless set; said in the log
     /// and in `/v1/status` when it is.
@@ -389,8 +394,21 @@ impl Config {
         Ok(())
     }
 
-    /// The cluster secret (required among peers unless `insecure`) and the admin token.
+    /// The cluster secret (required among peers unless `insecure`), the admin token, and the
+    /// store of mutex mode.
     fn validate_secrets(&self) -> Result<(), ConfigError> {
+        match (&self.store_url, self.mode) {
+            (None, Mode::Mutex) => {
+                return Err(invalid(
+                    "store_url",
+                    "mutex mode needs one: postgres://USER:PASSWORD@HOST:PORT/DB \
+                     (ELECTD_STORE_URL)",
+                ))
+            }
+            (Some(url), _) => check_store_url(url.expose_secret())
+                .map_err(|message| invalid("store_url", message))?,
+            (None, _) => {}
+        }
         if let Some(secret) = &self.cluster_secret {
             if secret.expose_secret().len() < 16 {
                 return Err(invalid("cluster_secret", "must be at least 16 characters"));
@@ -484,6 +502,23 @@ impl Config {
     }
 }
 
+/// Checks a `store_url` without connecting: a PostgreSQL URL with a TCP host and a database.
+fn check_store_url(url: &str) -> Result<(), String> {
+    let pg: tokio_postgres::Config = url.parse().map_err(|e| {
+        format!("not a PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DB): {e}")
+    })?;
+    if !matches!(
+        pg.get_hosts().first(),
+        Some(tokio_postgres::config::Host::Tcp(_))
+    ) {
+        return Err("needs a TCP host, as in postgres://USER@HOST:PORT/DB".into());
+    }
+    if pg.get_dbname().is_none_or(str::is_empty) {
+        return Err("names no database, as in postgres://USER@HOST:PORT/DB".into());
+    }
+    Ok(())
+}
+
 /// The shortest follower lease accepted, ms.
 pub const MIN_FOLLOWER_LEASE_MS: u64 = 10;
 /// The longest follower lease accepted, ms (ten minutes).
@@ -559,6 +594,7 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
         cluster_id: "t".into(),
         cluster_secret: None,
         admin_token: None,
+        store_url: None,
         insecure: false,
         seed: Some(1),
         timing: Timing::default(),

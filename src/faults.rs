@@ -9,6 +9,9 @@
 //!   same written `block_to: [B]` on A or `block_from: [A]` on B (`docs/design/api-v1.md`).
 //! - `drop_rate`: every message this node sends or receives is lost with that probability.
 //! - `delay_ms`: every message this node sends (requests and responses) waits that long first.
+//! - `block_to_store`, `block_from_store` (mutex mode): statements to the store lost before it
+//!   runs them, or its answers lost after it ran them; the drop rate and the delay apply to
+//!   statements as to messages.
 //!
 //! A lost message is never reported as such to the sender: the sender waits until its request
 //! deadline and sees a timeout, as it would behind an iptables DROP rule.
@@ -64,6 +67,26 @@ impl Faults {
             Verdict::Drop
         } else {
             Verdict::Deliver(Duration::from_millis(set.delay_ms))
+        }
+    }
+
+    /// A statement this node is about to send its store (mutex mode).
+    pub fn on_send_store(&self) -> Verdict {
+        let set = self.set.lock().expect("faults lock").clone();
+        if set.block_to_store || self.lose(set.drop_rate) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver(Duration::from_millis(set.delay_ms))
+        }
+    }
+
+    /// The store's answer to a statement of this node, just arrived (mutex mode).
+    pub fn on_receive_store(&self) -> Verdict {
+        let set = self.set.lock().expect("faults lock").clone();
+        if set.block_from_store || self.lose(set.drop_rate) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver(Duration::ZERO)
         }
     }
 

@@ -14,6 +14,7 @@
 //! | | [`config`] | the TOML config and the validation that names the field |
 //! | | [`clock`] | `CLOCK_BOOTTIME` for claims and leases, `CLOCK_MONOTONIC` for event stamps |
 //! | | `error` | the error answer of every route, and the request limits |
+//! | | `lease` | the lease-bound claim and the promises it makes (quorum and mutex modes) |
 //! | 1 plumbing | `events` | the event log (`/v1/events`, `<data_dir>/events.jsonl`) |
 //! | | `faults` | the application-layer fault set (block to/from, drop rate, delay) |
 //! | | [`auth`] | peer authentication (HMAC-SHA256 over each request, replay window) |
@@ -22,7 +23,8 @@
 //! | 2 transport | `transport` | the one peer transport (HTTP), with the fault layer inside it |
 //! | 3 engines | `engine` | the [`Engine`] interface every mode implements, what it is given (`Plumbing`), the lab's deliberate [`Flaws`] |
 //! | | [`quorum`] | quorum mode on openraft, with lease-bound claims and self-demotion |
-//! | | [`legacy`] | bully and ring as I/O-free state machines, and the one node that runs either |
+//! | | [`legacy`] | bully, ring and invitation as I/O-free state machines, and the one node that runs either |
+//! | | `mutex` | mutex mode: a lease on a PostgreSQL row, through the shared claim |
 //! | 4 node | `node` | a running node: the engine of its mode, its view, its shutdown |
 //! | 5 serving | `api` | the HTTP API of `docs/design/api-v1.md`, built by [`app`] |
 //! | | `watch` | `GET /v1/watch`: the view as Server-Sent Events, resumable from the event log |
@@ -51,7 +53,9 @@ mod events;
 mod faults;
 #[doc(hidden)]
 pub mod fuzzing;
+mod lease;
 mod metrics;
+mod mutex;
 mod node;
 mod page;
 mod server;

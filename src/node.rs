@@ -14,6 +14,7 @@ use crate::engine::{Engine, Flaws, Judged, Plumbing, ResignError};
 use crate::events::{EventLog, EventLogError, Watchers};
 use crate::faults::Faults;
 use crate::legacy::{Bully, Invitation, LegacyNode, Ring};
+use crate::mutex::{MutexNode, Store as MutexStore, StoreError};
 use crate::quorum::{Disk, QuorumError, QuorumNode, StateFile, Store};
 use crate::role::{Mode, NodeId, Resigned, View};
 use crate::transport::Transport;
@@ -32,6 +33,8 @@ pub enum NodeError {
     Events(#[from] EventLogError),
     #[error(transparent)]
     Quorum(#[from] QuorumError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 pub struct Node {
@@ -130,6 +133,22 @@ impl Node {
             Mode::Bully => LegacyNode::<Bully>::start(&cfg, plumbing, stop.clone()),
             Mode::Ring => LegacyNode::<Ring>::start(&cfg, plumbing, stop.clone()),
             Mode::Invitation => LegacyNode::<Invitation>::start(&cfg, plumbing, stop.clone()),
+            Mode::Mutex => {
+                let url = cfg
+                    .store_url
+                    .as_ref()
+                    .ok_or(NodeError::Store(StoreError::Refused(
+                        "mutex mode needs a store_url".into(),
+                    )))?;
+                let store = MutexStore::new(
+                    url,
+                    &cfg.cluster_id,
+                    Some(cfg.listen_addr().ip()),
+                    transport.faults.clone(),
+                    counters.clone(),
+                )?;
+                MutexNode::start(cfg.id, cfg.timing, store, plumbing, stop.clone()).await?
+            }
         };
         Ok(Arc::new(Node {
             watchers: Watchers::new(cfg.max_watchers),

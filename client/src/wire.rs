@@ -41,10 +41,24 @@ pub enum Mode {
     /// Garcia-Molina's invitation algorithm: groups per partition, merged by invitation when
     /// coordinators find each other; textbook form, no quorum.
     Invitation,
+    /// A lease on a row of a PostgreSQL database (`store_url`): whoever holds the row claims.
+    Mutex,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Quorum, Mode::Bully, Mode::Ring, Mode::Invitation];
+    pub const ALL: [Mode; 5] = [
+        Mode::Quorum,
+        Mode::Mutex,
+        Mode::Bully,
+        Mode::Ring,
+        Mode::Invitation,
+    ];
+
+    /// Whether the mode's claims are lease-bound promises (`lease_ms` in `/v1/leader`): quorum
+    /// and mutex. The others claim without a lease, and may claim twice under a partition.
+    pub fn leased(self) -> bool {
+        matches!(self, Mode::Quorum | Mode::Mutex)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -52,6 +66,7 @@ impl Mode {
             Mode::Bully => "bully",
             Mode::Ring => "ring",
             Mode::Invitation => "invitation",
+            Mode::Mutex => "mutex",
         }
     }
 }
@@ -70,8 +85,9 @@ impl std::str::FromStr for Mode {
             "bully" => Ok(Mode::Bully),
             "ring" => Ok(Mode::Ring),
             "invitation" => Ok(Mode::Invitation),
+            "mutex" => Ok(Mode::Mutex),
             other => Err(format!(
-                "unknown mode {other:?}: expected quorum, bully, ring or invitation"
+                "unknown mode {other:?}: expected quorum, mutex, bully, ring or invitation"
             )),
         }
     }
@@ -246,6 +262,12 @@ pub struct FaultSet {
     pub drop_rate: f64,
     #[serde(default)]
     pub delay_ms: u64,
+    /// Mutex mode: statements this node sends its store are lost (the store never runs them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub block_to_store: bool,
+    /// Mutex mode: the store's answers to this node are lost (it ran the statements).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub block_from_store: bool,
 }
 
 impl FaultSet {

@@ -141,7 +141,7 @@ async fn print_status(c: &Cluster) {
 
 async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
     let bin = crate::bin::electd_bin().map_err(CtlError::Usage)?;
-    let c = Cluster::open(&args.cluster_dir, &bin)?;
+    let mut c = Cluster::open(&args.cluster_dir, &bin)?;
     match args.cmd {
         CtlCmd::Up {
             mode,
@@ -151,6 +151,7 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
         } => up(c, mode, wait, heartbeat_ms, follower_lease_ms).await,
         CtlCmd::Down => {
             c.down(Duration::from_secs(5));
+            c.stop_detached_store();
             Ok(ExitCode::SUCCESS)
         }
         CtlCmd::Status => {
@@ -230,6 +231,17 @@ async fn up(
     }
     c.set_timing_flags(flags)?;
     c.ensure_secrets()?;
+    if mode == Mode::Mutex && c.store_url().is_none() {
+        // The bundled cluster's store: beside the nodes, on 127.0.0.1:7009, until `down`.
+        let ip = c.members[0]
+            .addr
+            .rsplit_once(':')
+            .map_or("127.0.0.1", |a| a.0)
+            .to_string();
+        c.start_store(&ip, BUNDLED_STORE_PORT)?;
+        eprintln!("store: PostgreSQL on {ip}:{BUNDLED_STORE_PORT}");
+        c.detach_store()?;
+    }
     for id in c.ids() {
         let pid = c.start(id, mode)?;
         eprintln!("node {id}: pid {pid}, log {}", c.log_file(id).display());
@@ -250,6 +262,9 @@ async fn up(
         }
     }
 }
+
+/// The port of the bundled cluster's store (mutex mode), beside its nodes' 7001–7005.
+const BUNDLED_STORE_PORT: u16 = 7009;
 
 /// `bench …`: one benchmark, its numbers printed; exit 1 when it failed.
 async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
@@ -367,7 +382,7 @@ async fn crash_loop(c: &Cluster, cycles: usize, seed: Option<u64>) -> Result<Exi
                 r.final_leader,
                 r.final_term
             );
-            if c.mode() == Mode::Quorum {
+            if c.mode().leased() {
                 println!("event logs: no term led twice, never two claimants at once");
             }
             Ok(ExitCode::SUCCESS)
@@ -495,7 +510,7 @@ fn matrix(args: &ChaosArgs) -> Result<Matrix, ExitCode> {
     };
     Ok(Matrix {
         modes: if args.mode.is_empty() {
-            vec![Mode::Quorum, Mode::Bully, Mode::Ring]
+            Mode::ALL.to_vec()
         } else {
             args.mode.clone()
         },

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use openraft::{BasicNode, RaftMetrics, ServerState};
 
-use super::lease::Lease;
 use super::node::{judge_claim, QuorumNode};
 use super::protocol::{Resign, PATH_RESIGN};
 use crate::engine::ResignError;
+use crate::lease::Lease;
 use crate::role::{NodeId, Resigned};
 
 /// How long the leader waits for the followers to take its resignation.

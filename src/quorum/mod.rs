@@ -1,11 +1,11 @@
 //! Quorum mode: Raft-style, term-numbered majority vote on openraft 0.9, plus the lease-bound
-//! claim that openraft does not do itself (see `lease.rs`).
+//! claim that openraft does not do itself (the claim rules are `src/lease.rs`).
 //!
 //! | file | holds |
 //! |---|---|
 //! | `types.rs` | openraft's type configuration |
 //! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
-//! | `lease.rs` | the claim rules (pure logic) |
+//! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
 //! | `election.rs` | when a node may campaign: follower-lease gate, pre-vote, order of candidates (pure logic and the gate) |
 //! | `storage.rs` | the durable vote and log |
 //! | `node.rs` | [`QuorumNode`]: start, view, status, the record of role changes, and what it does when a peer's message arrives |
@@ -22,9 +22,9 @@ mod driver;
 mod election;
 mod engine;
 mod handover;
-mod lease;
 mod node;
 mod protocol;
+mod quiet;
 mod role_loop;
 mod storage;
 mod types;

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 use super::election::{
     self, judge_prevote, Campaign, ElectionTiming, Gate, Pledge, PreVoteRefusal,
 };
-use super::lease::{follower_leader, Claim, Lease};
 use super::protocol::{PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, Resign};
+use super::quiet::follower_leader;
 use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::TypeConfig;
 use crate::clock::{ms, Clock};
@@ -31,6 +31,7 @@ use crate::config::{Config, Timing};
 use crate::counters::Counters;
 use crate::engine::{Flaws, Judged, Plumbing};
 use crate::events::EventLog;
+use crate::lease::{Claim, Lease};
 use crate::role::{NodeId, Role, View};
 use crate::transport::Transport;
 
@@ -220,23 +221,12 @@ impl QuorumNode {
         if prev == view {
             return;
         }
-        let stamp = {
-            let lease = self.lease.lock().expect("lease");
-            match (prev.role, view.role) {
-                // Counted back from now: a suspend in between only makes it earlier (wider).
-                (r, Role::Leader) if r != Role::Leader => {
-                    let now = self.clock.boot_ns();
-                    let since = lease.current(view.term, now).map(|c| c.since_ns);
-                    self.clock.mono_of_boot(since.unwrap_or(now).min(now))
-                }
-                // Counted forward from the last probe: never before the claim really ended.
-                (Role::Leader, r) if r != Role::Leader => {
-                    let now = self.clock.mono_ns();
-                    lease.last().map_or(now, |c| c.until_mono_ns().min(now))
-                }
-                _ => self.clock.mono_ns(),
-            }
-        };
+        let stamp = self.lease.lock().expect("lease").stamp_change(
+            prev.role,
+            view.role,
+            view.term,
+            &*self.clock,
+        );
         self.events.record_view(stamp, view, &self.counters);
     }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
 
-use super::lease::Quiet;
 use super::node::QuorumNode;
+use super::quiet::Quiet;
 use crate::clock::ms;
 
 /// openraft's own heartbeat (which also pushes missing log entries to a lagging follower)

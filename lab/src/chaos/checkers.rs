@@ -262,7 +262,7 @@ pub fn disruption(log: &RunLog) -> Disruption {
 /// C1 (quorum mode only, else `None`): no term has leader events from two different nodes. Every
 /// leader event in the log counts, inside the window or not, whether its node was down or not.
 pub fn election_safety(log: &RunLog) -> Option<ElectionSafety> {
-    if !log.quorum_mode {
+    if !log.leased {
         return None;
     }
     let mut by_term: BTreeMap<u64, BTreeSet<NodeId>> = BTreeMap::new();
@@ -1146,7 +1146,7 @@ mod tests {
             100 * MS,
             vec![lead(0, 1, 1), lead(10 * MS, 1, 1), lead(20 * MS, 2, 2)],
         );
-        l.quorum_mode = true;
+        l.leased = true;
         let s = election_safety(&l).unwrap();
         assert!(s.safe);
         assert!(s.conflicts.is_empty());
@@ -1164,7 +1164,7 @@ mod tests {
                 lead(40 * MS, 5, 4),
             ],
         );
-        l.quorum_mode = true;
+        l.leased = true;
         let s = election_safety(&l).unwrap();
         assert!(!s.safe);
         assert_eq!(
@@ -1174,7 +1174,7 @@ mod tests {
                 nodes: vec![2, 4]
             }]
         );
-        l.quorum_mode = false;
+        l.leased = false;
         assert_eq!(election_safety(&l), None);
     }
 

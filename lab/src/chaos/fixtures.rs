@@ -84,7 +84,7 @@ pub(super) fn sample_log() -> RunLog {
         ],
         heal_ns: Some(at(5000)),
         fault_ns: Some(at(2000)),
-        quorum_mode: false,
+        leased: false,
         promises: Vec::new(),
     }
 }

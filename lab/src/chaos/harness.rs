@@ -187,6 +187,7 @@ impl Harness {
                 block_from: cut_here(true),
                 drop_rate: if delays_only { 0.0 } else { r },
                 delay_ms: self.delays.get(&id).copied().unwrap_or(0),
+                ..FaultSet::default()
             };
             self.c
                 .set_faults(id, &set)

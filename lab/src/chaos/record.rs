@@ -74,8 +74,10 @@ pub struct RunLog {
     pub heal_ns: Option<u64>,
     /// When the first fault was applied; failover and the cost count measure from here.
     pub fault_ns: Option<u64>,
-    /// Quorum mode: C1 applies and any split brain fails the run.
-    pub quorum_mode: bool,
+    /// The mode's claims are lease-bound (quorum, mutex): C1 applies, and any split brain or
+    /// broken promise fails the run. (`quorum_mode` in run logs written before mutex mode.)
+    #[serde(alias = "quorum_mode")]
+    pub leased: bool,
     /// The claiming answers clients received during the run, in any order (C6).
     #[serde(default)]
     pub promises: Vec<Promise>,
@@ -176,7 +178,7 @@ impl Recorder {
             faults,
             heal_ns: None,
             fault_ns: None,
-            quorum_mode: mode == Mode::Quorum,
+            leased: mode.leased(),
             promises: Vec::new(),
         }
     }
@@ -202,7 +204,11 @@ impl PromisePoller {
         let stop = CancellationToken::new();
         let mut tasks = Vec::new();
         for id in c.ids() {
-            let Ok(client) = c.client(id) else { continue };
+            // A connection pool of its own: a pool shared with another runtime would hand it
+            // connections driven there.
+            let Ok(member) = c.member(id) else { continue };
+            let client =
+                electd_client::Client::new(member.addr.clone(), Duration::from_millis(200));
             let (promises, stop) = (promises.clone(), stop.clone());
             tasks.push(tokio::spawn(async move {
                 let mut tick = tokio::time::interval(POLL_EVERY);
@@ -213,8 +219,9 @@ impl PromisePoller {
                         _ = tick.tick() => {}
                     }
                     let sent = mono_ns();
-                    let asked = tokio::time::timeout(Duration::from_millis(200), client.leader());
-                    let Ok(Ok(info)) = asked.await else { continue };
+                    let Ok(info) = client.leader().await else {
+                        continue;
+                    };
                     let received = mono_ns();
                     if let (Role::Leader, Some(lease)) = (info.role, info.lease_ms) {
                         promises.lock().expect("promises").push(Promise {
@@ -232,6 +239,11 @@ impl PromisePoller {
             stop,
             tasks,
         }
+    }
+
+    /// How many promises were recorded so far.
+    pub fn recorded(&self) -> usize {
+        self.promises.lock().expect("promises").len()
     }
 
     /// Stops asking; answers every promise recorded.

@@ -303,15 +303,17 @@ fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     seen
 }
 
-/// quorum, bully, ring, invitation first, then any other mode in order of first appearance.
+/// quorum, mutex, bully, ring, invitation first, then any other mode in order of first
+/// appearance.
 fn modes_in_order<'a>(runs: &[&'a RunResult]) -> Vec<&'a str> {
     let mut modes = first_seen(runs.iter().map(|r| r.mode.as_str()));
     let rank = |m: &str| match m {
         "quorum" => 0,
-        "bully" => 1,
-        "ring" => 2,
-        "invitation" => 3,
-        _ => 4,
+        "mutex" => 1,
+        "bully" => 2,
+        "ring" => 3,
+        "invitation" => 4,
+        _ => 5,
     };
     modes.sort_by_key(|m| rank(m)); // stable: unknown modes keep their order
     modes
@@ -552,7 +554,7 @@ mod tests {
         let counts = |n: u64| BTreeMap::from([("heartbeat".to_string(), n)]);
         bully.set_cost(&counts(0), &counts(20), &counts(120), 1.0, 4.0);
         let mut quorum_log = log.clone();
-        quorum_log.quorum_mode = true;
+        quorum_log.leased = true;
         let quorum = evaluate(&quorum_log, "quorum", "S4", "app", 1, 2000);
         let skipped = RunResult::skipped("ring", "S4", "kernel", 1, "iptables needs root");
         let runs = vec![bully, quorum, skipped];

@@ -270,10 +270,10 @@ fn wind_down(
         faults: h.faults.clone(),
         heal_ns: h.heal_ns,
         fault_ns: h.fault_ns,
-        quorum_mode: spec.mode == Mode::Quorum,
+        leased: spec.mode.leased(),
         promises,
     };
-    if spec.mode == Mode::Quorum {
+    if spec.mode.leased() {
         // A paused node's claim ends with its lease, as the API judges it.
         cap_paused_claims(&log, ms(h.timing.effective_lease_ms()))
     } else {

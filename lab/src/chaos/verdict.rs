@@ -146,10 +146,11 @@ fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-/// Judges one run. `passed` is, in quorum mode, no split brain at all, C1 holding and convergence
-/// within `converge_bound_ms`; in bully and ring mode only the convergence (their split brain is
-/// expected under partitions: it is reported, not failed). The mode is taken from
-/// `log.quorum_mode`; `mode` is a label.
+/// Judges one run. `passed` is, in the lease-bound modes (quorum, mutex), no split brain at
+/// all, no broken promise, C1 holding and convergence within `converge_bound_ms`; in bully,
+/// ring and invitation mode only the convergence (their split brain is expected under
+/// partitions: it is reported, not failed). Which it is comes from `log.leased`; `mode` is a
+/// label.
 pub fn evaluate(
     log: &RunLog,
     mode: &str,
@@ -175,7 +176,7 @@ pub fn evaluate(
     notes.extend(convergence_notes(&conv, converge_bound_ms));
     notes.extend(log_notes(&sweep, log, mode));
 
-    let passed = if log.quorum_mode {
+    let passed = if log.leased {
         split.split_brain_ns == 0
             && safety.as_ref().is_some_and(|s| s.safe)
             && c6.as_ref().is_none_or(|p| p.broken.is_empty())
@@ -311,10 +312,10 @@ fn log_notes(sweep: &Sweep, log: &RunLog, mode: &str) -> Vec<String> {
             sweep.foreign_events
         ));
     }
-    if log.quorum_mode != (mode == "quorum") {
+    if log.leased != (mode == "quorum" || mode == "mutex") {
         notes.push(format!(
-            "log: mode label {mode:?} but quorum_mode = {}",
-            log.quorum_mode
+            "log: mode label {mode:?} but leased = {}",
+            log.leased
         ));
     }
     notes
@@ -382,7 +383,7 @@ mod tests {
             events.push(follow(450 * MS, n, 2, Some(2)));
         }
         let mut l = log(3 * S, events);
-        l.quorum_mode = true;
+        l.leased = true;
         l.fault_ns = Some(100 * MS);
         l.heal_ns = Some(S);
         l.faults = vec![window(100 * MS, S, vec![vec![1], vec![2, 3, 4, 5]])];
@@ -461,7 +462,7 @@ mod tests {
                 lead(110 * MS, 2, 2),
             ],
         );
-        l.quorum_mode = true;
+        l.leased = true;
         l.promises = vec![
             promise(1, 1, 50 * MS, 120 * MS),
             promise(1, 1, 10 * MS, 30 * MS),

@@ -46,6 +46,11 @@ impl AddrBlock {
         format!("127.{}.{}.{}", self.a, self.b, 10 + id)
     }
 
+    /// The loopback IP of the cluster's store (mutex mode): `127.A.B.200`.
+    pub fn store_ip(&self) -> String {
+        format!("127.{}.{}.200", self.a, self.b)
+    }
+
     /// `ip:port` of nodes 1..=n.
     pub fn addrs(&self, n: usize) -> Vec<String> {
         (1..=n as NodeId)

@@ -50,6 +50,7 @@ impl Cluster {
                 cluster_id: cluster_id.to_string(),
                 cluster_secret: None,
                 admin_token: None,
+                store_url: None,
                 insecure: false,
                 seed: None,
                 timing,

@@ -37,6 +37,9 @@ pub enum CtlError {
     Api(#[from] electd_client::Error),
     #[error("{0}")]
     Usage(String),
+    /// The cluster's store (mutex mode) could not be started.
+    #[error("store: {0}")]
+    Store(String),
 }
 
 pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CtlError + '_ {
@@ -59,6 +62,8 @@ pub struct Cluster {
     pub die_with_parent: bool,
     /// One connection pool for every node's [`Client`].
     pub(super) http: reqwest::Client,
+    /// Mutex mode: the cluster's PostgreSQL server, stopped and removed with the cluster.
+    pub store: Option<super::postgres::Postgres>,
 }
 
 impl Cluster {
@@ -70,10 +75,15 @@ impl Cluster {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if name.starts_with("node") && name.ends_with(".toml") {
                 let cfg = Config::load(&path)?;
-                // The cluster secret is not in the files: the nodes get the cluster's own
-                // (`run/cluster-secret`, `ensure_secrets`) through their environment.
+                // The cluster secret and the store's URL are not in the files: the nodes get
+                // the cluster's own (`run/cluster-secret`, `run/store-url`) through their
+                // environment.
                 let mut checked = cfg.clone();
                 checked.insecure |= checked.cluster_secret.is_none();
+                if checked.store_url.is_none() {
+                    checked.store_url =
+                        Some("postgres://electd@127.0.0.1/electd".to_string().into());
+                }
                 checked.validate()?;
                 let addr = cfg.own_peer().map(|p| p.addr.clone()).unwrap_or_default();
                 members.push(Member {
@@ -104,6 +114,7 @@ impl Cluster {
                 .timeout(Duration::from_millis(800))
                 .build()
                 .expect("client"),
+            store: None,
         })
     }
 

@@ -9,7 +9,9 @@
 //! - [`secrets`]: the admin token and cluster secret;
 //! - [`state`]: what the nodes say, the agreed leader, the `status` rows;
 //! - [`dir`]: the cluster directory, its members and runtime files, [`CtlError`];
-//! - [`control`]: the members' API through the typed client (faults, partitions, heals).
+//! - [`control`]: the members' API through the typed client (faults, partitions, heals);
+//! - `postgres`: a PostgreSQL server of the lab's own; `store`: the cluster's store (mutex
+//!   mode).
 //!
 //! This file only declares the parts and re-exports what callers use.
 
@@ -17,10 +19,13 @@ mod addr;
 mod configs;
 mod control;
 mod dir;
+mod postgres;
 mod process;
 mod secrets;
 mod state;
+mod store;
 
 pub use self::addr::{claim_addrs, AddrBlock, BLOCK_NODE_PORT};
 pub use self::dir::{Cluster, CtlError, Member};
+pub use self::postgres::{bin_dir as postgres_bin_dir, Postgres, BLOCK_STORE_PORT};
 pub use self::state::{agreed, claimants, status_row, Observed};

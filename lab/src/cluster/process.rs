@@ -55,6 +55,9 @@ impl Cluster {
         if let Some(token) = self.admin_token() {
             cmd.env("ELECTD_ADMIN_TOKEN", token);
         }
+        if let Some(url) = self.store_url() {
+            cmd.env("ELECTD_STORE_URL", url);
+        }
         // Own process group: a Ctrl-C in the shell that ran `up` does not reach the nodes.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         if self.die_with_parent {

@@ -252,6 +252,7 @@ impl Sim {
             // The simulated network has no strangers; the admin API needs its token.
             cluster_secret: None,
             admin_token: Some(SIM_ADMIN_TOKEN.to_string().into()),
+            store_url: None,
             insecure: true,
             seed: None,
             timing: self.timing,
@@ -620,7 +621,7 @@ impl Sim {
             end_ns: self.clock.now_ns(),
             events,
             procs: self.procs.clone(),
-            quorum_mode: true,
+            leased: true,
             promises: self.watch.lock().expect("watch").promises.clone(),
             ..RunLog::default()
         };

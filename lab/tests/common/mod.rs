@@ -21,7 +21,12 @@ pub struct TestCluster {
     pub timing: Timing,
     pub rec: Recorder,
     _dir: tempfile::TempDir,
-    _block: AddrBlock,
+    pub block: AddrBlock,
+}
+
+/// Why PostgreSQL tests cannot run here (printed, and the test counts as skipped), if so.
+pub fn no_postgres() -> Option<String> {
+    electd_lab::cluster::postgres_bin_dir().err()
 }
 
 /// Addresses of `n` nodes in a loopback block of this process's own (see [`AddrBlock`]): the
@@ -49,6 +54,11 @@ impl TestCluster {
 
     pub fn start_with(mode: Mode, n: usize, timing: Timing) -> TestCluster {
         let mut tc = Self::configure(mode, n, timing);
+        if mode == Mode::Mutex {
+            let ip = tc.block.store_ip();
+            tc.c.start_store(&ip, electd_lab::cluster::BLOCK_STORE_PORT)
+                .expect("the cluster's PostgreSQL starts");
+        }
         for id in tc.c.ids() {
             tc.start_node(id);
         }
@@ -75,7 +85,7 @@ impl TestCluster {
             timing,
             rec: Recorder::new(),
             _dir: dir,
-            _block: block,
+            block,
         }
     }
 

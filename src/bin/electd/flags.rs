@@ -99,6 +99,11 @@ pub struct Fields {
     #[arg(long, env = "ELECTD_ADMIN_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "unset")]
     admin_token: Option<String>,
+    /// Mutex mode: the PostgreSQL database of the lease row,
+    /// postgres://USER:PASSWORD@HOST:PORT/DB (prefer the environment: it may hold a password).
+    #[arg(long, env = "ELECTD_STORE_URL", hide_env_values = true)]
+    #[serde(skip_serializing_if = "unset")]
+    store_url: Option<String>,
     /// Run a cluster without a cluster secret (any process that reaches a node may then vote
     /// as a peer); refused unless given.
     #[arg(long, env = "ELECTD_INSECURE")]

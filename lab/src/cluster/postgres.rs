@@ -1,0 +1,348 @@
+//! A PostgreSQL server of the lab's own, for mutex mode: one per cluster, in a data directory
+//! of its own, listening on an address of its cluster's own (never the system's instance or
+//! port). As root it runs as the `postgres` user (PostgreSQL refuses root). It is stopped, and
+//! its directory removed, when the value is dropped.
+//!
+//! The nodes reach it as `postgres://electd:PASSWORD@IP:PORT/electd` (a role and a database
+//! made at start, password authentication over TCP); the cluster hands them that URL in
+//! `run/store-url` ([`Postgres::url`]).
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+
+/// The role and the database the nodes use.
+pub const STORE_USER: &str = "electd";
+pub const STORE_DB: &str = "electd";
+
+/// The port of a test or chaos cluster's store, on its own loopback address.
+pub const BLOCK_STORE_PORT: u16 = 7432;
+
+/// A running (or stopped) PostgreSQL server of the lab.
+pub struct Postgres {
+    bin: PathBuf,
+    /// The server's directory: `data/` and the Unix socket; removed when dropped if `owned`.
+    dir: PathBuf,
+    owned: bool,
+    ip: String,
+    port: u16,
+    password: String,
+    /// Root: the uid and gid of the `postgres` user the server runs as.
+    run_as: Option<(u32, u32)>,
+    child: Option<Child>,
+}
+
+/// The directory of PostgreSQL's programs (`initdb`, `postgres`), or why there is none.
+pub fn bin_dir() -> Result<PathBuf, String> {
+    let mut found: Vec<PathBuf> = fs::read_dir("/usr/lib/postgresql")
+        .map_err(|_| "PostgreSQL is not installed (no /usr/lib/postgresql)".to_string())?
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|b| b.join("initdb").exists() && b.join("postgres").exists())
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .ok_or_else(|| "PostgreSQL is not installed (no initdb under /usr/lib/postgresql)".into())
+}
+
+/// The uid and gid of `user`, from `/etc/passwd`.
+fn ids_of(user: &str) -> Option<(u32, u32)> {
+    let passwd = fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.first() == Some(&user) && f.len() > 3)
+            .then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))
+            .flatten()
+    })
+}
+
+impl Postgres {
+    /// Makes a new server in a directory of its own under the system's temp dir (removed when
+    /// dropped; the `postgres` user must reach it), listening on `ip:port`, with the role and
+    /// database of the nodes; starts it.
+    pub fn create(ip: &str, port: u16) -> Result<Postgres, String> {
+        let bin = bin_dir()?;
+        let root = rustix::process::geteuid().is_root();
+        let run_as = if root {
+            Some(ids_of("postgres").ok_or("running as root, and there is no postgres user")?)
+        } else {
+            None
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("electd-store-")
+            .tempdir()
+            .map_err(|e| format!("store dir: {e}"))?
+            .keep();
+        let mut password = [0u8; 12];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut password);
+        let mut pg = Postgres {
+            bin,
+            dir,
+            owned: true,
+            ip: ip.to_string(),
+            port,
+            password: hex::encode(password),
+            run_as,
+            child: None,
+        };
+        pg.init()?;
+        pg.start()?;
+        pg.make_role_and_db()?;
+        Ok(pg)
+    }
+
+    /// The URL the nodes use.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://{STORE_USER}:{}@{}:{}/{STORE_DB}",
+            self.password, self.ip, self.port
+        )
+    }
+
+    /// `ip:port` the server listens on.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.ip, self.port)
+    }
+
+    /// The postmaster's pid while it runs.
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    /// A command of PostgreSQL's, run as the server's user.
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        match self.run_as {
+            Some((uid, gid)) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={gid}"))
+                    .arg("--clear-groups")
+                    .arg("--")
+                    .arg(path);
+                c
+            }
+            None => Command::new(path),
+        }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// `initdb`: trust over the Unix socket (for the lab's own setup), passwords over TCP.
+    fn init(&self) -> Result<(), String> {
+        if let Some((uid, gid)) = self.run_as {
+            std::os::unix::fs::chown(&self.dir, Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", self.dir.display()))?;
+        }
+        let out = self
+            .command("initdb")
+            .arg("-D")
+            .arg(self.data())
+            .args([
+                "-U",
+                "postgres",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("initdb: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        // The nodes connect from their own loopback addresses (127.A.B.x), not 127.0.0.1.
+        let hba = self.data().join("pg_hba.conf");
+        let mut text = fs::read_to_string(&hba).map_err(|e| format!("pg_hba.conf: {e}"))?;
+        text.push_str("host all all 127.0.0.0/8 scram-sha-256\n");
+        fs::write(&hba, text).map_err(|e| format!("pg_hba.conf: {e}"))?;
+        Ok(())
+    }
+
+    /// Starts the server (again) on its data directory and waits until it takes connections
+    /// (at most 20 s).
+    pub fn start(&mut self) -> Result<(), String> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let log = fs::File::create(self.dir.join("postgres.log"))
+            .map_err(|e| format!("store log: {e}"))?;
+        let mut cmd = self.command("postgres");
+        cmd.arg("-D")
+            .arg(self.data())
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-k")
+            .arg(&self.dir)
+            .args([
+                "-c",
+                &format!("listen_addresses={}", self.ip),
+                "-c",
+                "fsync=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "shared_buffers=16MB",
+                "-c",
+                "max_connections=40",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        // fsync off (the lab's disks need not survive a power cut), but every commit is
+        // written to the OS before it is answered (synchronous_commit stays on): a killed
+        // server must not lose an answered renewal, or a term would be handed out twice.
+        // A group of its own: the postmaster's backends go with it.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn().map_err(|e| format!("postgres: {e}"))?;
+        self.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(20);
+        let addr = format!("{}:{}", self.ip, self.port);
+        loop {
+            if std::net::TcpStream::connect_timeout(
+                &addr.parse().map_err(|e| format!("{addr}: {e}"))?,
+                Duration::from_millis(200),
+            )
+            .is_ok()
+            {
+                return Ok(());
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                let log = fs::read_to_string(self.dir.join("postgres.log")).unwrap_or_default();
+                return Err(format!("postgres exited ({status}): {log}"));
+            }
+            if Instant::now() > until {
+                return Err(format!("postgres did not listen on {addr} within 20 s"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The nodes' role (with its password) and database.
+    fn make_role_and_db(&self) -> Result<(), String> {
+        let psql = |sql: &str| -> Result<(), String> {
+            let out = self
+                .command("psql")
+                .arg("-h")
+                .arg(&self.dir)
+                .args([
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "postgres",
+                    "-d",
+                    "postgres",
+                ])
+                .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("psql: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "psql {sql:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ))
+            }
+        };
+        psql(&format!(
+            "CREATE ROLE {STORE_USER} LOGIN PASSWORD '{}'",
+            self.password
+        ))?;
+        psql(&format!("CREATE DATABASE {STORE_DB} OWNER {STORE_USER}"))
+    }
+
+    fn signal_group(&self, sig: Signal) {
+        if let Some(pid) = self.pid().and_then(Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(pid, sig);
+        }
+    }
+
+    /// SIGKILL to the server and its backends (a crash of the store); waits until it is gone.
+    pub fn kill(&mut self) {
+        self.signal_group(Signal::KILL);
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP to the server and its backends (a frozen store).
+    pub fn pause(&self) {
+        self.signal_group(Signal::STOP);
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        self.signal_group(Signal::CONT);
+    }
+
+    /// Fast shutdown (SIGINT), SIGKILL after 5 s.
+    pub fn stop(&mut self) {
+        self.signal_group(Signal::CONT);
+        self.signal_group(Signal::INT);
+        let until = Instant::now() + Duration::from_secs(5);
+        while let Some(c) = self.child.as_mut() {
+            if matches!(c.try_wait(), Ok(Some(_))) || Instant::now() > until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+    }
+}
+
+impl Postgres {
+    /// Lets the server run on after this process ends (`electd-lab ctl up`): its pid and
+    /// directory, for [`stop_detached`].
+    pub fn detach(mut self) -> (Option<i32>, PathBuf) {
+        let pid = self.pid();
+        self.child = None;
+        self.owned = false;
+        (pid, self.dir.clone())
+    }
+}
+
+/// Stops a server that [`Postgres::detach`] let run on (SIGINT to its group, SIGKILL after
+/// 5 s) and removes its directory. A pid whose process is not that server's is left alone.
+pub fn stop_detached(pid: i32, dir: &std::path::Path) {
+    let ours = fs::read_to_string(format!("/proc/{pid}/cmdline"))
+        .map(|c| c.contains("postgres") && c.contains(&*dir.to_string_lossy()))
+        .unwrap_or(false);
+    if let (true, Some(p)) = (ours, Pid::from_raw(pid)) {
+        let _ = rustix::process::kill_process_group(p, Signal::CONT);
+        let _ = rustix::process::kill_process_group(p, Signal::INT);
+        let until = Instant::now() + Duration::from_secs(5);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = rustix::process::kill_process_group(p, Signal::KILL);
+    }
+    if dir
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("electd-store-"))
+    {
+        let _ = fs::remove_dir_all(dir);
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.stop();
+        if self.owned {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
