@@ -73,6 +73,10 @@ pub(super) struct Harness {
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// The store of mutex mode in the harness's cuts: `(n, STORE)` loses node n's statements,
+/// `(STORE, n)` the store's answers to n (node ids start at 1).
+pub(super) const STORE: NodeId = 0;
+
 impl Harness {
     pub(super) fn ids(&self) -> Vec<NodeId> {
         self.c.ids()
@@ -115,9 +119,9 @@ impl Harness {
     }
 
     /// Who can talk to whom under the current cuts, as the checker's groups (pairs open both
-    /// ways, singletons for cut-off nodes; none when nothing is cut).
+    /// ways, singletons for cut-off nodes; none when no node is cut from another).
     fn groups(&self) -> Vec<Vec<NodeId>> {
-        if self.cuts.is_empty() {
+        if self.cuts.iter().all(|(a, b)| *a == STORE || *b == STORE) {
             return Vec::new();
         }
         let ids = self.ids();
@@ -180,14 +184,17 @@ impl Harness {
                     .iter()
                     .filter(|(a, b)| if on_receiver { *b == id } else { *a == id })
                     .map(|(a, b)| if on_receiver { *a } else { *b })
+                    .filter(|&peer| peer != STORE)
                     .collect()
             };
+            let store_cut = |cut: (NodeId, NodeId)| !delays_only && self.cuts.contains(&cut);
             let set = FaultSet {
                 block_to: cut_here(false),
                 block_from: cut_here(true),
                 drop_rate: if delays_only { 0.0 } else { r },
                 delay_ms: self.delays.get(&id).copied().unwrap_or(0),
-                ..FaultSet::default()
+                block_to_store: store_cut((id, STORE)),
+                block_from_store: store_cut((STORE, id)),
             };
             self.c
                 .set_faults(id, &set)
@@ -254,6 +261,52 @@ impl Harness {
             }
         }
         self.heal_ns = Some(mono_ns());
+        Ok(())
+    }
+
+    /// Cuts `nodes` from the store (mutex mode), both ways, and opens a fault window.
+    pub(super) async fn cut_from_store(
+        &mut self,
+        nodes: &[NodeId],
+        label: &str,
+    ) -> Result<(), String> {
+        for &n in nodes {
+            self.cuts.insert((n, STORE));
+            self.cuts.insert((STORE, n));
+        }
+        let label = format!("{label}: {nodes:?}");
+        self.apply(&label).await
+    }
+
+    fn store(&mut self) -> Result<&mut crate::cluster::Postgres, String> {
+        self.c
+            .store
+            .as_mut()
+            .ok_or_else(|| format!("{} mode has no store", self.mode.as_str()))
+    }
+
+    /// SIGKILL to the store (recorded as a fault).
+    pub(super) fn kill_store(&mut self) -> Result<(), String> {
+        self.store()?.kill();
+        self.mark_fault(mono_ns());
+        Ok(())
+    }
+
+    /// The store started again on its data.
+    pub(super) fn start_store(&mut self) -> Result<(), String> {
+        self.store()?.start()
+    }
+
+    /// SIGSTOP to the store (recorded as a fault).
+    pub(super) fn pause_store(&mut self) -> Result<(), String> {
+        self.store()?.pause();
+        self.mark_fault(mono_ns());
+        Ok(())
+    }
+
+    /// SIGCONT to the store.
+    pub(super) fn resume_store(&mut self) -> Result<(), String> {
+        self.store()?.resume();
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use rand::SeedableRng;
 
 use super::checkers::cap_paused_claims;
 pub use super::harness::Layer;
-use super::harness::{sleep, Harness};
+use super::harness::{sleep, Harness, STORE};
 use super::kernel::{self, Chain};
 use super::record::{Promise, RunLog};
 pub use super::scenario::Scenario;
@@ -161,10 +161,17 @@ fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, String> {
     std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
         .map_err(|e| format!("temp dir: {e}"))?;
     let timing = Timing::default();
-    let (block, addrs, ips) = addresses(5);
+    let (block, addrs, mut ips) = addresses(5);
     Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos")
         .map_err(|e| e.to_string())?;
     let mut c = Cluster::open(dir.path(), bin).map_err(|e| e.to_string())?;
+    if spec.mode == Mode::Mutex {
+        // The store on an address of the run's own block; kernel rules reach it too.
+        crate::cluster::postgres_bin_dir()?;
+        c.start_store(&block.store_ip(), crate::cluster::BLOCK_STORE_PORT)
+            .map_err(|e| e.to_string())?;
+        ips.insert(STORE, block.store_ip());
+    }
     c.extra_args = vec![
         "--seed".into(),
         spec.seed.to_string(),
@@ -359,6 +366,9 @@ pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
                 }
             }
             for mode in &m.modes {
+                if s.store_only() && *mode != Mode::Mutex {
+                    continue; // only mutex mode has a store
+                }
                 for (k, seed) in m.seeds.iter().enumerate() {
                     let spec = RunSpec {
                         mode: *mode,

@@ -1,6 +1,6 @@
-//! The scenarios of `docs/design/chaos.md`, S1–S14: each one a variant of [`Scenario`] and one
-//! `async fn` below that runs its schedule on a warmed-up cluster through the harness
-//! ([`super::harness`]).
+//! The scenarios of `docs/design/chaos.md`, S1–S14, and the store's of mutex mode, S15–S18:
+//! each one a variant of [`Scenario`] and one `async fn` below that runs its schedule on a
+//! warmed-up cluster through the harness ([`super::harness`]).
 //!
 //! A scenario's random draws (who is cut off, who is killed) come from the harness's generator,
 //! seeded by the run's seed, so a seed replays the same schedule.
@@ -35,11 +35,15 @@ pub enum Scenario {
     S12,
     S13,
     S14,
+    S15,
+    S16,
+    S17,
+    S18,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 14] = [
+    pub const ALL: [Scenario; 18] = [
         Scenario::S1,
         Scenario::S2,
         Scenario::S3,
@@ -54,9 +58,13 @@ impl Scenario {
         Scenario::S12,
         Scenario::S13,
         Scenario::S14,
+        Scenario::S15,
+        Scenario::S16,
+        Scenario::S17,
+        Scenario::S18,
     ];
 
-    /// `"S1"` … `"S14"`.
+    /// `"S1"` … `"S18"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::S1 => "S1",
@@ -73,6 +81,10 @@ impl Scenario {
             Scenario::S12 => "S12",
             Scenario::S13 => "S13",
             Scenario::S14 => "S14",
+            Scenario::S15 => "S15",
+            Scenario::S16 => "S16",
+            Scenario::S17 => "S17",
+            Scenario::S18 => "S18",
         }
     }
 
@@ -95,13 +107,28 @@ impl Scenario {
             Scenario::S12 => "flapping: a 2 / 3 partition that changes every 3 election timeouts",
             Scenario::S13 => "a 2 / 3 split, a kill and 20% loss, then heal and converge",
             Scenario::S14 => "three-way split 2 / 2 / 1 (no majority anywhere)",
+            Scenario::S15 => "mutex: the leader cut from the store only (both directions)",
+            Scenario::S16 => "mutex: the store killed (SIGKILL), restarted after the hold",
+            Scenario::S17 => "mutex: the store paused (SIGSTOP) for three follower leases",
+            Scenario::S18 => "mutex: a minority (2 of 5, the leader among them) cut from the store",
         }
+    }
+
+    /// Whether the scenario faults the store, which only mutex mode has (the matrix runs it
+    /// for mutex mode only).
+    pub fn store_only(self) -> bool {
+        matches!(
+            self,
+            Scenario::S15 | Scenario::S16 | Scenario::S17 | Scenario::S18
+        )
     }
 
     /// The layers where the scenario's faults live.
     pub fn layers(self) -> &'static [Layer] {
         match self {
-            Scenario::S1 | Scenario::S2 | Scenario::S11 => &[Layer::Process],
+            Scenario::S1 | Scenario::S2 | Scenario::S11 | Scenario::S16 | Scenario::S17 => {
+                &[Layer::Process]
+            }
             Scenario::S9 => &[Layer::App],
             _ => &[Layer::App, Layer::Kernel],
         }
@@ -126,6 +153,10 @@ impl Scenario {
             Scenario::S12 => flapping(h).await,
             Scenario::S13 => mixture_then_heal(h).await,
             Scenario::S14 => three_way_split(h).await,
+            Scenario::S15 => leader_cut_from_store(h, l).await,
+            Scenario::S16 => store_crash(h).await,
+            Scenario::S17 => store_paused(h).await,
+            Scenario::S18 => minority_cut_from_store(h, l).await,
         }
     }
 }
@@ -143,7 +174,7 @@ impl FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S14"))
+            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S18"))
     }
 }
 
@@ -417,4 +448,45 @@ mod tests {
             assert_eq!(s.layers(), want, "{s}");
         }
     }
+}
+
+/// S15: the leader cut from the store, both ways; the nodes still reach each other.
+async fn leader_cut_from_store(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    h.cut_from_store(&[l], "leader cut from the store").await?;
+    sleep(hold).await;
+    h.heal().await
+}
+
+/// S16: the store killed, and restarted on its data after the hold; the restart is the heal.
+async fn store_crash(h: &mut Harness) -> Result<(), String> {
+    let hold = h.hold();
+    h.kill_store()?;
+    sleep(hold).await;
+    h.start_store()?;
+    h.heal_ns = Some(mono_ns());
+    Ok(())
+}
+
+/// S17: the store paused (SIGSTOP) for three follower leases (longer than the row's lease),
+/// then resumed; the resume is the heal.
+async fn store_paused(h: &mut Harness) -> Result<(), String> {
+    let f = Duration::from_millis(h.timing.follower_lease_ms);
+    h.pause_store()?;
+    sleep(3 * f).await;
+    h.resume_store()?;
+    h.heal_ns = Some(mono_ns());
+    sleep(h.hold() / 2).await;
+    Ok(())
+}
+
+/// S18: two of five, the leader among them, cut from the store both ways.
+async fn minority_cut_from_store(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    let mut others = h.others(&[l]);
+    others.shuffle(&mut h.rng);
+    h.cut_from_store(&[l, others[0]], "a minority cut from the store")
+        .await?;
+    sleep(hold).await;
+    h.heal().await
 }

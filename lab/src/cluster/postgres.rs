@@ -32,6 +32,9 @@ pub struct Postgres {
     password: String,
     /// Root: the uid and gid of the `postgres` user the server runs as.
     run_as: Option<(u32, u32)>,
+    /// The server gets SIGKILL when the thread that started it exits (tests, the chaos
+    /// runner); `ctl up` leaves this off.
+    die_with_parent: bool,
     child: Option<Child>,
 }
 
@@ -49,6 +52,27 @@ pub fn bin_dir() -> Result<PathBuf, String> {
         .ok_or_else(|| "PostgreSQL is not installed (no initdb under /usr/lib/postgresql)".into())
 }
 
+/// The processes whose parent is `pid`, from `/proc`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&p| {
+            // `pid (comm) state ppid …`: the comm may hold spaces, so read after its ')'.
+            fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|st| {
+                    let rest = st.rsplit_once(')')?.1;
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
 /// The uid and gid of `user`, from `/etc/passwd`.
 fn ids_of(user: &str) -> Option<(u32, u32)> {
     let passwd = fs::read_to_string("/etc/passwd").ok()?;
@@ -63,8 +87,9 @@ fn ids_of(user: &str) -> Option<(u32, u32)> {
 impl Postgres {
     /// Makes a new server in a directory of its own under the system's temp dir (removed when
     /// dropped; the `postgres` user must reach it), listening on `ip:port`, with the role and
-    /// database of the nodes; starts it.
-    pub fn create(ip: &str, port: u16) -> Result<Postgres, String> {
+    /// database of the nodes; starts it. With `die_with_parent` the server dies with the
+    /// thread that started it.
+    pub fn create(ip: &str, port: u16, die_with_parent: bool) -> Result<Postgres, String> {
         let bin = bin_dir()?;
         let root = rustix::process::geteuid().is_root();
         let run_as = if root {
@@ -87,6 +112,7 @@ impl Postgres {
             port,
             password: hex::encode(password),
             run_as,
+            die_with_parent,
             child: None,
         };
         pg.init()?;
@@ -113,7 +139,9 @@ impl Postgres {
         self.child.as_ref().map(|c| c.id() as i32)
     }
 
-    /// A command of PostgreSQL's, run as the server's user.
+    /// A command of PostgreSQL's, run as the server's user; with `die_with_parent`, it gets
+    /// SIGKILL when the thread that started it exits (set after the change of user, which
+    /// would clear it).
     fn command(&self, program: &str) -> Command {
         let path = self.bin.join(program);
         match self.run_as {
@@ -121,12 +149,27 @@ impl Postgres {
                 let mut c = Command::new("setpriv");
                 c.arg(format!("--reuid={uid}"))
                     .arg(format!("--regid={gid}"))
-                    .arg("--clear-groups")
-                    .arg("--")
-                    .arg(path);
+                    .arg("--clear-groups");
+                if self.die_with_parent {
+                    c.arg("--pdeathsig=SIGKILL");
+                }
+                c.arg("--").arg(path);
                 c
             }
-            None => Command::new(path),
+            None => {
+                let mut c = Command::new(path);
+                if self.die_with_parent {
+                    // SAFETY: runs in the child between fork and exec: one plain system call
+                    // (rustix, no libc state, no allocation).
+                    unsafe {
+                        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+                            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+                            Ok(())
+                        });
+                    }
+                }
+                c
+            }
         }
     }
 
@@ -265,34 +308,40 @@ impl Postgres {
         psql(&format!("CREATE DATABASE {STORE_DB} OWNER {STORE_USER}"))
     }
 
-    fn signal_group(&self, sig: Signal) {
-        if let Some(pid) = self.pid().and_then(Pid::from_raw) {
-            let _ = rustix::process::kill_process_group(pid, sig);
+    /// Sends `sig` to the server and to every process it started: each of PostgreSQL's
+    /// processes makes a session of its own, so a signal to the postmaster's group reaches
+    /// the postmaster alone.
+    fn signal_all(&self, sig: Signal) {
+        let Some(pid) = self.pid() else { return };
+        for p in std::iter::once(pid).chain(children_of(pid)) {
+            if let Some(p) = Pid::from_raw(p) {
+                let _ = rustix::process::kill_process(p, sig);
+            }
         }
     }
 
     /// SIGKILL to the server and its backends (a crash of the store); waits until it is gone.
     pub fn kill(&mut self) {
-        self.signal_group(Signal::KILL);
+        self.signal_all(Signal::KILL);
         if let Some(mut c) = self.child.take() {
             let _ = c.wait();
         }
     }
 
-    /// SIGSTOP to the server and its backends (a frozen store).
+    /// SIGSTOP to the server and every process of it (a frozen store).
     pub fn pause(&self) {
-        self.signal_group(Signal::STOP);
+        self.signal_all(Signal::STOP);
     }
 
     /// SIGCONT.
     pub fn resume(&self) {
-        self.signal_group(Signal::CONT);
+        self.signal_all(Signal::CONT);
     }
 
     /// Fast shutdown (SIGINT), SIGKILL after 5 s.
     pub fn stop(&mut self) {
-        self.signal_group(Signal::CONT);
-        self.signal_group(Signal::INT);
+        self.signal_all(Signal::CONT);
+        self.signal_all(Signal::INT);
         let until = Instant::now() + Duration::from_secs(5);
         while let Some(c) = self.child.as_mut() {
             if matches!(c.try_wait(), Ok(Some(_))) || Instant::now() > until {
@@ -322,6 +371,9 @@ pub fn stop_detached(pid: i32, dir: &std::path::Path) {
         .map(|c| c.contains("postgres") && c.contains(&*dir.to_string_lossy()))
         .unwrap_or(false);
     if let (true, Some(p)) = (ours, Pid::from_raw(pid)) {
+        for c in children_of(pid).into_iter().filter_map(Pid::from_raw) {
+            let _ = rustix::process::kill_process(c, Signal::CONT);
+        }
         let _ = rustix::process::kill_process_group(p, Signal::CONT);
         let _ = rustix::process::kill_process_group(p, Signal::INT);
         let until = Instant::now() + Duration::from_secs(5);
