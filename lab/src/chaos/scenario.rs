@@ -415,41 +415,6 @@ async fn three_way_split(h: &mut Harness) -> Result<(), String> {
     h.heal().await
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::ValueEnum;
-
-    #[test]
-    fn names_parse_back_and_are_in_order() {
-        let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=14).map(|i| format!("S{i}")).collect();
-        assert_eq!(names, expected);
-        for s in Scenario::ALL {
-            assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
-            assert_eq!(<Scenario as ValueEnum>::from_str(s.as_str(), false), Ok(s));
-            assert_eq!(s.to_string(), s.as_str());
-            assert!(!s.description().is_empty());
-        }
-        assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S15".parse::<Scenario>().is_err());
-        assert!("s5".parse::<Scenario>().is_err());
-        assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
-    }
-
-    #[test]
-    fn layers_as_before() {
-        for s in Scenario::ALL {
-            let want: &[Layer] = match s.as_str() {
-                "S1" | "S2" | "S11" => &[Layer::Process],
-                "S9" => &[Layer::App],
-                _ => &[Layer::App, Layer::Kernel],
-            };
-            assert_eq!(s.layers(), want, "{s}");
-        }
-    }
-}
-
 /// S15: the leader cut from the store, both ways; the nodes still reach each other.
 async fn leader_cut_from_store(h: &mut Harness, l: NodeId) -> Result<(), String> {
     let hold = h.hold();
@@ -489,4 +454,39 @@ async fn minority_cut_from_store(h: &mut Harness, l: NodeId) -> Result<(), Strin
         .await?;
     sleep(hold).await;
     h.heal().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn names_parse_back_and_are_in_order() {
+        let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
+        let expected: Vec<String> = (1..=14).map(|i| format!("S{i}")).collect();
+        assert_eq!(names, expected);
+        for s in Scenario::ALL {
+            assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
+            assert_eq!(<Scenario as ValueEnum>::from_str(s.as_str(), false), Ok(s));
+            assert_eq!(s.to_string(), s.as_str());
+            assert!(!s.description().is_empty());
+        }
+        assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
+        assert!("S15".parse::<Scenario>().is_err());
+        assert!("s5".parse::<Scenario>().is_err());
+        assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
+    }
+
+    #[test]
+    fn layers_as_before() {
+        for s in Scenario::ALL {
+            let want: &[Layer] = match s.as_str() {
+                "S1" | "S2" | "S11" => &[Layer::Process],
+                "S9" => &[Layer::App],
+                _ => &[Layer::App, Layer::Kernel],
+            };
+            assert_eq!(s.layers(), want, "{s}");
+        }
+    }
 }
