@@ -2,7 +2,10 @@
 # Failover after SIGKILL of the leader: electd's bundled 5-node cluster against a 5-member
 # etcd at the same timings, measured by one poller (every survivor asked every 10 ms until all
 # name one new leader). Prints p50/p90/p99 of each, the ratios, and electd's time with two
-# claimants (from its event logs; the run fails if it is not 0).
+# claimants (from its event logs; the run fails if it is not 0). Then the same nodes in mutex
+# mode, with a PostgreSQL of their own on 127.0.0.1:7009, by the same poller: failover, the
+# ratio mutex/quorum, and the statements per second the store serves (skipped, saying why,
+# without PostgreSQL).
 #   scripts/bench-vs-etcd.sh [--trials 30] [--profile default|fast] [--idle-seconds 0] [--seed S]
 # --idle-seconds N: after the failovers, leave both clusters idle N s side by side and count
 # their elections.
@@ -25,6 +28,8 @@ if [ -z "$etcd" ]; then
 fi
 echo "bench-vs-etcd: $("$etcd" --version | head -1), electd $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores"
 . "$root/scripts/lib/build.sh"
+. "$root/scripts/lib/postgres.sh"
+need_postgres bench-vs-etcd.sh
 build_release
 work="$(mktemp -d "${TMPDIR:-/tmp}/electd-vs-etcd.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

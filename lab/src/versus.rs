@@ -236,7 +236,10 @@ fn poll_client() -> reqwest::Client {
 
 impl Target for Electd<'_> {
     fn name(&self) -> &'static str {
-        "electd"
+        match self.c.mode() {
+            electd_client::Mode::Quorum => "electd",
+            other => other.as_str(),
+        }
     }
     fn members(&self) -> Vec<NodeId> {
         self.c.ids()
@@ -523,18 +526,93 @@ pub async fn compare(
     let split_ms = target.split_brain_ms(since, lease - lease / 5);
     c.down(Duration::from_secs(2));
     let (electd, etcd) = measured?;
+    // Mutex mode on the same nodes, timings and poller, with a PostgreSQL of the cluster's own.
+    let mutex = mutex_failovers(c, trials, seed, lease).await;
     let a = summarize("electd failover", electd);
     let b = summarize("etcd   failover", etcd);
-    let ratio = |p: f64| percentile(&a, p) / percentile(&b, p);
+    let ratio = |x: &[f64], y: &[f64], p: f64| percentile(x, p) / percentile(y, p);
     println!(
         "ratio electd/etcd: p50 {:.2}, p90 {:.2}, p99 {:.2}",
-        ratio(50.0),
-        ratio(90.0),
-        ratio(99.0)
+        ratio(&a, &b, 50.0),
+        ratio(&a, &b, 90.0),
+        ratio(&a, &b, 99.0)
     );
     println!("electd: {split_ms:.0} ms with two claimants (event logs of all trials)");
     if split_ms > 0.0 {
         return Err("two electd nodes claimed at once".into());
     }
+    match mutex {
+        Ok((m, per_s, mutex_split_ms)) => {
+            let m = summarize("mutex  failover", m);
+            println!(
+                "ratio mutex/quorum: p50 {:.2}, p90 {:.2}, p99 {:.2}; the store ran {per_s:.0} \
+                 statements/s for 5 nodes (one a beat each); mutex: {mutex_split_ms:.0} ms \
+                 with two claimants",
+                ratio(&m, &a, 50.0),
+                ratio(&m, &a, 90.0),
+                ratio(&m, &a, 99.0)
+            );
+            if mutex_split_ms > 0.0 {
+                return Err("two mutex-mode nodes claimed at once".into());
+            }
+        }
+        Err(why) => println!("mutex failover: not measured: {why}"),
+    }
     Ok(())
 }
+
+/// Mutex mode's side: the nodes of `c` in mutex mode with a PostgreSQL of their own beside
+/// them, `trials` SIGKILLs of the holder by the same poller; then the store's statements per
+/// second over two quiet seconds. Answers the failovers, the rate, and the time two nodes
+/// claimed at once.
+async fn mutex_failovers(
+    c: &mut Cluster,
+    trials: usize,
+    seed: u64,
+    lease: u64,
+) -> Result<(Vec<f64>, f64, f64), String> {
+    crate::cluster::postgres_bin_dir()?;
+    let ip = c
+        .members
+        .first()
+        .and_then(|m| m.addr.rsplit_once(':'))
+        .map_or("127.0.0.1".to_string(), |a| a.0.to_string());
+    c.start_store(&ip, MUTEX_STORE_PORT)
+        .map_err(|e| e.to_string())?;
+    let since = mono_ns();
+    for id in c.ids() {
+        c.start(id, electd_client::Mode::Mutex)
+            .map_err(|e| e.to_string())?;
+    }
+    let target = Electd::new(c);
+    let measured = async {
+        electd_ready(c).await?;
+        let m = failovers(&target, trials, seed).await?;
+        electd_ready(c).await?;
+        let (a, t0) = (store_statements(c).await, mono_ns());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (b, t1) = (store_statements(c).await, mono_ns());
+        let per_s = (b - a) as f64 / ((t1 - t0) as f64 / 1e9);
+        Ok::<_, String>((m, per_s))
+    }
+    .await;
+    let split_ms = target.split_brain_ms(since, lease - lease / 5);
+    c.down(Duration::from_secs(2));
+    c.store = None;
+    let (m, per_s) = measured?;
+    Ok((m, per_s, split_ms))
+}
+
+/// The statements the nodes of `c` have sent the store so far (each a claim or a renewal).
+async fn store_statements(c: &Cluster) -> u64 {
+    let mut n = 0;
+    for id in c.ids() {
+        if let Ok(s) = c.status(id).await {
+            n += s.counters.messages_sent.get("claim").copied().unwrap_or(0);
+        }
+    }
+    n
+}
+
+/// The port of the comparison's store, beside the bundled cluster's nodes.
+const MUTEX_STORE_PORT: u16 = 7009;
