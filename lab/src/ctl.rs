@@ -442,8 +442,8 @@ pub struct ChaosArgs {
     /// Output folder of report.json, report.md, the SVG timelines and the runs' logs.
     #[arg(long, default_value = "target/chaos")]
     pub out: PathBuf,
-    /// Run nothing: judge the stored runs of the report in --out again with this build's C5
-    /// checker (each run's `runs/*/runlog.json`) and rewrite report.json and report.md.
+    /// Run nothing: judge the stored runs of the report in --out again with this build's
+    /// checkers (each run's `runs/*/runlog.json`) and rewrite report.json and report.md.
     #[arg(long)]
     pub rejudge: bool,
 }
@@ -471,11 +471,15 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
     run_chaos(&m, &bin)
 }
 
-/// `chaos --rejudge`: C5 judged again for the stored runs in `out`.
+/// `chaos --rejudge`: the stored runs in `out` judged again.
 fn rejudge(out: &Path) -> ExitCode {
-    match crate::chaos::report::rejudge_c5(out) {
-        Ok(n) => {
-            println!("chaos: C5 judged again for {n} runs in {}", out.display());
+    let bound = crate::chaos::runner::CONVERGE_BOUND_MS;
+    match crate::chaos::report::rejudge(out, bound) {
+        Ok((n, changed)) => {
+            println!(
+                "chaos: {n} runs in {} judged again: {changed} came out different",
+                out.display()
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -12,17 +12,20 @@ use serde::Serialize;
 
 use super::timeline::timeline_svg;
 use crate::chaos::record::RunLog;
-use crate::chaos::verdict::RunResult;
+use crate::chaos::verdict::{RunResult, HARNESS_NOTE};
 
-/// Reads `dir/report.json`, judges C5 again for every run from its stored
-/// `runs/<scenario>-<mode>-<layer>-<seed>/runlog.json`, and rewrites `report.json` and
-/// `report.md` (keeping the timelines already in `dir`). Returns how many runs were judged.
-pub fn rejudge_c5(dir: &Path) -> io::Result<usize> {
+/// Reads `dir/report.json`, judges every run again with this build's checkers from its stored
+/// `runs/<scenario>-<mode>-<layer>-<seed>/runlog.json` (the log the run was judged on), and
+/// rewrites `report.json` and `report.md` (keeping the timelines already in `dir`). What the
+/// log does not hold stays as stored: the message cost, and a failed harness step (its note
+/// and its failure). Answers how many runs were judged, and how many of them came out
+/// different from what was stored.
+pub fn rejudge(dir: &Path, converge_bound_ms: u64) -> io::Result<(usize, usize)> {
     let text = fs::read_to_string(dir.join("report.json"))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(io::Error::other)?;
     let mut runs: Vec<RunResult> =
         serde_json::from_value(v["runs"].clone()).map_err(io::Error::other)?;
-    let mut judged = 0;
+    let (mut judged, mut changed) = (0, 0);
     for r in &mut runs {
         let stored = dir
             .join("runs")
@@ -31,10 +34,28 @@ pub fn rejudge_c5(dir: &Path) -> io::Result<usize> {
             continue;
         };
         let log: RunLog = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
-        let c5 = crate::chaos::checkers::disruption(&log);
-        r.minority_terms_gained = c5.minority_terms_gained;
-        r.heal_leader_changes = c5.heal_leader_changes;
+        let before = serde_json::to_value(&*r).map_err(io::Error::other)?;
+        let mut again = crate::chaos::verdict::evaluate(
+            &log,
+            &r.mode,
+            &r.scenario,
+            &r.layer,
+            r.seed,
+            converge_bound_ms,
+        );
+        again.messages = std::mem::take(&mut r.messages);
+        again.steady_msgs_per_s = std::mem::take(&mut r.steady_msgs_per_s);
+        again.msgs_per_election = r.msgs_per_election.take();
+        again.skipped = r.skipped.take();
+        for note in r.notes.iter().filter(|n| n.starts_with(HARNESS_NOTE)) {
+            again.passed = false;
+            again.notes.push(note.clone());
+        }
         judged += 1;
+        *r = again;
+        if serde_json::to_value(&*r).map_err(io::Error::other)? != before {
+            changed += 1;
+        }
     }
     // The timelines already written: `![title](file.svg)` lines of the old report.md.
     let old_md = fs::read_to_string(dir.join("report.md")).unwrap_or_default();
@@ -49,7 +70,7 @@ pub fn rejudge_c5(dir: &Path) -> io::Result<usize> {
         .collect();
     fs::write(dir.join("report.json"), report_json(&runs)?)?;
     fs::write(dir.join("report.md"), report_md(&runs, &pictures))?;
-    Ok(judged)
+    Ok((judged, changed))
 }
 
 /// Writes `report.json`, `report.md` and `<stem>.svg` for every timeline into `dir` (created if
@@ -612,6 +633,47 @@ mod tests {
         );
         assert!(md.contains("![S4 bully app seed 1](s4-bully-app-1.svg)"));
         balanced_tags(&svg).unwrap();
+    }
+
+    #[test]
+    fn rejudging_recomputes_every_checker_and_keeps_what_the_log_lacks() {
+        let log = sample_log();
+        let mut good = evaluate(&log, "bully", "S4", "app", 1, 2000);
+        good.messages.insert("heartbeat".into(), 120);
+        let mut stale = good.clone();
+        stale.seed = 2;
+        stale.split_brain_ms = 0.0;
+        stale.leaderless_ms = 1.0;
+        let mut broke = good.clone();
+        broke.seed = 3;
+        broke.passed = false;
+        broke.notes.push(format!("{HARNESS_NOTE}no agreed leader"));
+        let no_log = RunResult::skipped("ring", "S4", "kernel", 1, "iptables needs root");
+        let runs = vec![good.clone(), stale, broke, no_log.clone()];
+        let dir = temp_dir("rejudge");
+        write_report(&dir, &runs, &[]).unwrap();
+        for seed in 1..=3 {
+            let run = dir.join("runs").join(format!("S4-bully-app-{seed}"));
+            fs::create_dir_all(&run).unwrap();
+            fs::write(run.join("runlog.json"), serde_json::to_vec(&log).unwrap()).unwrap();
+        }
+        let counts = rejudge(&dir, 2000);
+        let text = fs::read_to_string(dir.join("report.json"));
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(counts.unwrap(), (3, 1), "three logs, one stale verdict");
+        let v: serde_json::Value = serde_json::from_str(&text.unwrap()).unwrap();
+        let back: Vec<RunResult> = serde_json::from_value(v["runs"].clone()).unwrap();
+        let with_seed = |r: &RunResult, seed| RunResult { seed, ..r.clone() };
+        assert_eq!(back[0], good);
+        assert_eq!(
+            back[1],
+            with_seed(&good, 2),
+            "the stale figures are judged again"
+        );
+        assert!(!back[2].passed, "a failed harness step still fails the run");
+        assert_eq!(back[2].notes, runs[2].notes);
+        assert_eq!(back[2].messages, good.messages, "the cost is kept");
+        assert_eq!(back[3], no_log, "a run without a log stays as it was");
     }
 
     #[test]

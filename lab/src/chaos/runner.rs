@@ -18,7 +18,7 @@ use super::harness::{sleep, Harness, STORE};
 use super::kernel::{self, Chain};
 use super::record::{Promise, RunLog};
 pub use super::scenario::Scenario;
-use super::verdict::{evaluate, RunResult};
+use super::verdict::{evaluate, RunResult, HARNESS_NOTE};
 use crate::chaos::record::{PromisePoller, Recorder};
 use crate::cluster::{AddrBlock, Cluster};
 use electd::clock::{mono_ns, ms};
@@ -318,7 +318,7 @@ fn judge(
     res.messages = msgs;
     if let Err(e) = outcome {
         res.passed = false;
-        res.notes.push(format!("harness: {e}"));
+        res.notes.push(format!("{HARNESS_NOTE}{e}"));
     }
     res
 }

@@ -142,6 +142,10 @@ impl RunResult {
     }
 }
 
+/// How a note of a failed harness step begins (it fails the run; the run's log does not hold
+/// it, so a rejudged run keeps it).
+pub const HARNESS_NOTE: &str = "harness: ";
+
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
