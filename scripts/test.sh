@@ -11,6 +11,9 @@ need_iptables test.sh
 # PostgreSQL: mutex mode's store (lab/tests/mutex.rs, the chaos subset).
 . "$root/scripts/lib/postgres.sh"
 need_postgres test.sh
+# promtool, prometheus_client, schemathesis: outside checkers of /metrics and the API.
+. "$root/scripts/lib/checkers.sh"
+need_checkers test.sh "$root"
 # Chromium: the status page test (installed in the background while the suite builds).
 . "$root/scripts/lib/chromium.sh"
 start_chromium_install test.sh

@@ -218,13 +218,17 @@ async fn get_events(
     Ok(Json(EventsPage { events, next }))
 }
 
-async fn get_metrics(State(node): State<Arc<Node>>) -> Response {
+async fn get_metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let openmetrics = metrics::wants_openmetrics(accept);
+    let kind = if openmetrics {
+        metrics::OPENMETRICS
+    } else {
+        metrics::CLASSIC
+    };
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        metrics::render(&node),
+        [(header::CONTENT_TYPE, kind)],
+        metrics::render(&node, openmetrics),
     )
         .into_response()
 }

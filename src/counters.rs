@@ -1,17 +1,55 @@
 //! Counters shared by every mode: messages sent and received by type, rejected peer requests by
 //! reason, elections started, leader changes, and when each peer was last heard from.
-//! `/v1/status` serves them as maps and `/metrics` in Prometheus form.
+//! `/v1/status` serves them as maps and `/metrics` in Prometheus form; [`Timings`], the
+//! distributions of how long things took, only `/metrics`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use electd_client::Counters as Snapshot;
+use prometheus_client::metrics::histogram::Histogram;
 
-use crate::role::NodeId;
+use crate::role::{NodeId, Role, View};
+
+/// How long things took, in seconds (`/metrics` histograms, README "Metrics").
+#[derive(Clone)]
+pub struct Timings {
+    /// From a probe's send to the quorum's acknowledgement (quorum), or from a statement's send
+    /// to the store's answer that this node holds the row (mutex).
+    pub probe_round_trip: Histogram,
+    /// From the instant this node lost its leader (its follower lease ended, or it began to
+    /// campaign) to its own claim.
+    pub election: Histogram,
+    /// Each stretch of time this node knew no leader, observed when it knows one again.
+    pub leaderless: Histogram,
+    /// From an event's record to its write into a `/v1/watch` stream.
+    pub watch_lag: Histogram,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        let ms = |b: &[f64]| Histogram::new(b.iter().map(|ms| ms / 1000.0));
+        Timings {
+            probe_round_trip: ms(&[
+                0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
+            ]),
+            election: ms(&[
+                1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 10_000.0,
+            ]),
+            leaderless: ms(&[
+                10.0, 50.0, 100.0, 150.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10_000.0, 60_000.0,
+            ]),
+            watch_lag: ms(&[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 50.0, 250.0, 1000.0]),
+        }
+    }
+}
 
 #[derive(Default)]
 pub struct Counters {
+    pub timings: Timings,
+    /// Since when (event stamp, ns) this node has known no leader.
+    leaderless_since_ns: Mutex<Option<u64>>,
     sent: Mutex<BTreeMap<&'static str, u64>>,
     received: Mutex<BTreeMap<&'static str, u64>>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
@@ -71,6 +109,24 @@ impl Counters {
             .expect("counters lock")
             .get(&peer)
             .copied()
+    }
+
+    /// `view` follows `prev` at `t_ns` (event stamps) on node `me`: a stretch without a leader
+    /// starts or ends, and an election this node won is timed from the start of the stretch.
+    pub fn view_changed(&self, me: NodeId, prev: View, view: View, t_ns: u64) {
+        let mut since = self.leaderless_since_ns.lock().expect("counters lock");
+        match (view.leader, *since) {
+            (None, None) => *since = Some(t_ns),
+            (Some(leader), Some(from)) => {
+                let took = t_ns.saturating_sub(from) as f64 / 1e9;
+                self.timings.leaderless.observe(took);
+                if leader == me && view.role == Role::Leader && prev.leader != Some(me) {
+                    self.timings.election.observe(took);
+                }
+                *since = None;
+            }
+            _ => {}
+        }
     }
 
     /// A copy of the counters at one moment (`counters` in `/v1/status`).

@@ -126,6 +126,7 @@ impl EventLog {
         if view.leader.is_some() && view.leader != prev.leader {
             counters.leader_changed();
         }
+        counters.view_changed(self.node_id, prev, view, t_mono_ns);
         Some(prev)
     }
 

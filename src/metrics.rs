@@ -1,21 +1,30 @@
-//! `/metrics` in Prometheus (OpenMetrics) text form, built from the node's counters at scrape
-//! time. Every name starts with `electd_`.
+//! `/metrics`, built from the node's counters at scrape time: OpenMetrics text for scrapers that
+//! ask for it (`Accept: application/openmetrics-text`), Prometheus' classic text format (0.0.4)
+//! for the others. Every name starts with `electd_`, durations are in seconds; the README's
+//! "Metrics" lists them all.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU64;
 
 use electd_client::Counters;
 
+use crate::counters::Timings;
 use crate::engine::Judged;
 use crate::node::Node;
 use crate::role::Role;
 
 type Labels = Vec<(String, String)>;
+
+/// The content type of OpenMetrics text.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of the classic Prometheus text format.
+pub const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 fn counter_family(
     reg: &mut Registry,
@@ -38,22 +47,45 @@ fn gauge(reg: &mut Registry, name: &str, help: &str, value: i64) {
     reg.register(name, help, g);
 }
 
+fn seconds_gauge(reg: &mut Registry, name: &str, help: &str, value: f64) {
+    let g = Gauge::<f64, AtomicU64>::default();
+    g.set(value);
+    reg.register_with_unit(name, help, Unit::Seconds, g);
+}
+
 fn counter(reg: &mut Registry, name: &str, help: &str, value: u64) {
     let c = Counter::<u64>::default();
     c.inc_by(value);
     reg.register(name, help, c);
 }
 
-/// Renders the node's metrics.
-pub fn render(node: &Node) -> String {
+/// Renders the node's metrics, as OpenMetrics when `openmetrics`, else in the classic format.
+pub fn render(node: &Node, openmetrics: bool) -> String {
     let mut reg = Registry::with_prefix("electd");
     register_view(&mut reg, node.view());
     register_counters(&mut reg, node.counters.snapshot());
-    gauge(
+    register_timings(&mut reg, &node.counters.timings);
+    let contact = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let now = node.clock.mono_ns();
+    for p in node.cfg.peers.iter().filter(|p| p.id != node.cfg.id) {
+        if let Some(at) = node.counters.last_contact_ns(p.id) {
+            contact
+                .get_or_create(&vec![("peer".into(), p.id.to_string())])
+                .set(now.saturating_sub(at) as f64 / 1e9);
+        }
+    }
+    reg.register_with_unit(
+        "peer_last_contact",
+        "seconds since the peer last got a message through to this node, or answered one of \
+         its requests (no series before the first)",
+        Unit::Seconds,
+        contact,
+    );
+    seconds_gauge(
         &mut reg,
-        "uptime_ms",
-        "milliseconds since the node started",
-        node.uptime_ms() as i64,
+        "start_time",
+        "when the node started, seconds since the Unix epoch",
+        node.started_unix_s,
     );
     gauge(
         &mut reg,
@@ -69,6 +101,41 @@ pub fn render(node: &Node) -> String {
     );
     let mut out = String::new();
     encode(&mut out, &reg).expect("writing to a String cannot fail");
+    if openmetrics {
+        out
+    } else {
+        classic(&out)
+    }
+}
+
+/// Whether an `Accept` header asks for OpenMetrics.
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.contains("application/openmetrics-text"))
+}
+
+/// OpenMetrics text as the classic Prometheus text format: a counter family is named with its
+/// `_total` (as its samples are), and the `# UNIT` and `# EOF` lines, which that format lacks,
+/// are left out. Everything else reads the same in both.
+fn classic(openmetrics: &str) -> String {
+    let counters: BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|tag| {
+            let rest = line.strip_prefix(tag)?;
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            counters
+                .contains(name)
+                .then(|| format!("{tag}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
     out
 }
 
@@ -88,7 +155,8 @@ fn register_view(reg: &mut Registry, judged: Judged) {
     gauge(
         reg,
         "term",
-        "Raft term (quorum) or coordinator epoch (bully, ring) or group number (invitation)",
+        "Raft term (quorum), the row's term (mutex), coordinator epoch (bully, ring) or group \
+         number (invitation)",
         view.term as i64,
     );
     gauge(
@@ -97,15 +165,43 @@ fn register_view(reg: &mut Registry, judged: Judged) {
         "id of the leader this node knows, 0 for none",
         view.leader.map(|l| l as i64).unwrap_or(0),
     );
-    gauge(
+    seconds_gauge(
         reg,
-        "lease_remaining_ms",
-        "milliseconds of leadership claim left (quorum leader)",
-        judged
-            .lease_remaining_ns
-            .map(|ns| (ns / 1_000_000) as i64)
-            .unwrap_or(0),
+        "lease_remaining",
+        "seconds of leadership claim left (quorum and mutex leader; 0 otherwise)",
+        judged.lease_remaining_ns.unwrap_or(0) as f64 / 1e9,
     );
+}
+
+/// The distributions of [`Timings`].
+fn register_timings(reg: &mut Registry, t: &Timings) {
+    let seconds = [
+        (
+            "probe_round_trip",
+            "from a probe's send to the quorum's acknowledgement (quorum), or from a statement's \
+             send to the store's answer that this node holds the row (mutex)",
+            &t.probe_round_trip,
+        ),
+        (
+            "election_duration",
+            "from the instant this node lost its leader (its follower lease ended, or it began \
+             to campaign) to its own claim",
+            &t.election,
+        ),
+        (
+            "leaderless",
+            "each stretch of time this node knew no leader, observed when it knows one again",
+            &t.leaderless,
+        ),
+        (
+            "watch_lag",
+            "from an event's record to its write into a GET /v1/watch stream that was open then",
+            &t.watch_lag,
+        ),
+    ];
+    for (name, help, h) in seconds {
+        reg.register_with_unit(name, help, Unit::Seconds, h.clone());
+    }
 }
 
 /// The counters of `/v1/status`.
@@ -127,7 +223,7 @@ fn register_counters(reg: &mut Registry, snap: Counters) {
     counter_family(
         reg,
         "messages_sent",
-        "peer messages sent, by type",
+        "peer messages sent, by type (mutex: statements to the store, as claim)",
         "type",
         by(&snap.messages_sent),
     );
@@ -145,4 +241,45 @@ fn register_counters(reg: &mut Registry, snap: Counters) {
         "reason",
         by(&snap.rejected_peer_requests),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_classic_format_names_counters_with_their_total_and_drops_what_it_lacks() {
+        let om = "# HELP electd_elections_started elections this node started.\n\
+                  # TYPE electd_elections_started counter\n\
+                  electd_elections_started_total 3\n\
+                  # HELP electd_term the term.\n\
+                  # TYPE electd_term gauge\n\
+                  electd_term 7\n\
+                  # HELP electd_start_time_seconds when.\n\
+                  # TYPE electd_start_time_seconds gauge\n\
+                  # UNIT electd_start_time_seconds seconds\n\
+                  electd_start_time_seconds 1.5\n\
+                  # EOF\n";
+        assert_eq!(
+            classic(om),
+            "# HELP electd_elections_started_total elections this node started.\n\
+             # TYPE electd_elections_started_total counter\n\
+             electd_elections_started_total 3\n\
+             # HELP electd_term the term.\n\
+             # TYPE electd_term gauge\n\
+             electd_term 7\n\
+             # HELP electd_start_time_seconds when.\n\
+             # TYPE electd_start_time_seconds gauge\n\
+             electd_start_time_seconds 1.5\n"
+        );
+    }
+
+    #[test]
+    fn openmetrics_only_when_asked_for() {
+        assert!(wants_openmetrics(Some(
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"
+        )));
+        assert!(!wants_openmetrics(Some("text/plain")));
+        assert!(!wants_openmetrics(None));
+    }
 }

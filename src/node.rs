@@ -50,6 +50,8 @@ pub struct Node {
     pub(crate) clock: Arc<dyn Clock>,
     /// When the node started (MONOTONIC ns).
     started_ns: u64,
+    /// When the node started, seconds since the Unix epoch (`electd_start_time_seconds`).
+    pub(crate) started_unix_s: f64,
     stop: CancellationToken,
 }
 
@@ -159,6 +161,9 @@ impl Node {
             counters,
             seed,
             started_ns: clock.mono_ns(),
+            started_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
             clock,
             stop,
         }))

@@ -101,6 +101,7 @@ pub(crate) async fn get_watch(
     };
     let follow = Follow {
         stop: node.stopping(),
+        opened_ns: node.clock.mono_ns(),
         node,
         changed,
         next,
@@ -121,6 +122,9 @@ struct Follow {
     next: u64,
     /// Events read from the log and not yet sent.
     queue: VecDeque<SseEvent>,
+    /// When the stream opened (CLOCK_MONOTONIC): events recorded since are timed on their
+    /// way into it (`electd_watch_lag_seconds`); a backlog a resume asked for is not.
+    opened_ns: u64,
     stop: CancellationToken,
     _slot: OwnedSemaphorePermit,
 }
@@ -158,6 +162,14 @@ impl Follow {
     /// reader that needs a promise asks `GET /v1/claim`; the first event, judged at the
     /// request, carries one.
     fn render(&self, e: &Event) -> SseEvent {
+        if e.t_mono_ns >= self.opened_ns {
+            let lag = self.node.clock.mono_ns().saturating_sub(e.t_mono_ns);
+            self.node
+                .counters
+                .timings
+                .watch_lag
+                .observe(lag as f64 / 1e9);
+        }
         let info = self.node.render(e.view, None);
         SseEvent::default()
             .event(EVENT)

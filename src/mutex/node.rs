@@ -138,6 +138,11 @@ impl MutexNode {
         let lease_ns = ms(self.timing.effective_lease_ms());
         let mut lease = self.lease.lock().expect("lease");
         if row.mine {
+            let took = now.saturating_sub(t0.boot_ns);
+            self.counters
+                .timings
+                .probe_round_trip
+                .observe(took as f64 / 1e9);
             let new_term = lease.last().is_none_or(|c| c.term != row.term);
             if lease.grant(row.term, t0, lease_ns) && new_term {
                 self.counters.election_started();

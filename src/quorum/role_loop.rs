@@ -90,6 +90,11 @@ impl QuorumNode {
                     let t0 = self.clock.boot_ns();
                     if self.probe(m.current_term, lease_ns).await {
                         quiet.acked(t0);
+                        let took = self.clock.boot_ns().saturating_sub(t0);
+                        self.counters
+                            .timings
+                            .probe_round_trip
+                            .observe(took as f64 / 1e9);
                     } else if quiet.failed(self.clock.boot_ns(), quiet_after_ns, quiet_ns) {
                         tracing::warn!(
                             quiet_ms = quiet_ns / 1_000_000,

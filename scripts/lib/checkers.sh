@@ -1,0 +1,45 @@
+# Sourced by scripts/test.sh: the outside checkers the suite runs against a live node, none of
+# them written here. promtool (Debian's prometheus package, installed as root without starting
+# its service) checks /metrics in the classic text format; Python's prometheus_client parses the
+# OpenMetrics body and schemathesis tests the HTTP API against docs/openapi.yaml. The Python
+# packages go to a virtualenv of the project's own (target/py), whose bin/ goes first on PATH.
+# What cannot be installed is reported, and the tests that need it print why and count as
+# skipped.
+need_checkers() {
+  local who="$1" root="$2"
+  if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "$who: installing promtool (Debian's prometheus package; its service is not started)"
+      local policy=/usr/sbin/policy-rc.d made=""
+      if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && made=1
+      fi
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends prometheus >/dev/null) \
+        || echo "$who: could not install prometheus; the promtool check will be skipped"
+      [ -n "$made" ] && rm -f "$policy"
+    else
+      echo "$who: no promtool and not root; the promtool check will be skipped"
+    fi
+  fi
+  if ! python3 -m venv --help >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "$who: installing python3 and its venv module"
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        python3 python3-venv >/dev/null) || true
+    fi
+  fi
+  local venv="$root/target/py"
+  if [ ! -x "$venv/bin/python3" ]; then
+    python3 -m venv "$venv" >/dev/null 2>&1 || {
+      echo "$who: no python3 venv; the Python checkers will be skipped"
+      return 0
+    }
+  fi
+  if ! "$venv/bin/python3" -c 'import prometheus_client, schemathesis' >/dev/null 2>&1; then
+    echo "$who: installing prometheus_client and schemathesis into target/py"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check prometheus_client schemathesis \
+      || echo "$who: pip could not install them; the Python checkers will be skipped"
+  fi
+  export PATH="$venv/bin:$PATH"
+}
