@@ -138,10 +138,19 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
-async fn health() -> Json<Health> {
-    Json(Health {
-        status: "ok".into(),
-    })
+/// 200 while the node is whole; 503 with the reasons when its engine stopped or its event
+/// log's file refuses writes (liveness: restart a node that stays 503).
+async fn health(State(node): State<Arc<Node>>) -> Result<Json<Health>, ApiError> {
+    match node.health() {
+        Ok(()) => Ok(Json(Health {
+            status: "ok".into(),
+        })),
+        Err(why) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unhealthy",
+            why,
+        )),
+    }
 }
 
 async fn get_leader(State(node): State<Arc<Node>>) -> Json<LeaderInfo> {

@@ -2,7 +2,7 @@
 //! (quorum on openraft, or bully and ring behind the legacy node). The node holds one
 //! `Arc<dyn Engine>` and never matches on the mode after starting it.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::Router;
@@ -79,9 +79,43 @@ pub trait Engine: Send + Sync + 'static {
     /// Hands the leader role over to `to` (or to the engine's choice).
     fn resign(&self, to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>>;
 
+    /// `Err` with the reason when the engine no longer runs (`/v1/health` answers 503).
+    fn health(&self) -> Result<(), String>;
+
     /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm
     /// allows, and cancels `stop` (its background tasks) in the order its safety needs.
     fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()>;
+}
+
+/// Whether an engine's loop still runs. The loop holds the [`LoopGuard`]; when the loop ends
+/// for any reason, a panic included, the guard drops and the flag falls.
+#[derive(Clone)]
+pub struct Running(Arc<AtomicBool>);
+
+/// Held by a running loop (see [`Running`]).
+pub struct LoopGuard(Arc<AtomicBool>);
+
+impl Drop for LoopGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Running {
+    /// A flag that is up, and the guard that holds it up.
+    pub fn start() -> (Running, LoopGuard) {
+        let up = Arc::new(AtomicBool::new(true));
+        (Running(up.clone()), LoopGuard(up))
+    }
+
+    /// `Err` naming `what` once the loop has ended.
+    pub fn check(&self, what: &str) -> Result<(), String> {
+        if self.0.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err(format!("{what} has stopped"))
+        }
+    }
 }
 
 /// Deliberate flaws that the lab switches on to show that its checkers catch them, and counts

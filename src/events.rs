@@ -2,6 +2,13 @@
 //! clock, kept in memory for `/v1/events` and written through to `<data_dir>/events.jsonl`
 //! so that it survives the node being killed. Its followers (`/v1/watch`) are told of each new
 //! event and read it from here at their own pace; [`Watchers`] bounds how many there are.
+//!
+//! An event the file refuses (a full or failing disk) stays in memory and waits, with those
+//! after it, in order: each later record and [`EventLog::retry`] (every second) write them
+//! again, so that the file has every event once the disk takes writes again. Meanwhile the
+//! log is unhealthy ([`EventLog::health`], `/v1/health` 503). Events that never reached the
+//! file and are no longer in memory are a gap that readers of the file are told of (`gap`
+//! events of `/v1/watch`).
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -59,6 +66,12 @@ struct Inner {
     last: Option<View>,
     /// Whether older events than memory holds are in the file.
     evicted: bool,
+    /// Events recorded but not yet in the file, oldest first.
+    unwritten: VecDeque<Event>,
+    /// Why the last write failed, while any event waits.
+    failure: Option<String>,
+    /// The file may end in part of a line (a failed write): the next line starts on a fresh one.
+    torn: bool,
 }
 
 impl EventLog {
@@ -109,6 +122,9 @@ impl EventLog {
                 next_seq,
                 last: None,
                 evicted,
+                unwritten: VecDeque::new(),
+                failure: None,
+                torn: false,
             }),
         })
     }
@@ -131,7 +147,8 @@ impl EventLog {
     }
 
     /// Records `state` stamped `t_mono_ns` if it differs from the last recorded state, and
-    /// returns the new event. The line is written to the file before this returns.
+    /// returns the new event. The line is written to the file before this returns (or, when the
+    /// file refuses it, kept to be written again: see the module's notes).
     pub fn record(&self, t_mono_ns: u64, state: View) -> Option<Event> {
         let mut inner = self.inner.lock().expect("event log lock");
         if inner.last == Some(state) {
@@ -145,20 +162,12 @@ impl EventLog {
         };
         inner.next_seq += 1;
         inner.last = Some(state);
-        let mut line = serde_json::to_vec(&ev).expect("event serialises");
-        line.push(b'\n');
-        let at = inner.len;
-        match inner.file.write_all(&line) {
-            Ok(()) => {
-                inner.len += line.len() as u64;
-                index_line(&mut inner.index, ev.seq, at);
-            }
-            Err(e) => {
-                tracing::error!(path = %self.path.display(), error = %e, "cannot append to event log");
-                // Part of the line may be in the file: find out where the next one starts.
-                inner.len = inner.file.metadata().map(|m| m.len()).unwrap_or(at);
-            }
+        inner.unwritten.push_back(ev.clone());
+        if inner.unwritten.len() > KEEP_IN_MEMORY {
+            // The disk has refused this many: the oldest will never be written (a gap).
+            inner.unwritten.pop_front();
         }
+        inner.write_unwritten(&self.path);
         inner.events.push_back(ev.clone());
         if inner.events.len() > KEEP_IN_MEMORY {
             inner.events.pop_front();
@@ -173,6 +182,28 @@ impl EventLog {
             "role change"
         );
         Some(ev)
+    }
+
+    /// Writes the events that the file refused before, if any (the node calls it every
+    /// second).
+    pub fn retry(&self) {
+        let mut inner = self.inner.lock().expect("event log lock");
+        if !inner.unwritten.is_empty() {
+            inner.write_unwritten(&self.path);
+        }
+    }
+
+    /// `Err` with the reason while events wait for the file: the log is not durable.
+    pub fn health(&self) -> Result<(), String> {
+        let inner = self.inner.lock().expect("event log lock");
+        match (&inner.failure, inner.unwritten.len()) {
+            (_, 0) => Ok(()),
+            (why, n) => Err(format!(
+                "event log {}: {n} events not written: {}",
+                self.path.display(),
+                why.as_deref().unwrap_or("?")
+            )),
+        }
     }
 
     /// The last recorded state, if any.
@@ -243,6 +274,42 @@ impl EventLog {
 }
 
 impl Inner {
+    /// Writes the waiting events to the file in order, up to the first the file refuses.
+    fn write_unwritten(&mut self, path: &Path) {
+        while let Some(ev) = self.unwritten.front() {
+            let mut line = Vec::with_capacity(128);
+            if self.torn {
+                line.push(b'\n');
+            }
+            serde_json::to_writer(&mut line, ev).expect("event serialises");
+            line.push(b'\n');
+            let seq = ev.seq;
+            match self.file.write_all(&line) {
+                Ok(()) => {
+                    let at = self.len + u64::from(self.torn);
+                    self.len += line.len() as u64;
+                    self.torn = false;
+                    index_line(&mut self.index, seq, at);
+                    self.unwritten.pop_front();
+                }
+                Err(e) => {
+                    if self.failure.is_none() {
+                        tracing::error!(path = %path.display(), error = %e, "cannot append to event log");
+                    }
+                    self.failure = Some(e.to_string());
+                    // Part of the line may be in the file: the next write starts a fresh line.
+                    let len = self.file.metadata().map(|m| m.len()).unwrap_or(self.len);
+                    self.torn |= len != self.len;
+                    self.len = len;
+                    return;
+                }
+            }
+        }
+        if self.failure.take().is_some() {
+            tracing::info!(path = %path.display(), "event log written again");
+        }
+    }
+
     /// The events in memory with `seq >= from`, at most `limit`.
     fn newer(&self, from: u64, limit: usize) -> Vec<Event> {
         let first = self.events.partition_point(|e| e.seq < from);

@@ -152,6 +152,7 @@ impl Node {
                 MutexNode::start(cfg.id, cfg.timing, store, plumbing, stop.clone()).await?
             }
         };
+        tokio::spawn(retry_event_writes(events.clone(), stop.clone()));
         Ok(Arc::new(Node {
             watchers: Watchers::new(cfg.max_watchers),
             cfg,
@@ -219,6 +220,20 @@ impl Node {
         self.engine.clone().routes()
     }
 
+    /// `Err` with the reasons while the node is not whole (`/v1/health` answers 503): its
+    /// engine stopped, or its event log's file refuses writes.
+    pub fn health(&self) -> Result<(), String> {
+        let reasons: Vec<String> = [self.engine.health(), self.events.health()]
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            Err(reasons.join("; "))
+        }
+    }
+
     /// Cancelled when the node stops (its streams end then).
     pub(crate) fn stopping(&self) -> CancellationToken {
         self.stop.clone()
@@ -227,6 +242,19 @@ impl Node {
     /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm allows.
     pub async fn shutdown(&self) {
         self.engine.shutdown(self.stop.clone()).await
+    }
+}
+
+/// Every second, the event log writes again what its file refused before (if anything).
+async fn retry_event_writes(events: Arc<EventLog>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        // A no-op unless events wait; then as cheap as a record (a few appended lines).
+        events.retry();
     }
 }
 

@@ -36,6 +36,8 @@ use crate::node::Node;
 pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// The SSE event type of every event (`event: leader`).
 pub const EVENT: &str = "leader";
+/// The SSE event type of a gap in the log (see [`gap`]).
+pub const GAP: &str = "gap";
 /// How many events a stream reads from the log at a time.
 const BATCH: usize = 256;
 
@@ -114,6 +116,23 @@ pub(crate) async fn get_watch(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
 }
 
+/// The `gap` event of a stream: events `from..=to` were recorded but are not in the file (the
+/// disk refused them) nor in memory any more. Its id is `to`, so that a resume goes on after it.
+fn gap(from: u64, to: u64) -> SseEvent {
+    SseEvent::default()
+        .event(GAP)
+        .id(to.to_string())
+        .json_data(electd_client::Gap {
+            from,
+            to,
+            message: format!(
+                "events {from} to {to} were recorded but could not be written to the event log \
+                 file, and are no longer in memory"
+            ),
+        })
+        .expect("a gap serialises")
+}
+
 /// One stream's place in the log.
 struct Follow {
     node: Arc<Node>,
@@ -143,10 +162,17 @@ impl Follow {
                 // More is behind it: a backlog, paced with every other follower's.
                 self.node.watchers.pace(batch.len()).await;
             }
-            if let Some(last) = batch.last() {
-                self.next = last.seq + 1;
-                let rendered: Vec<SseEvent> = batch.iter().map(|e| self.render(e)).collect();
-                self.queue.extend(rendered);
+            if !batch.is_empty() {
+                for e in &batch {
+                    // Seqs are consecutive: a jump is events that never reached the file and
+                    // are no longer in memory. Said, never skipped in silence.
+                    let expected = self.next.max(1);
+                    if e.seq > expected {
+                        self.queue.push_back(gap(expected, e.seq - 1));
+                    }
+                    self.queue.push_back(self.render(e));
+                    self.next = e.seq + 1;
+                }
                 continue;
             }
             tokio::select! {

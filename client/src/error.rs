@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::wire::ErrorBody;
+use crate::wire::{ErrorBody, Gap};
 
 /// Why a request to a node failed.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +31,10 @@ pub enum Error {
     /// No answer in time, or a watch stream that fell silent (not even a keep-alive).
     #[error("{addr}: nothing heard for {silent:?}")]
     Silent { addr: String, silent: Duration },
+    /// A watch stream said that events are missing from the node's log ([`Gap`]). The stream
+    /// goes on after them: call `next` again.
+    #[error("{addr}: {}", gap.message)]
+    Gap { addr: String, gap: Gap },
 }
 
 impl Error {
@@ -46,7 +50,7 @@ impl Error {
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Api { status, .. } | Error::Decode { status, .. } => Some(*status),
-            Error::Http { .. } | Error::Silent { .. } => None,
+            Error::Http { .. } | Error::Silent { .. } | Error::Gap { .. } => None,
         }
     }
 }

@@ -18,6 +18,7 @@ pub use error::Error;
 pub use http::{http_client, Client, CLIENT_IDLE};
 pub use watch::{Watch, Watched, WATCH_SILENCE};
 pub use wire::{
-    Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Health, LeaderInfo, LeaderRef,
-    Mode, NodeId, PeerStatus, ResignRequest, Resigned, Role, Status, Timings, View, MAX_DELAY_MS,
+    Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Gap, Health, LeaderInfo,
+    LeaderRef, Mode, NodeId, PeerStatus, ResignRequest, Resigned, Role, Status, Timings, View,
+    MAX_DELAY_MS,
 };

@@ -1,13 +1,14 @@
 //! [`Watch`]: a `GET /v1/watch` stream read as views. The stream is Server-Sent Events as the
 //! WHATWG HTML standard defines them (lines ending in LF, CRLF or CR; a blank line ends an
 //! event; `:` starts a comment; `id` and `data` fields, several `data` lines joined by LF);
-//! only what electd sends is kept: each event's `id` (the event log's seq) and its `data`
-//! (the JSON of `/v1/leader`).
+//! only what electd sends is kept: each event's `id` (the event log's seq), its type (`leader`,
+//! or `gap`: events missing from the node's log) and its `data` (the JSON of `/v1/leader`, or
+//! of [`Gap`]).
 
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::wire::LeaderInfo;
+use crate::wire::{Gap, LeaderInfo};
 
 /// How long a stream may stay silent, keep-alives included, before it counts as dead: three
 /// of the node's keep-alive intervals (5 s, `src/watch.rs`).
@@ -45,13 +46,23 @@ impl Watch {
     }
 
     /// The next event; `Ok(None)` when the node ended the stream (it stopped), an error when
-    /// the connection broke or nothing came for [`WATCH_SILENCE`].
+    /// the connection broke or nothing came for [`WATCH_SILENCE`], and [`Error::Gap`] when
+    /// the node says that events are missing from its log (the stream goes on after them).
     pub async fn next(&mut self) -> Result<Option<Watched>, Error> {
         loop {
             while let Some(raw) = self.parser.take_event() {
                 let Some(data) = raw.data else {
                     continue; // a comment-only block (keep-alive)
                 };
+                if raw.event.as_deref() == Some("gap") {
+                    let gap: Gap =
+                        serde_json::from_str(&data).map_err(|e| self.decode(e.to_string()))?;
+                    self.last_id = Some(gap.to);
+                    return Err(Error::Gap {
+                        addr: self.addr.clone(),
+                        gap,
+                    });
+                }
                 let info = serde_json::from_str(&data).map_err(|e| self.decode(e.to_string()))?;
                 let id = raw
                     .id
@@ -90,6 +101,7 @@ impl Watch {
 #[derive(Debug, Default, PartialEq, Eq)]
 struct RawEvent {
     id: Option<String>,
+    event: Option<String>,
     data: Option<String>,
 }
 
@@ -137,6 +149,7 @@ impl Parser {
         let value = value.strip_prefix(' ').unwrap_or(value);
         match field {
             "id" => self.current.id = Some(value.to_string()),
+            "event" => self.current.event = Some(value.to_string()),
             "data" => match &mut self.current.data {
                 Some(d) => {
                     d.push('\n');
@@ -144,7 +157,7 @@ impl Parser {
                 }
                 None => self.current.data = Some(value.to_string()),
             },
-            _ => {} // event, retry and unknown fields: electd sends none it needs
+            _ => {} // retry and unknown fields: electd sends none it needs
         }
     }
 
@@ -168,6 +181,7 @@ mod tests {
     fn ev(id: &str, data: &str) -> RawEvent {
         RawEvent {
             id: Some(id.into()),
+            event: None,
             data: Some(data.into()),
         }
     }

@@ -318,6 +318,15 @@ pub struct Resigned {
     pub successor: NodeId,
 }
 
+/// A `gap` event of `GET /v1/watch`: events `from..=to` were recorded by the node but could not
+/// be written to its event log file (a full or failing disk) and are no longer in its memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    pub from: u64,
+    pub to: u64,
+    pub message: String,
+}
+
 /// The body of every 4xx/5xx answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {

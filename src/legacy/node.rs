@@ -18,7 +18,7 @@ use super::core::{Algorithm, MsgKind, Ticks};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::counters::Counters;
-use crate::engine::{Engine, Judged, Plumbing, ResignError};
+use crate::engine::{Engine, Judged, Plumbing, ResignError, Running};
 use crate::error::ApiError;
 use crate::events::EventLog;
 use crate::role::{Mode, NodeId, Resigned, Role, View};
@@ -40,6 +40,8 @@ pub struct LegacyNode<A: Algorithm> {
     /// skips that successor): half a follower lease.
     msg_timeout: Duration,
     ticks: Ticks,
+    /// The tick loop runs.
+    running: Running,
     /// Bully or ring, for what the API says about this mode.
     mode: Mode,
 }
@@ -58,7 +60,9 @@ where
         } = plumbing;
         let t = cfg.timing;
         let ticks = Ticks::from_timing(t.heartbeat_ms, t.follower_lease_ms);
+        let (running, guard) = Running::start();
         let node = Arc::new(LegacyNode {
+            running,
             alg: Mutex::new(A::new(cfg.id, cfg.member_ids(), ticks)),
             view: Mutex::new(View::INITIAL),
             transport,
@@ -74,6 +78,7 @@ where
         let tick_node = node.clone();
         let period = Duration::from_millis(t.heartbeat_ms);
         tokio::spawn(async move {
+            let _running = guard;
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -162,6 +167,10 @@ where
         Router::new()
             .route(PATH_MSG, post(receive::<A>))
             .with_state(self)
+    }
+
+    fn health(&self) -> Result<(), String> {
+        self.running.check("the tick loop")
     }
 
     fn status(&self) -> serde_json::Value {

@@ -24,6 +24,11 @@ impl Engine for MutexNode {
         MutexNode::status(self)
     }
 
+    fn health(&self) -> Result<(), String> {
+        self.running
+            .check("the beat (one statement to the store a heartbeat)")
+    }
+
     fn resign(&self, to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>> {
         Box::pin(MutexNode::resign(self, to))
     }

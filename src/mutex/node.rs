@@ -25,7 +25,7 @@ use super::store::{Row, Store, StoreError};
 use crate::clock::{ms, Clock};
 use crate::config::Timing;
 use crate::counters::Counters;
-use crate::engine::{Judged, Plumbing, ResignError};
+use crate::engine::{Judged, LoopGuard, Plumbing, ResignError, Running};
 use crate::events::EventLog;
 use crate::lease::Lease;
 use crate::role::{NodeId, Resigned, Role, View};
@@ -56,6 +56,8 @@ pub struct MutexNode {
     answered: AtomicU64,
     unanswered: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// The beat runs.
+    pub(super) running: Running,
 }
 
 impl MutexNode {
@@ -77,6 +79,7 @@ impl MutexNode {
             counters,
             clock,
         } = plumbing;
+        let (running, guard) = Running::start();
         let node = Arc::new(MutexNode {
             id,
             timing,
@@ -90,13 +93,14 @@ impl MutexNode {
             answered: AtomicU64::new(0),
             unanswered: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            running,
         });
-        tokio::spawn(node.clone().beat(stop));
+        tokio::spawn(node.clone().beat(stop, guard));
         Ok(node)
     }
 
     /// Every beat: one statement (unless resigned), then the record of any change of role.
-    async fn beat(self: Arc<Self>, stop: CancellationToken) {
+    async fn beat(self: Arc<Self>, stop: CancellationToken, _running: LoopGuard) {
         let mut tick = tokio::time::interval(Duration::from_millis(self.timing.heartbeat_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A statement may take as long as a probe of quorum mode: a third of the follower

@@ -24,6 +24,12 @@ impl Engine for QuorumNode {
         QuorumNode::status(self)
     }
 
+    /// openraft's core stopped (a storage error; the process exits right after).
+    fn health(&self) -> Result<(), String> {
+        let running = self.raft.metrics().borrow().running_state.clone();
+        running.map_err(|e| format!("openraft stopped: {e}"))
+    }
+
     fn resign(&self, to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>> {
         Box::pin(QuorumNode::resign(self, to))
     }

@@ -493,6 +493,21 @@ mod tests {
         members: u64,
         flaws: Flaws,
     ) -> (Arc<QuorumNode>, CancellationToken) {
+        let (q, stop, _) = node_on(dir, members, flaws, None).await;
+        (q, stop)
+    }
+
+    /// [`node_of`] with its state on `disk` (else in `dir`), and its running loops.
+    async fn node_on(
+        dir: &std::path::Path,
+        members: u64,
+        flaws: Flaws,
+        disk: Option<Arc<dyn crate::quorum::storage::Disk>>,
+    ) -> (
+        Arc<QuorumNode>,
+        CancellationToken,
+        tokio::task::JoinHandle<Result<(), String>>,
+    ) {
         let mut cfg = crate::config::single_member(dir, crate::role::Mode::Quorum);
         for id in 2..=members {
             cfg.peers.push(crate::config::Peer {
@@ -509,7 +524,10 @@ mod tests {
             crate::clock::system(),
         ));
         let events = Arc::new(EventLog::open(dir, 1).unwrap());
-        let store = Store::open(dir, 1, "t").unwrap();
+        let store = match disk {
+            Some(disk) => Store::open_on(disk, 1, "t").unwrap(),
+            None => Store::open(dir, 1, "t").unwrap(),
+        };
         let plumbing = Plumbing {
             transport,
             events,
@@ -520,8 +538,8 @@ mod tests {
             .await
             .unwrap();
         let stop = CancellationToken::new();
-        tokio::spawn(q.clone().run(stop.clone()));
-        (q, stop)
+        let run = tokio::spawn(q.clone().run(stop.clone()));
+        (q, stop, run)
     }
 
     /// `req` through the node's vote handler, as a peer would send it; its answer.
@@ -702,5 +720,62 @@ mod tests {
         assert!(lease
             .current(7, lease.last().unwrap().since_ns + mono_since_grant)
             .is_some());
+    }
+
+    /// A disk whose writes fail from a moment the test picks.
+    #[derive(Default)]
+    struct FailingDisk {
+        inner: crate::quorum::storage::MemDisk,
+        failing: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::quorum::storage::Disk for FailingDisk {
+        fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+            if self.failing.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(std::io::Error::other("injected: the disk refuses writes"));
+            }
+            self.inner.write(bytes)
+        }
+        fn read(
+            &self,
+        ) -> Result<Option<(std::path::PathBuf, Vec<u8>)>, crate::quorum::storage::StoreError>
+        {
+            self.inner.read()
+        }
+        fn blocks(&self) -> bool {
+            false
+        }
+    }
+
+    /// When the vote and log can no longer be written, openraft stops and the engine says so
+    /// (`/v1/health` 503; the binary then exits), instead of answering healthy.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_state_write_makes_the_engine_unhealthy() {
+        use crate::engine::Engine;
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Arc::new(FailingDisk::default());
+        // Node 1 of three, alone: it cannot win, but each election it starts writes a vote.
+        let (q, stop, run) = node_on(dir.path(), 3, Flaws::default(), Some(disk.clone())).await;
+        let _ = q.raft.trigger().elect().await;
+        assert_eq!(q.health(), Ok(()));
+        disk.failing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = q.raft.trigger().elect().await;
+        let mut health = Ok(());
+        for _ in 0..200 {
+            health = q.health();
+            if health.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let why = health.expect_err("healthy with a disk that refuses every write");
+        assert!(why.contains("openraft stopped"), "{why}");
+        let ended = tokio::time::timeout(Duration::from_secs(5), run).await;
+        assert!(
+            matches!(ended, Ok(Ok(Err(_)))),
+            "the engine's run ends with an error (the binary exits): {ended:?}"
+        );
+        stop.cancel();
     }
 }

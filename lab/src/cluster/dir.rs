@@ -60,6 +60,10 @@ pub struct Cluster {
     /// Nodes get SIGKILL when the thread that started them exits (tests and the chaos runner,
     /// so that a killed runner leaves no node behind); `ctl up` leaves this off.
     pub die_with_parent: bool,
+    /// Nodes whose data dir is a tmpfs of this many bytes, mounted in a mount namespace of
+    /// the node's own (root only): a disk a test can fill (through `/proc/PID/root`, see
+    /// [`Cluster::disk_path`]) and that vanishes with the node.
+    pub small_disks: std::collections::BTreeMap<NodeId, u64>,
     /// One connection pool for every node's [`Client`].
     pub(super) http: reqwest::Client,
     /// Mutex mode: the cluster's PostgreSQL server, stopped and removed with the cluster.
@@ -110,6 +114,7 @@ impl Cluster {
             members,
             extra_args,
             die_with_parent: false,
+            small_disks: Default::default(),
             http: electd_client::http_client()
                 .timeout(Duration::from_millis(800))
                 .build()

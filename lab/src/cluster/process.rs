@@ -75,6 +75,9 @@ impl Cluster {
                 });
             }
         }
+        if let Some(&bytes) = self.small_disks.get(&id) {
+            own_tmpfs(&mut cmd, &data, bytes)?;
+        }
         let child = cmd.spawn().map_err(io(&self.bin))?;
         let pid = child.id() as i32;
         let pid_path = self.pid_file(id);
@@ -82,6 +85,15 @@ impl Cluster {
         // The child is reaped by `pid()` (waitpid) or by init once we exit.
         std::mem::forget(child);
         Ok(pid)
+    }
+
+    /// `path` inside node `id`'s data dir as the node sees it (its own mounts: see
+    /// [`Cluster::small_disks`]), while it runs.
+    pub fn disk_path(&self, id: NodeId, path: &str) -> Option<std::path::PathBuf> {
+        let pid = self.pid(id)?;
+        let data = self.data_dir(self.mode(), id);
+        let inside = data.strip_prefix("/").unwrap_or(&data).join(path);
+        Some(std::path::Path::new(&format!("/proc/{pid}/root")).join(inside))
     }
 
     /// Sends `sig` to node `id`; `false` if it is not running.
@@ -156,4 +168,37 @@ pub(super) fn process_state(pid: i32) -> Option<char> {
     // Format: pid (comm) S ...; comm may contain spaces, so split after the last ')'.
     stat.rsplit_once(')')
         .and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// Makes `cmd` start in a mount namespace of its own with a tmpfs of `bytes` on `data`: the
+/// mount is the child's alone and goes with it. Needs root (`CAP_SYS_ADMIN`).
+fn own_tmpfs(cmd: &mut Command, data: &std::path::Path, bytes: u64) -> Result<(), CtlError> {
+    use rustix::mount::{mount, mount_change, MountFlags, MountPropagationFlags};
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |s: &[u8]| CString::new(s).map_err(|e| CtlError::Usage(e.to_string()));
+    let target = c(data.as_os_str().as_bytes())?;
+    let options = c(format!("size={bytes}").as_bytes())?;
+    let (root, tmpfs) = (c(b"/")?, c(b"tmpfs")?);
+    // SAFETY: runs in the child between fork and exec, which has one thread: unsharing its
+    // mount namespace affects no other thread. Every argument was made before the fork, so
+    // nothing here allocates.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)?;
+            mount_change(
+                root.as_c_str(),
+                MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+            )?;
+            mount(
+                tmpfs.as_c_str(),
+                target.as_c_str(),
+                tmpfs.as_c_str(),
+                MountFlags::empty(),
+                Some(options.as_c_str()),
+            )?;
+            Ok(())
+        });
+    }
+    Ok(())
 }

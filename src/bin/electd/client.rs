@@ -214,6 +214,11 @@ pub async fn watch(args: WatchArgs) -> ExitCode {
                                 last_id = Some(w.id);
                             }
                             Ok(None) => break "the node ended the stream".to_string(),
+                            // Events the node lost: said, and the stream goes on after them.
+                            Err(e @ Error::Gap { .. }) => {
+                                eprintln!("electd: {e}");
+                                last_id = stream.last_id();
+                            }
                             Err(e) => break e.to_string(),
                         }
                     }
