@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -52,7 +52,6 @@ pub fn app(node: Arc<Node>) -> Router {
         node.transport.clone(),
         transport::guard,
     ));
-    // The read API, readable from any origin (the status page of one node reads the others).
     let read = Router::new()
         .route("/", get(page::get_page))
         .route("/v1/leader", get(get_leader))
@@ -61,8 +60,7 @@ pub fn app(node: Arc<Node>) -> Router {
         .route("/v1/status", get(get_status))
         .route("/v1/events", get(get_events))
         .route("/v1/health", get(health))
-        .route("/metrics", get(get_metrics))
-        .layer(middleware::map_response(any_origin));
+        .route("/metrics", get(get_metrics));
     Router::new()
         .merge(read)
         .route(
@@ -72,9 +70,11 @@ pub fn app(node: Arc<Node>) -> Router {
         .route("/v1/admin/resign", axum::routing::post(post_resign))
         .with_state(node)
         .merge(peer)
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(limits))
+        .layer(middleware::from_fn(any_origin))
 }
 
 /// On every request: a body announced above [`BODY_LIMIT`] gets 413 without being handled
@@ -124,14 +124,75 @@ async fn drain(body: axum::body::Body) {
     }
 }
 
-/// `Access-Control-Allow-Origin: *` on the read API: it carries no secret and takes no
-/// credentials; the admin API does not get it.
-async fn any_origin(mut res: Response) -> Response {
-    res.headers_mut().insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        header::HeaderValue::from_static("*"),
-    );
+/// `Access-Control-Allow-Origin: *` on every answer but the admin API's (errors of the limits
+/// and unknown paths included): the read API carries no secret and takes no credentials, and
+/// the status page of one node reads the others.
+async fn any_origin(req: axum::extract::Request, next: middleware::Next) -> Response {
+    let admin = req.uri().path().starts_with("/v1/admin/");
+    let mut res = next.run(req).await;
+    if !admin {
+        res.headers_mut().insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            header::HeaderValue::from_static("*"),
+        );
+    }
     res
+}
+
+/// A known path asked with a method it does not serve: 405 with the JSON error body (axum
+/// adds the `Allow` header).
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this path does not serve that method",
+    )
+}
+
+/// The JSON object in `body` as a `T`, read only after the caller checked who is asking:
+/// `Content-Type: application/json` (415 otherwise), at most [`BODY_LIMIT`] bytes (413), JSON
+/// (400 `malformed_json`), an object (400 `invalid_body`: serde would also take an array of
+/// the fields in order) of the fields `T` knows (400 `invalid_body`). An empty body is `empty`
+/// when the route allows none (else 400 `invalid_body`).
+async fn read_json<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    empty: Option<T>,
+) -> Result<T, ApiError> {
+    let bytes = axum::body::to_bytes(body, BODY_LIMIT)
+        .await
+        .map_err(|_| ApiError::too_large())?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return empty
+            .ok_or_else(|| ApiError::bad_request("invalid_body", "a JSON object is needed"));
+    }
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|m| m == "application/json" || m.ends_with("+json"));
+    if !json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body with 'Content-Type: application/json'",
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request("malformed_json", e.to_string()))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
 }
 
 async fn not_found() -> ApiError {
@@ -251,19 +312,24 @@ fn check_admin(node: &Node, headers: &HeaderMap) -> Result<(), ApiError> {
             "the admin API is disabled: this node has no admin_token (ELECTD_ADMIN_TOKEN)",
         ));
     };
+    // The scheme's name is case-insensitive (RFC 9110, 11.1).
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, token)| token.trim());
     // Constant time (subtle), so that timing does not reveal the token.
     if bool::from(given.as_bytes().ct_eq(token.expose_secret().as_bytes())) {
         Ok(())
     } else {
-        Err(ApiError::unauthorized(
-            "unauthorized",
-            "the admin API needs 'Authorization: Bearer <admin token>'",
-        ))
+        Err(ApiError {
+            challenge: Some("Bearer realm=\"electd admin API\""),
+            ..ApiError::unauthorized(
+                "unauthorized",
+                "the admin API needs 'Authorization: Bearer <admin token>'",
+            )
+        })
     }
 }
 
@@ -278,10 +344,10 @@ async fn get_faults(
 async fn put_faults(
     State(node): State<Arc<Node>>,
     headers: HeaderMap,
-    body: Result<Json<FaultSet>, JsonRejection>,
+    body: axum::body::Body,
 ) -> Result<Json<FaultSet>, ApiError> {
     check_admin(&node, &headers)?;
-    let Json(set) = body?;
+    let set: FaultSet = read_json(&headers, body, None).await?;
     set.validate(&node.cfg.member_ids())
         .map_err(|(field, msg)| {
             ApiError::bad_request("invalid_fault_set", format!("{field}: {msg}"))
@@ -305,16 +371,10 @@ async fn delete_faults(
 async fn post_resign(
     State(node): State<Arc<Node>>,
     headers: HeaderMap,
-    body: Result<axum::body::Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Result<Json<Resigned>, ApiError> {
     check_admin(&node, &headers)?;
-    let body = body?;
-    let req: ResignRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        ResignRequest::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?
-    };
+    let req: ResignRequest = read_json(&headers, body, Some(ResignRequest::default())).await?;
     let done = node.resign(req.to).await?;
     tracing::info!(
         term = done.term,

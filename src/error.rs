@@ -23,6 +23,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// A `WWW-Authenticate` challenge to send with a 401 (RFC 9110, 11.6.1).
+    pub challenge: Option<&'static str>,
 }
 
 impl ApiError {
@@ -31,6 +33,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            challenge: None,
         }
     }
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
@@ -67,7 +70,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody::new(self.code, self.message))).into_response()
+        let mut res = (self.status, Json(ErrorBody::new(self.code, self.message))).into_response();
+        if let Some(challenge) = self.challenge {
+            res.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(challenge),
+            );
+        }
+        res
     }
 }
 

@@ -108,9 +108,19 @@ pub fn render(node: &Node, openmetrics: bool) -> String {
     }
 }
 
-/// Whether an `Accept` header asks for OpenMetrics.
+/// Whether an `Accept` header asks for OpenMetrics: one of its media ranges names it with a
+/// quality above 0 (`q=0` means "not this", RFC 9110, 12.4.2).
 pub fn wants_openmetrics(accept: Option<&str>) -> bool {
-    accept.is_some_and(|a| a.contains("application/openmetrics-text"))
+    accept.unwrap_or("").split(',').any(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        let refused = parts.any(|p| {
+            p.split_once('=').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("q") && v.trim().parse::<f64>() == Ok(0.0)
+            })
+        });
+        media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+    })
 }
 
 /// OpenMetrics text as the classic Prometheus text format: a counter family is named with its
@@ -280,6 +290,9 @@ mod tests {
             "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"
         )));
         assert!(!wants_openmetrics(Some("text/plain")));
+        assert!(!wants_openmetrics(Some(
+            "application/openmetrics-text;q=0, text/plain"
+        )));
         assert!(!wants_openmetrics(None));
     }
 }

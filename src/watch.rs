@@ -75,6 +75,11 @@ pub(crate) async fn get_watch(
     q: Result<Query<WatchQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let Query(q) = q?;
+    // Subscribed before the log is read, so that no event falls between the two; the request
+    // is checked whole before it takes a slot.
+    let changed = node.events.subscribe();
+    let latest = node.events.latest_seq();
+    let start = start_of(&headers, &q, latest)?;
     let Some(slot) = node.watchers.enter() else {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -85,11 +90,8 @@ pub(crate) async fn get_watch(
             ),
         ));
     };
-    // Subscribed before the log is read, so that no event falls between the two.
-    let changed = node.events.subscribe();
-    let latest = node.events.latest_seq();
     let mut first = VecDeque::new();
-    let next = match start_of(&headers, &q, latest)? {
+    let next = match start {
         Some(from) => from,
         None => {
             let now = SseEvent::default()

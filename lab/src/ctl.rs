@@ -424,7 +424,7 @@ pub struct ChaosArgs {
     /// One run of each scenario per mode (and per layer where it matters), seed 1.
     #[arg(long)]
     pub quick: bool,
-    /// Only this scenario (S1..S14); repeatable.
+    /// Only this scenario (S1..S18); repeatable.
     #[arg(long)]
     pub scenario: Vec<Scenario>,
     /// Only this mode; repeatable.

@@ -141,9 +141,12 @@ fn summary(runs: &[RunResult]) -> String {
     out.push_str(
         "Times are in ms, worst seed shown (as are max leaders); leader changes and messages \
          are means per run. *never*: in at least one seed no leader was agreed (failover) or the \
-         cluster did not converge after heal. Quorum mode passes with no split brain at all, \
-         election safety and convergence within the bound; bully and ring pass on convergence \
-         alone (their split brain is expected under partitions and reported).\n",
+         cluster did not converge after heal. The lease-bound modes (quorum, mutex) pass with no \
+         split brain at all, no broken promise, election safety and convergence within the \
+         bound; bully, ring and invitation pass on convergence alone (their split brain is \
+         expected under partitions and reported). Mutex mode's nodes talk only to their store: \
+         a cut between nodes does not reach them, and C5 counts the terms of the row that a \
+         node cut off from the other nodes took meanwhile.\n",
     );
     out
 }

@@ -253,12 +253,18 @@ impl Postgres {
         let until = Instant::now() + Duration::from_secs(20);
         let addr = format!("{}:{}", self.ip, self.port);
         loop {
-            if std::net::TcpStream::connect_timeout(
-                &addr.parse().map_err(|e| format!("{addr}: {e}"))?,
-                Duration::from_millis(200),
-            )
-            .is_ok()
-            {
+            // Accepting connections, not merely listening: a starting server listens first
+            // and refuses every session ("the database system is starting up") until its
+            // recovery is done (pg_isready: 0 accepting, 1 rejecting, 2 no answer).
+            let ready = self
+                .command("pg_isready")
+                .arg("-h")
+                .arg(&self.dir)
+                .args(["-p", &self.port.to_string(), "-q", "-t", "1"])
+                .stdin(Stdio::null())
+                .status()
+                .map_err(|e| format!("pg_isready: {e}"))?;
+            if ready.success() {
                 return Ok(());
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
@@ -267,7 +273,9 @@ impl Postgres {
                 return Err(format!("postgres exited ({status}): {log}"));
             }
             if Instant::now() > until {
-                return Err(format!("postgres did not listen on {addr} within 20 s"));
+                return Err(format!(
+                    "postgres did not accept connections on {addr} within 20 s"
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
