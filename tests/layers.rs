@@ -75,6 +75,7 @@ const LAB_LAYERS: &[&[&str]] = &[
         "sim::cmd",
     ],
     &["chaos::runner", "versus", "sim"],
+    &["app_failover"],
     &["chaos", "ctl"],
     &["lib"],
 ];

@@ -113,6 +113,28 @@ pub enum BenchCmd {
         #[arg(long)]
         work: PathBuf,
     },
+    /// Failover where the application runs: host crashes (node, `electd run` and the
+    /// application at once) until another host's application runs, against etcd with
+    /// `etcdctl lock` at the same timings (the cluster must be down; started here).
+    AppFailover {
+        #[arg(long, default_value_t = 12)]
+        trials: usize,
+        #[arg(long, value_enum, default_value = "default")]
+        profile: crate::versus::Profile,
+        /// Seed of the random wait before each crash (default: random, printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The etcd binary (Debian's etcd-server).
+        #[arg(long, default_value = "/usr/bin/etcd")]
+        etcd: PathBuf,
+        /// The etcdctl binary (Debian's etcd-client).
+        #[arg(long, default_value = "/usr/bin/etcdctl")]
+        etcdctl: PathBuf,
+        /// Where etcd's data, the stamp files and the supervisors' logs go (created; removed
+        /// by the caller).
+        #[arg(long)]
+        work: PathBuf,
+    },
     /// `GET /v1/leader` at full rate on every node; fails on any leader change meanwhile.
     Load {
         #[arg(long, default_value_t = 60)]
@@ -304,6 +326,23 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
                 source,
             })?;
             crate::versus::compare(&mut c, trials, idle_seconds, profile, seed, &etcd, &work).await
+        }
+        BenchCmd::AppFailover {
+            trials,
+            profile,
+            seed,
+            etcd,
+            etcdctl,
+            work,
+        } => {
+            let seed = seed.unwrap_or_else(rand::random);
+            let mut c = c;
+            std::fs::create_dir_all(&work).map_err(|source| CtlError::Io {
+                path: work.clone(),
+                source,
+            })?;
+            crate::app_failover::compare(&mut c, trials, profile, seed, &etcd, &etcdctl, &work)
+                .await
         }
     };
     match res {

@@ -9,6 +9,7 @@
 //!   `scripts/chaos.sh`).
 //! - [`chaos`]: the partition chaos suite: scenarios, the runner, the checkers C1–C5 over merged
 //!   event logs, the report and its timelines (`docs/design/chaos.md`).
+//! - [`app_failover`]: failover where the application runs: `electd run` against `etcdctl lock`.
 //! - [`bench`]: failover, graceful handoff, isolation and load benchmarks on a running cluster;
 //!   [`versus`]: failover against etcd with one poller.
 //! - [`crashloop`]: SIGKILL at random moments, then judge the run.
@@ -17,6 +18,7 @@
 //! - [`bin`]: where the node binary is found.
 //! - [`stamp`]: a stand-in application that stamps its lifetime, for the tests of `electd run`.
 
+pub mod app_failover;
 pub mod bench;
 pub mod bin;
 pub mod chaos;

@@ -323,6 +323,11 @@ impl Etcd {
         Ok(e)
     }
 
+    /// Member `m`'s client URL.
+    pub fn client_url(&self, m: NodeId) -> String {
+        self.url(m, 2379)
+    }
+
     fn url(&self, m: NodeId, port: u16) -> String {
         format!("http://{}:{port}", self.block.ip(m))
     }

@@ -464,7 +464,7 @@ mod tests {
     #[test]
     fn names_parse_back_and_are_in_order() {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=14).map(|i| format!("S{i}")).collect();
+        let expected: Vec<String> = (1..=18).map(|i| format!("S{i}")).collect();
         assert_eq!(names, expected);
         for s in Scenario::ALL {
             assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
@@ -473,16 +473,18 @@ mod tests {
             assert!(!s.description().is_empty());
         }
         assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S15".parse::<Scenario>().is_err());
+        assert!("S19".parse::<Scenario>().is_err());
         assert!("s5".parse::<Scenario>().is_err());
         assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
     }
 
     #[test]
-    fn layers_as_before() {
+    fn layers_as_documented() {
+        // chaos.md: crashes and the store's process faults (S16 killed, S17 paused) have no
+        // network layer; S9 (clock pause) is app-only.
         for s in Scenario::ALL {
             let want: &[Layer] = match s.as_str() {
-                "S1" | "S2" | "S11" => &[Layer::Process],
+                "S1" | "S2" | "S11" | "S16" | "S17" => &[Layer::Process],
                 "S9" => &[Layer::App],
                 _ => &[Layer::App, Layer::Kernel],
             };
