@@ -7,7 +7,9 @@
 # ratio mutex/quorum, and the statements per second the store serves (skipped, saying why,
 # without PostgreSQL). Then failover where the application runs (lab/src/app_failover.rs): host
 # crashes (node, `electd run` and its child at once) until another host's child runs, against
-# `etcdctl lock --ttl 1` on the same etcd timings, with the same trials, profile and seed.
+# `etcdctl lock --ttl 1` on the same etcd timings, with the same trials, profile and seed. Last,
+# the cost side (lab/src/cost.rs): both idle side by side (CPU, peer packets and bytes),
+# `GET /v1/leader` against a bare axum handler, failover at 5, 15 and 31 nodes.
 #   scripts/bench-vs-etcd.sh [--trials 30] [--profile default|fast] [--idle-seconds 0] [--seed S]
 # --idle-seconds N: after the failovers, leave both clusters idle N s side by side and count
 # their elections.
@@ -48,3 +50,4 @@ done
 "$lab" ctl --cluster-dir "$root/cluster" bench vs-etcd --etcd "$etcd" --work "$work/nodes" "$@"
 "$lab" ctl --cluster-dir "$root/cluster" bench app-failover --etcd "$etcd" --etcdctl "$etcdctl" \
   --work "$work/app" "${app_args[@]}"
+"$lab" ctl --cluster-dir "$root/cluster" bench cost --etcd "$etcd" --work "$work/cost" "${app_args[@]}"

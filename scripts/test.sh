@@ -26,9 +26,9 @@ echo "== tests"
 # The lab's tests run the node binary (target/debug/electd): build it first.
 cargo build --quiet --bin electd
 wait_chromium_install test.sh
-# The simulator's 1,000 schedules (lab/tests/sim.rs) start from a seed that changes per run.
+# The simulator's 600 schedules (lab/tests/sim.rs) start from a seed that changes per run.
 export ELECTD_SIM_FIRST="${ELECTD_SIM_FIRST:-$(( $(date +%s) % 1000000 * 10000 ))}"
-echo "simulator: seeds $ELECTD_SIM_FIRST..$(( ELECTD_SIM_FIRST + 999 )) (replay one: scripts/sim.sh --seed S)"
+echo "simulator: seeds $ELECTD_SIM_FIRST..$(( ELECTD_SIM_FIRST + 599 )) (replay one: scripts/sim.sh --seed S)"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast --failure-output final "$@"
 else

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::clock::Clock;
 use crate::counters::Counters;
+use crate::lease::Lease;
 use crate::role::{NodeId, View};
 
 pub use electd_client::Event;
@@ -144,6 +146,27 @@ impl EventLog {
         }
         counters.view_changed(self.node_id, prev, view, t_mono_ns);
         Some(prev)
+    }
+
+    /// Records `view` if it differs from the last view recorded, stamped as the leased modes
+    /// (quorum, mutex) stamp a change of role: by their `lease` ([`Lease::stamp_change`]: a
+    /// claim's start at the send time of what started it, its end never before it ended).
+    pub fn record_leased_view(
+        &self,
+        view: View,
+        lease: &Mutex<Lease>,
+        clock: &dyn Clock,
+        counters: &Counters,
+    ) {
+        let prev = self.last().unwrap_or(View::INITIAL);
+        if prev == view {
+            return;
+        }
+        let stamp = lease
+            .lock()
+            .expect("lease")
+            .stamp_change(prev.role, view.role, view.term, clock);
+        self.record_view(stamp, view, counters);
     }
 
     /// Records `state` stamped `t_mono_ns` if it differs from the last recorded state, and

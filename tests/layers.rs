@@ -75,7 +75,7 @@ const LAB_LAYERS: &[&[&str]] = &[
         "sim::cmd",
     ],
     &["chaos::runner", "versus", "sim"],
-    &["app_failover"],
+    &["app_failover", "cost"],
     &["chaos", "ctl"],
     &["lib"],
 ];

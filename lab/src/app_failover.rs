@@ -29,7 +29,7 @@ use electd_client::{Mode, NodeId, Role};
 use rustix::process::{Pid, Signal};
 
 use crate::cluster::Cluster;
-use crate::versus::{electd_ready, Etcd, Profile, Target};
+use crate::versus::{electd_ready, require_down, start_quorum, Etcd, Profile, Target};
 
 /// Bound of every wait of a trial.
 const WAIT: Duration = Duration::from_secs(30);
@@ -406,12 +406,7 @@ pub async fn compare(
 ) -> Result<(), String> {
     use crate::bench::{percentile, summarize};
     let (hb, lease) = profile.timings();
-    if let Some(id) = c.ids().into_iter().find(|id| c.pid(*id).is_some()) {
-        return Err(format!(
-            "node {id} of {} is running: stop the cluster first (scripts/cluster.sh down)",
-            c.dir.display()
-        ));
-    }
+    require_down(c)?;
     println!(
         "application failover, profile {profile:?} (heartbeat {hb} ms, follower lease / election \
          timeout {lease} ms): {n} host crashes each (node or member, supervisor and application \
@@ -419,19 +414,7 @@ pub async fn compare(
          {LOCK_TTL_S}; stamp files read every {} ms; seed {seed}",
         READ_EVERY.as_millis()
     );
-    c.extra_args = vec![
-        "--heartbeat-ms".into(),
-        hb.to_string(),
-        "--follower-lease-ms".into(),
-        lease.to_string(),
-        "--lease-ms".into(),
-        "0".into(),
-    ];
-    c.die_with_parent = true;
-    c.ensure_secrets().map_err(|e| e.to_string())?;
-    for id in c.ids() {
-        c.start(id, Mode::Quorum).map_err(|e| e.to_string())?;
-    }
+    start_quorum(c, hb, lease)?;
     let ids = c.ids();
     let electd = async {
         let mut files = stamp_files(work, "electd", &ids);

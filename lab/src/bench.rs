@@ -218,11 +218,7 @@ pub async fn isolate(c: &Cluster, trials: usize) -> Result<(Vec<f64>, Vec<f64>),
 /// What a load run saw.
 #[derive(Debug, Default)]
 pub struct LoadReport {
-    pub seconds: f64,
-    pub requests: u64,
-    pub errors: u64,
-    /// Latency of the answered requests, ms, sorted.
-    pub latency_ms: Vec<f64>,
+    pub load: Hammered,
     /// The agreed leader and its term before and after.
     pub before: (NodeId, u64),
     pub after: (NodeId, u64),
@@ -249,6 +245,41 @@ pub async fn load(c: &Cluster, seconds: u64, connections: usize) -> Result<LoadR
         .map(|id| c.member(id).map(|m| format!("http://{}/v1/leader", m.addr)))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
+    let t0 = mono_ns();
+    let h = hammer(&urls, seconds, connections).await?;
+    let t1 = mono_ns();
+    let mut out = LoadReport {
+        load: h,
+        ..LoadReport::default()
+    };
+    let after_leader = c
+        .wait_agreed(WAIT)
+        .await
+        .ok_or("no agreed leader after the run")?;
+    out.after = (after_leader, term_of(&c.states().await, after_leader));
+    out.before = before;
+    out.changes = c
+        .events(c.mode())
+        .into_iter()
+        .filter(|e| e.t_mono_ns >= t0 && e.t_mono_ns <= t1)
+        .collect();
+    Ok(out)
+}
+
+/// What [`hammer`] saw.
+#[derive(Debug, Default)]
+pub struct Hammered {
+    pub seconds: f64,
+    pub requests: u64,
+    pub errors: u64,
+    /// Latency of the answered requests, ms, sorted.
+    pub latency_ms: Vec<f64>,
+}
+
+/// `GET` at full rate from `connections` concurrent keep-alive clients, spread over `urls`,
+/// for `seconds` (with no connections: the window passes idle). The one load generator of
+/// `bench load` and of the cost benchmark's serving side.
+pub async fn hammer(urls: &[String], seconds: u64, connections: usize) -> Result<Hammered, String> {
     let client = electd_client::http_client()
         .timeout(Duration::from_secs(5))
         .build()
@@ -278,29 +309,16 @@ pub async fn load(c: &Cluster, seconds: u64, connections: usize) -> Result<LoadR
         });
     }
     if connections == 0 {
-        // An idle soak: the window itself is the measurement.
         tokio::time::sleep_until(until).await;
     }
-    let mut out = LoadReport::default();
+    let mut out = Hammered::default();
     while let Some(r) = workers.join_next().await {
         let (ok, err, lat) = r.map_err(|e| e.to_string())?;
         out.requests += ok;
         out.errors += err;
         out.latency_ms.extend(lat);
     }
-    let t1 = mono_ns();
-    out.seconds = (t1 - t0) as f64 / 1e9;
+    out.seconds = (mono_ns() - t0) as f64 / 1e9;
     out.latency_ms.sort_by(|a, b| a.total_cmp(b));
-    let after_leader = c
-        .wait_agreed(WAIT)
-        .await
-        .ok_or("no agreed leader after the run")?;
-    out.after = (after_leader, term_of(&c.states().await, after_leader));
-    out.before = before;
-    out.changes = c
-        .events(c.mode())
-        .into_iter()
-        .filter(|e| e.t_mono_ns >= t0 && e.t_mono_ns <= t1)
-        .collect();
     Ok(out)
 }

@@ -135,6 +135,35 @@ pub enum BenchCmd {
         #[arg(long)]
         work: PathBuf,
     },
+    /// The cost side against etcd: idle CPU and peer traffic side by side, `GET /v1/leader`
+    /// against a bare axum handler, failover at growing cluster sizes (the bundled cluster
+    /// must be down; clusters of their own are started here).
+    Cost {
+        #[arg(long, default_value_t = 30)]
+        idle_seconds: u64,
+        /// Seconds of each serving round (four rounds each side, in turn).
+        #[arg(long, default_value_t = 5)]
+        serve_seconds: u64,
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// Failovers per cluster size.
+        #[arg(long, default_value_t = 10)]
+        trials: usize,
+        /// Cluster sizes for the failovers, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "5,15,31")]
+        sizes: Vec<usize>,
+        #[arg(long, value_enum, default_value = "default")]
+        profile: crate::versus::Profile,
+        /// Seed of the random wait before each kill (default: random, printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The etcd binary (Debian's etcd-server).
+        #[arg(long, default_value = "/usr/bin/etcd")]
+        etcd: PathBuf,
+        /// Where the clusters' and etcd's data go (created; removed by the caller).
+        #[arg(long)]
+        work: PathBuf,
+    },
     /// `GET /v1/leader` at full rate on every node; fails on any leader change meanwhile.
     Load {
         #[arg(long, default_value_t = 60)]
@@ -288,6 +317,14 @@ async fn up(
 /// The port of the bundled cluster's store (mutex mode), beside its nodes' 7001–7005.
 const BUNDLED_STORE_PORT: u16 = 7009;
 
+/// Creates a benchmark's work directory (and its parents).
+fn create_dir(dir: &std::path::Path) -> Result<(), CtlError> {
+    std::fs::create_dir_all(dir).map_err(|source| CtlError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
 /// `bench …`: one benchmark, its numbers printed; exit 1 when it failed.
 async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
     let res = match what {
@@ -321,11 +358,33 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
         } => {
             let seed = seed.unwrap_or_else(rand::random);
             let mut c = c;
-            std::fs::create_dir_all(&work).map_err(|source| CtlError::Io {
-                path: work.clone(),
-                source,
-            })?;
+            create_dir(&work)?;
             crate::versus::compare(&mut c, trials, idle_seconds, profile, seed, &etcd, &work).await
+        }
+        BenchCmd::Cost {
+            idle_seconds,
+            serve_seconds,
+            connections,
+            trials,
+            sizes,
+            profile,
+            seed,
+            etcd,
+            work,
+        } => {
+            create_dir(&work)?;
+            let args = crate::cost::CostArgs {
+                idle_seconds,
+                serve_seconds,
+                connections,
+                trials,
+                sizes,
+                profile,
+                seed: seed.unwrap_or_else(rand::random),
+                etcd,
+                work,
+            };
+            crate::cost::compare(&c, &args).await
         }
         BenchCmd::AppFailover {
             trials,
@@ -337,10 +396,7 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
         } => {
             let seed = seed.unwrap_or_else(rand::random);
             let mut c = c;
-            std::fs::create_dir_all(&work).map_err(|source| CtlError::Io {
-                path: work.clone(),
-                source,
-            })?;
+            create_dir(&work)?;
             crate::app_failover::compare(&mut c, trials, profile, seed, &etcd, &etcdctl, &work)
                 .await
         }
@@ -368,7 +424,8 @@ fn print_handoff(h: crate::bench::Handoff) {
 }
 
 /// `bench load`: the rate, the latency and the leader changes; `Err` when the leader changed.
-fn print_load(r: &crate::bench::LoadReport) -> Result<(), String> {
+fn print_load(report: &crate::bench::LoadReport) -> Result<(), String> {
+    let r = &report.load;
     let p = |q| crate::bench::percentile(&r.latency_ms, q);
     println!(
         "load: {} requests in {:.1} s = {:.0} req/s, {} errors; latency \
@@ -384,16 +441,16 @@ fn print_load(r: &crate::bench::LoadReport) -> Result<(), String> {
     println!(
         "leader before: {} (term {}), after: {} (term {}); role changes \
          during the run: {}",
-        r.before.0,
-        r.before.1,
-        r.after.0,
-        r.after.1,
-        r.changes.len()
+        report.before.0,
+        report.before.1,
+        report.after.0,
+        report.after.1,
+        report.changes.len()
     );
-    for e in &r.changes {
+    for e in &report.changes {
         println!("  change: {e:?}");
     }
-    if r.changes.is_empty() && r.before == r.after {
+    if report.changes.is_empty() && report.before == report.after {
         Ok(())
     } else {
         Err("spurious leader changes under load".to_string())

@@ -7,13 +7,15 @@
 //!   sets, states); the tests, the chaos runner and `electd-lab ctl` all use it.
 //! - [`ctl`]: the command line of `electd-lab` (`ctl …` for `scripts/cluster.sh`, `chaos` for
 //!   `scripts/chaos.sh`).
-//! - [`chaos`]: the partition chaos suite: scenarios, the runner, the checkers C1–C5 over merged
+//! - [`chaos`]: the partition chaos suite: scenarios, the runner, the checkers C1–C6 over merged
 //!   event logs, the report and its timelines (`docs/design/chaos.md`).
 //! - [`app_failover`]: failover where the application runs: `electd run` against `etcdctl lock`.
+//! - [`cost`]: the cost side against etcd: idle CPU and peer traffic, `GET /v1/leader` against a
+//!   bare axum handler, failover at 5, 15 and 31 nodes.
 //! - [`bench`]: failover, graceful handoff, isolation and load benchmarks on a running cluster;
 //!   [`versus`]: failover against etcd with one poller.
 //! - [`crashloop`]: SIGKILL at random moments, then judge the run.
-//! - [`sim`]: simulated time: bully and ring as state machines, and the real quorum node
+//! - [`sim`]: simulated time: bully, ring and invitation as state machines, and the real quorum node
 //!   in one process (`electd-lab sim`, `scripts/sim.sh`).
 //! - [`bin`]: where the node binary is found.
 //! - [`stamp`]: a stand-in application that stamps its lifetime, for the tests of `electd run`.
@@ -23,6 +25,7 @@ pub mod bench;
 pub mod bin;
 pub mod chaos;
 pub mod cluster;
+pub mod cost;
 pub mod crashloop;
 pub mod ctl;
 pub mod sim;

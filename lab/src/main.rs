@@ -20,6 +20,9 @@ enum Cli {
     /// A stand-in application for the tests of `electd run` (stamps its lifetime to a file).
     #[command(hide = true)]
     Stamp(electd_lab::stamp::StampArgs),
+    /// A bare axum handler answering GET /v1/leader (the cost benchmark's peer).
+    #[command(hide = true)]
+    BareLeader(electd_lab::cost::BareArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,5 +31,6 @@ fn main() -> ExitCode {
         Cli::Chaos(args) => electd_lab::ctl::chaos_main(args),
         Cli::Sim(args) => electd_lab::sim::cmd::main(args),
         Cli::Stamp(args) => electd_lab::stamp::main(args),
+        Cli::BareLeader(args) => electd_lab::cost::bare_main(args),
     }
 }

@@ -59,7 +59,7 @@ fn agreed(named: &BTreeMap<NodeId, Option<String>>) -> Option<String> {
 }
 
 /// Polls `members` every [`POLL`] until `pred` holds for their agreed leader; returns it.
-async fn until_agreed<T: Target>(
+pub(crate) async fn until_agreed<T: Target>(
     t: &T,
     members: &[NodeId],
     pred: impl Fn(NodeId) -> bool,
@@ -323,6 +323,16 @@ impl Etcd {
         Ok(e)
     }
 
+    /// The members' address block as a subnet (their peer port is 2380).
+    pub fn subnet(&self) -> String {
+        self.block.subnet()
+    }
+
+    /// The members' process ids.
+    pub fn pids(&self) -> Vec<u32> {
+        self.pids.lock().expect("pids").values().copied().collect()
+    }
+
     /// Member `m`'s client URL.
     pub fn client_url(&self, m: NodeId) -> String {
         self.url(m, 2379)
@@ -467,6 +477,37 @@ pub async fn electd_ready(c: &Cluster) -> Result<NodeId, String> {
         .ok_or("electd: no agreed leader".into())
 }
 
+/// Refuses a cluster with a node running: a benchmark starts its own with its timings.
+pub(crate) fn require_down(c: &Cluster) -> Result<(), String> {
+    match c.ids().into_iter().find(|id| c.pid(*id).is_some()) {
+        Some(id) => Err(format!(
+            "node {id} of {} is running: stop the cluster first (scripts/cluster.sh down)",
+            c.dir.display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Starts every node of `c` in quorum mode at heartbeat `hb` and follower lease `lease` (ms),
+/// the claim lease derived, each node dying with this process.
+pub(crate) fn start_quorum(c: &mut Cluster, hb: u64, lease: u64) -> Result<(), String> {
+    c.extra_args = vec![
+        "--heartbeat-ms".into(),
+        hb.to_string(),
+        "--follower-lease-ms".into(),
+        lease.to_string(),
+        "--lease-ms".into(),
+        "0".into(),
+    ];
+    c.die_with_parent = true;
+    c.ensure_secrets().map_err(|e| e.to_string())?;
+    for id in c.ids() {
+        c.start(id, electd_client::Mode::Quorum)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// `electd-lab ctl bench vs-etcd`: `trials` failovers of the cluster in `c` (which must be down:
 /// its nodes are started here with the profile's timings and stopped at the end), then of a
 /// 5-member etcd (`etcd_bin`) at the same timings with data under `work`; prints both
@@ -485,32 +526,14 @@ pub async fn compare(
 ) -> Result<(), String> {
     use crate::bench::{percentile, summarize};
     let (hb, lease) = profile.timings();
-    if let Some(id) = c.ids().into_iter().find(|id| c.pid(*id).is_some()) {
-        return Err(format!(
-            "node {id} of {} is running: stop the cluster first (scripts/cluster.sh down)",
-            c.dir.display()
-        ));
-    }
+    require_down(c)?;
     println!(
         "profile {profile:?}: heartbeat {hb} ms, follower lease / election timeout {lease} ms; \
          {trials} SIGKILLs of the leader each; poll every {} ms; seed {seed} (--seed)",
         POLL.as_millis()
     );
-    c.extra_args = vec![
-        "--heartbeat-ms".into(),
-        hb.to_string(),
-        "--follower-lease-ms".into(),
-        lease.to_string(),
-        "--lease-ms".into(),
-        "0".into(),
-    ];
-    c.die_with_parent = true;
-    c.ensure_secrets().map_err(|e| e.to_string())?;
     let since = mono_ns();
-    for id in c.ids() {
-        c.start(id, electd_client::Mode::Quorum)
-            .map_err(|e| e.to_string())?;
-    }
+    start_quorum(c, hb, lease)?;
     let target = Electd::new(c);
     // electd first, then etcd, each with the other idle beside it; then both idle at once, so
     // that the host's stalls (which come and go by the minute here) fall on both alike.

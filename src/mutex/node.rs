@@ -196,18 +196,8 @@ impl MutexNode {
 
     /// Records an event if (role, term, leader) changed, stamped as quorum mode stamps them.
     fn record_view(&self) {
-        let view = self.view().view;
-        let prev = self.events.last().unwrap_or(View::INITIAL);
-        if prev == view {
-            return;
-        }
-        let stamp = self.lease.lock().expect("lease").stamp_change(
-            prev.role,
-            view.role,
-            view.term,
-            &*self.clock,
-        );
-        self.events.record_view(stamp, view, &self.counters);
+        self.events
+            .record_leased_view(self.view().view, &self.lease, &*self.clock, &self.counters);
     }
 
     /// What `/v1/status` shows of the store and the row.

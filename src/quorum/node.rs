@@ -216,18 +216,12 @@ impl QuorumNode {
     /// claim, "stopped leading" at the moment the claim ended, never earlier.
     pub(super) fn record_view(&self) {
         let m = self.raft_metrics();
-        let view = self.judge(&m).view;
-        let prev = self.events.last().unwrap_or(View::INITIAL);
-        if prev == view {
-            return;
-        }
-        let stamp = self.lease.lock().expect("lease").stamp_change(
-            prev.role,
-            view.role,
-            view.term,
+        self.events.record_leased_view(
+            self.judge(&m).view,
+            &self.lease,
             &*self.clock,
+            &self.counters,
         );
-        self.events.record_view(stamp, view, &self.counters);
     }
 
     /// Starts the node's two loops (the role loop and the election driver); the returned future

@@ -135,6 +135,49 @@ impl Chain {
     }
 }
 
+impl Chain {
+    /// Replaces every rule with counting rules (the cost benchmark): each entry of `matches`
+    /// (iptables match arguments) becomes a rule that counts the packets it matches and lets
+    /// them pass; the counters start at 0.
+    pub fn count(&self, matches: &[Vec<String>]) -> Result<(), String> {
+        ipt(&["-F", &self.name])?;
+        for m in matches {
+            let mut args = vec!["-A", self.name.as_str()];
+            args.extend(m.iter().map(String::as_str));
+            args.extend(["-j", "RETURN"]);
+            ipt(&args)?;
+        }
+        ipt(&["-Z", &self.name])
+    }
+
+    /// (packets, bytes) each rule counted, in the order of the rules.
+    pub fn counters(&self) -> Result<Vec<(u64, u64)>, String> {
+        let out = Command::new("iptables")
+            .args(["-w", "5", "-L", &self.name, "-v", "-x", "-n"])
+            .output()
+            .map_err(|e| format!("iptables: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "iptables -L {}: {}",
+                self.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(parse_counters(&String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+/// The (packets, bytes) columns of `iptables -L CHAIN -v -x -n`, a pair per rule.
+fn parse_counters(listing: &str) -> Vec<(u64, u64)> {
+    listing
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
 impl Drop for Chain {
     fn drop(&mut self) {
         remove(&self.name);
@@ -144,6 +187,15 @@ impl Drop for Chain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counters_are_read_a_pair_per_rule() {
+        let listing = "Chain ELECTD7 (1 references)\n\
+            \x20   pkts      bytes target     prot opt in     out     source               destination\n\
+            \x20     12     3456 RETURN     6    --  *      *       0.0.0.0/0            127.1.2.0/24         tcp dpt:7100\n\
+            \x20      0        0 RETURN     6    --  *      *       127.1.2.0/24         0.0.0.0/0            tcp spt:7100\n";
+        assert_eq!(parse_counters(listing), vec![(12, 3456), (0, 0)]);
+    }
 
     #[test]
     fn chain_names() {

@@ -51,6 +51,11 @@ impl AddrBlock {
         format!("127.{}.{}.200", self.a, self.b)
     }
 
+    /// The block as a subnet, `127.A.B.0/24` (for iptables rules).
+    pub fn subnet(&self) -> String {
+        format!("127.{}.{}.0/24", self.a, self.b)
+    }
+
     /// `ip:port` of nodes 1..=n.
     pub fn addrs(&self, n: usize) -> Vec<String> {
         (1..=n as NodeId)
