@@ -13,9 +13,10 @@
 //!   JSON, TCP_NODELAY set as the node sets it; the same load generator
 //!   ([`crate::bench::hammer`]) for both, in [`SERVE_ROUNDS`] rounds each in turn,
 //!   with the cluster running beside both.
-//! - **Scale**: failover after SIGKILL of the leader at each of `sizes` nodes (5, 15, 31), by
-//!   the poller of [`crate::versus`]; p50 and p99 per size and their growth from the smallest
-//!   to the largest.
+//! - **Scale**: failover after SIGKILL of the leader at each of `sizes` nodes (5, 15, 31), and
+//!   of an etcd of as many members at the same timings, by the poller of [`crate::versus`]; p50
+//!   and p99 per size, the ratio to etcd's, and each side's growth from the smallest size to
+//!   the largest.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -310,6 +311,29 @@ async fn failover_at(
     res
 }
 
+/// etcd's failover at `n` members: `trials` SIGKILLs of the leader (its data removed after).
+async fn etcd_failover_at(
+    a: &CostArgs,
+    n: usize,
+    (hb, lease): (u64, u64),
+) -> Result<Vec<f64>, String> {
+    let dir = a.work.join(format!("etcd-{n}"));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let res = async {
+        let etcd = Etcd::start_n(&a.etcd, &dir, hb, lease, n as u64).await?;
+        failovers(&etcd, a.trials, a.seed).await
+    }
+    .await;
+    // The first member's last words go with the error: the directory is removed.
+    let res = res.map_err(|e| {
+        let log = std::fs::read_to_string(dir.join("m1.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        format!("{e}; m1.log ends: {}", tail.join(" | "))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    res
+}
+
 /// `electd-lab ctl bench cost`: the three parts, printed with their ratios.
 pub async fn compare(bundled: &Cluster, a: &CostArgs) -> Result<(), String> {
     require_down(bundled)?;
@@ -371,16 +395,29 @@ pub async fn compare(bundled: &Cluster, a: &CostArgs) -> Result<(), String> {
     .await;
     c.down(Duration::from_secs(2));
     parts?;
-    let mut sizes: Vec<(usize, Vec<f64>)> = Vec::new();
+    let mut sizes: Vec<(usize, Vec<f64>, Vec<f64>)> = Vec::new();
     for &n in &a.sizes {
         let ms = failover_at(bundled, &a.work, n, timings, a.trials, a.seed).await?;
-        sizes.push((n, summarize(&format!("failover at {n:>2} nodes"), ms)));
-    }
-    if let (Some((n0, first)), Some((n1, last))) = (sizes.first(), sizes.last()) {
+        let ms = summarize(&format!("electd failover at {n:>2} nodes"), ms);
+        let etcd = summarize(
+            &format!("etcd   failover at {n:>2} members"),
+            etcd_failover_at(a, n, timings).await?,
+        );
         println!(
-            "growth {n0} -> {n1} nodes: p50 {:.2}, p99 {:.2}",
-            percentile(last, 50.0) / percentile(first, 50.0),
-            percentile(last, 99.0) / percentile(first, 99.0)
+            "ratio electd/etcd at {n}: p50 {:.2}, p99 {:.2}",
+            percentile(&ms, 50.0) / percentile(&etcd, 50.0),
+            percentile(&ms, 99.0) / percentile(&etcd, 99.0)
+        );
+        sizes.push((n, ms, etcd));
+    }
+    if let (Some((n0, e0, t0)), Some((n1, e1, t1))) = (sizes.first(), sizes.last()) {
+        let growth = |a: &[f64], b: &[f64], p| percentile(b, p) / percentile(a, p);
+        println!(
+            "growth {n0} -> {n1}: electd p50 {:.2}, p99 {:.2}; etcd p50 {:.2}, p99 {:.2}",
+            growth(e0, e1, 50.0),
+            growth(e0, e1, 99.0),
+            growth(t0, t1, 50.0),
+            growth(t0, t1, 99.0)
         );
     }
     Ok(())

@@ -101,17 +101,8 @@ pub enum BenchCmd {
         /// their elections.
         #[arg(long, default_value_t = 0)]
         idle_seconds: u64,
-        #[arg(long, value_enum, default_value = "default")]
-        profile: crate::versus::Profile,
-        /// Seed of the random wait before each kill (default: random, printed).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// The etcd binary (Debian's etcd-server).
-        #[arg(long, default_value = "/usr/bin/etcd")]
-        etcd: PathBuf,
-        /// Where etcd's data dirs and logs go (created; removed by the caller).
-        #[arg(long)]
-        work: PathBuf,
+        #[command(flatten)]
+        run: BesideEtcd,
     },
     /// Failover where the application runs: host crashes (node, `electd run` and the
     /// application at once) until another host's application runs, against etcd with
@@ -119,21 +110,11 @@ pub enum BenchCmd {
     AppFailover {
         #[arg(long, default_value_t = 12)]
         trials: usize,
-        #[arg(long, value_enum, default_value = "default")]
-        profile: crate::versus::Profile,
-        /// Seed of the random wait before each crash (default: random, printed).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// The etcd binary (Debian's etcd-server).
-        #[arg(long, default_value = "/usr/bin/etcd")]
-        etcd: PathBuf,
         /// The etcdctl binary (Debian's etcd-client).
         #[arg(long, default_value = "/usr/bin/etcdctl")]
         etcdctl: PathBuf,
-        /// Where etcd's data, the stamp files and the supervisors' logs go (created; removed
-        /// by the caller).
-        #[arg(long)]
-        work: PathBuf,
+        #[command(flatten)]
+        run: BesideEtcd,
     },
     /// The cost side against etcd: idle CPU and peer traffic side by side, `GET /v1/leader`
     /// against a bare axum handler, failover at growing cluster sizes (the bundled cluster
@@ -152,17 +133,8 @@ pub enum BenchCmd {
         /// Cluster sizes for the failovers, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "5,15,31")]
         sizes: Vec<usize>,
-        #[arg(long, value_enum, default_value = "default")]
-        profile: crate::versus::Profile,
-        /// Seed of the random wait before each kill (default: random, printed).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// The etcd binary (Debian's etcd-server).
-        #[arg(long, default_value = "/usr/bin/etcd")]
-        etcd: PathBuf,
-        /// Where the clusters' and etcd's data go (created; removed by the caller).
-        #[arg(long)]
-        work: PathBuf,
+        #[command(flatten)]
+        run: BesideEtcd,
     },
     /// `GET /v1/leader` at full rate on every node; fails on any leader change meanwhile.
     Load {
@@ -172,6 +144,33 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 64)]
         connections: usize,
     },
+}
+
+/// What the benchmarks against etcd share: the timings, the seed, etcd and a work directory.
+#[derive(clap::Args, Debug)]
+pub struct BesideEtcd {
+    #[arg(long, value_enum, default_value = "default")]
+    profile: crate::versus::Profile,
+    /// Seed of the random wait before each kill or crash (default: random, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The etcd binary (Debian's etcd-server).
+    #[arg(long, default_value = "/usr/bin/etcd")]
+    etcd: PathBuf,
+    /// Where etcd's data and the run's own files go (created; removed by the caller).
+    #[arg(long)]
+    work: PathBuf,
+}
+
+impl BesideEtcd {
+    /// Creates the work directory; answers the seed (drawn when not given).
+    fn prepare(&self) -> Result<u64, CtlError> {
+        std::fs::create_dir_all(&self.work).map_err(|source| CtlError::Io {
+            path: self.work.clone(),
+            source,
+        })?;
+        Ok(self.seed.unwrap_or_else(rand::random))
+    }
 }
 
 fn parse_group(s: &str) -> Result<Vec<NodeId>, CtlError> {
@@ -317,14 +316,6 @@ async fn up(
 /// The port of the bundled cluster's store (mutex mode), beside its nodes' 7001–7005.
 const BUNDLED_STORE_PORT: u16 = 7009;
 
-/// Creates a benchmark's work directory (and its parents).
-fn create_dir(dir: &std::path::Path) -> Result<(), CtlError> {
-    std::fs::create_dir_all(dir).map_err(|source| CtlError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })
-}
-
 /// `bench …`: one benchmark, its numbers printed; exit 1 when it failed.
 async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
     let res = match what {
@@ -351,15 +342,20 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
         BenchCmd::VsEtcd {
             trials,
             idle_seconds,
-            profile,
-            seed,
-            etcd,
-            work,
+            run,
         } => {
-            let seed = seed.unwrap_or_else(rand::random);
+            let seed = run.prepare()?;
             let mut c = c;
-            create_dir(&work)?;
-            crate::versus::compare(&mut c, trials, idle_seconds, profile, seed, &etcd, &work).await
+            crate::versus::compare(
+                &mut c,
+                trials,
+                idle_seconds,
+                run.profile,
+                seed,
+                &run.etcd,
+                &run.work,
+            )
+            .await
         }
         BenchCmd::Cost {
             idle_seconds,
@@ -367,38 +363,38 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
             connections,
             trials,
             sizes,
-            profile,
-            seed,
-            etcd,
-            work,
+            run,
         } => {
-            create_dir(&work)?;
             let args = crate::cost::CostArgs {
                 idle_seconds,
                 serve_seconds,
                 connections,
                 trials,
                 sizes,
-                profile,
-                seed: seed.unwrap_or_else(rand::random),
-                etcd,
-                work,
+                profile: run.profile,
+                seed: run.prepare()?,
+                etcd: run.etcd,
+                work: run.work,
             };
             crate::cost::compare(&c, &args).await
         }
         BenchCmd::AppFailover {
             trials,
-            profile,
-            seed,
-            etcd,
             etcdctl,
-            work,
+            run,
         } => {
-            let seed = seed.unwrap_or_else(rand::random);
+            let seed = run.prepare()?;
             let mut c = c;
-            create_dir(&work)?;
-            crate::app_failover::compare(&mut c, trials, profile, seed, &etcd, &etcdctl, &work)
-                .await
+            crate::app_failover::compare(
+                &mut c,
+                trials,
+                run.profile,
+                seed,
+                &run.etcd,
+                &etcdctl,
+                &run.work,
+            )
+            .await
         }
     };
     match res {

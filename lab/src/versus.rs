@@ -275,12 +275,15 @@ pub struct Etcd {
     block: AddrBlock,
     heartbeat_ms: u64,
     election_ms: u64,
+    /// How many members (1..=n).
+    n: u64,
     pids: std::sync::Mutex<BTreeMap<NodeId, u32>>,
     /// etcd's member ids (decimal strings, as its JSON gives them) to our member numbers.
     ids: BTreeMap<String, NodeId>,
     client: reqwest::Client,
 }
 
+/// Members of the etcd of the comparisons.
 const ETCD_MEMBERS: u64 = 5;
 
 impl Etcd {
@@ -291,21 +294,34 @@ impl Etcd {
         heartbeat_ms: u64,
         election_ms: u64,
     ) -> Result<Etcd, String> {
+        Etcd::start_n(bin, dir, heartbeat_ms, election_ms, ETCD_MEMBERS).await
+    }
+
+    /// Starts `n` members and waits until each has reported its own member id.
+    pub async fn start_n(
+        bin: &Path,
+        dir: &Path,
+        heartbeat_ms: u64,
+        election_ms: u64,
+        n: u64,
+    ) -> Result<Etcd, String> {
         let mut e = Etcd {
             bin: bin.to_path_buf(),
             dir: dir.to_path_buf(),
             block: AddrBlock::claim(),
             heartbeat_ms,
             election_ms,
+            n,
             pids: Default::default(),
             ids: BTreeMap::new(),
             client: poll_client(),
         };
-        for m in 1..=ETCD_MEMBERS {
+        for m in 1..=n {
             e.restart(m)?;
         }
-        let until = tokio::time::Instant::now() + WAIT;
-        for m in 1..=ETCD_MEMBERS {
+        // A large etcd takes longer to form on two cores (each member preallocates its WAL).
+        let until = tokio::time::Instant::now() + WAIT + Duration::from_secs(2 * n);
+        for m in 1..=n {
             loop {
                 if let Some(id) = e.status(m).await.and_then(|s| s.member_id) {
                     e.ids.insert(id, m);
@@ -373,7 +389,7 @@ impl Target for Etcd {
         "etcd"
     }
     fn members(&self) -> Vec<NodeId> {
-        (1..=ETCD_MEMBERS).collect()
+        (1..=self.n).collect()
     }
     async fn named_leader(&self, member: NodeId) -> Option<String> {
         self.status(member).await?.leader
@@ -395,7 +411,7 @@ impl Target for Etcd {
     }
     /// Starts member `m` on its data dir (the cluster flags only count the first time).
     fn restart(&self, m: NodeId) -> Result<(), String> {
-        let cluster: Vec<String> = (1..=ETCD_MEMBERS)
+        let cluster: Vec<String> = (1..=self.n)
             .map(|i| format!("m{i}={}", self.url(i, 2380)))
             .collect();
         let log = std::fs::OpenOptions::new()

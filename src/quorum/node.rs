@@ -228,19 +228,28 @@ impl QuorumNode {
     /// ends when `stop` is cancelled, or with an error when openraft stops on its own.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
         let mut driver = tokio::spawn(self.clone().drive_elections(stop.clone()));
+        let role = self.clone().role_loop(stop.clone());
+        tokio::pin!(role);
         let res = tokio::select! {
-            // openraft stopping after this node closed its claim is the node's own shutdown.
-            res = self.clone().role_loop(stop.clone()) => {
-                res.or_else(|e| if self.lease.lock().expect("lease").is_closed() { Ok(()) } else { Err(e) })
-            }
-            // The driver ends by itself only when the node stops; a panic stops the node.
+            res = &mut role => res,
             ended = &mut driver => match ended {
                 Err(e) if e.is_panic() => Err(format!("the election driver panicked: {e}")),
-                _ => Ok(()),
+                // The driver ends by itself when the node stops or when openraft stopped (its
+                // metrics closed): the role loop, which ends on both too, says which. (Taking
+                // the driver's end for a stop let a storage failure end the engine "Ok", and
+                // the binary ran on with a dead engine.)
+                _ => role.await,
             },
         };
         driver.abort();
-        res
+        // openraft stopping after this node closed its claim is the node's own shutdown.
+        res.or_else(|e| {
+            if self.lease.lock().expect("lease").is_closed() {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
     }
 
     /// Runs [`run`](Self::run) in the background; when openraft stops on its own (a storage
