@@ -39,7 +39,7 @@ fi
 # fuzz/seeds/ plus a scratch corpus in a temp dir. cargo-fuzz runs here on the stable toolchain
 # with --sanitizer none (libFuzzer's coverage guidance, no ASan; the code is safe Rust).
 # A crash fails the suite and leaves its input under fuzz/artifacts/<target>/.
-echo "== fuzz (${ELECTD_FUZZ_SECONDS:=30} s a target)"
+echo "== fuzz (${ELECTD_FUZZ_SECONDS:=20} s a target)"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "test.sh: installing cargo-fuzz"
   cargo install cargo-fuzz --locked --quiet || true
