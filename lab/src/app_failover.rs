@@ -21,15 +21,18 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use electd::clock::mono_ns;
 use electd_client::{Mode, NodeId, Role};
 use rustix::process::{Pid, Signal};
 
+use crate::bench::{spawn_owned, Owned};
 use crate::cluster::Cluster;
-use crate::versus::{electd_ready, require_down, start_quorum, Etcd, Profile, Target};
+use crate::versus::{
+    electd_ready, require_down, start_quorum, until_agreed, Etcd, Profile, Target,
+};
 
 /// Bound of every wait of a trial.
 const WAIT: Duration = Duration::from_secs(30);
@@ -108,59 +111,32 @@ fn kill_pid(pid: u32) {
     }
 }
 
-/// A supervisor this process started: killed and reaped when asked or dropped.
-struct Supervisor(Child);
-
-impl Supervisor {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Supervisor {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Starts `cmd` as a supervisor that dies with this thread.
-fn supervise(mut cmd: Command, log: &Path) -> Result<Supervisor, String> {
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    // SAFETY: runs in the child between fork and exec: one plain system call (rustix).
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            Ok(())
-        });
-    }
-    cmd.spawn()
-        .map(Supervisor)
-        .map_err(|e| format!("cannot start a supervisor: {e}"))
+/// Starts the stand-in application under `tool` (an election tool's supervisor command):
+/// `tool … electd-lab stamp STAMPS`, its output in `log`.
+fn supervise_stamp(mut tool: Command, stamps: PathBuf, log: &Path) -> Result<Owned, String> {
+    tool.arg(std::env::current_exe().map_err(|e| e.to_string())?)
+        .arg("stamp")
+        .arg(stamps);
+    spawn_owned(tool, log)
 }
 
 /// The electd hosts: the cluster's nodes with `electd run` beside each.
 struct ElectdHosts<'a> {
     c: &'a Cluster,
     work: PathBuf,
-    supervisors: BTreeMap<NodeId, Supervisor>,
+    supervisors: BTreeMap<NodeId, Owned>,
 }
 
 impl ElectdHosts<'_> {
     fn start_supervisor(&mut self, h: NodeId) -> Result<(), String> {
         let addr = self.c.member(h).map_err(|e| e.to_string())?.addr.clone();
         let mut cmd = Command::new(&self.c.bin);
-        cmd.args(["run", "--node", &addr, "--"])
-            .arg(std::env::current_exe().map_err(|e| e.to_string())?)
-            .arg("stamp")
-            .arg(self.work.join(format!("electd-{h}.stamps")));
-        let sup = supervise(cmd, &self.work.join(format!("electd-run-{h}.log")))?;
+        cmd.args(["run", "--node", &addr, "--"]);
+        let sup = supervise_stamp(
+            cmd,
+            self.work.join(format!("electd-{h}.stamps")),
+            &self.work.join(format!("electd-run-{h}.log")),
+        )?;
         self.supervisors.insert(h, sup);
         Ok(())
     }
@@ -219,7 +195,7 @@ struct EtcdHosts<'a> {
     etcd: &'a Etcd,
     etcdctl: PathBuf,
     work: PathBuf,
-    supervisors: BTreeMap<NodeId, Supervisor>,
+    supervisors: BTreeMap<NodeId, Owned>,
 }
 
 impl EtcdHosts<'_> {
@@ -227,11 +203,12 @@ impl EtcdHosts<'_> {
         let mut cmd = Command::new(&self.etcdctl);
         cmd.env("ETCDCTL_API", "3")
             .args(["--endpoints", &self.etcd.client_url(h)])
-            .args(["lock", "--ttl", &LOCK_TTL_S.to_string(), LOCK])
-            .arg(std::env::current_exe().map_err(|e| e.to_string())?)
-            .arg("stamp")
-            .arg(self.work.join(format!("etcd-{h}.stamps")));
-        let sup = supervise(cmd, &self.work.join(format!("etcdctl-{h}.log")))?;
+            .args(["lock", "--ttl", &LOCK_TTL_S.to_string(), LOCK]);
+        let sup = supervise_stamp(
+            cmd,
+            self.work.join(format!("etcd-{h}.stamps")),
+            &self.work.join(format!("etcdctl-{h}.log")),
+        )?;
         self.supervisors.insert(h, sup);
         Ok(())
     }
@@ -256,21 +233,10 @@ impl Hosts for EtcdHosts<'_> {
         self.start_supervisor(h)
     }
     async fn ready(&self) -> Result<(), String> {
-        let members = self.etcd.members();
-        let until = tokio::time::Instant::now() + WAIT;
-        loop {
-            let mut leaders = Vec::new();
-            for m in &members {
-                leaders.push(self.etcd.named_leader(*m).await);
-            }
-            if leaders.iter().all(|l| l.is_some() && *l == leaders[0]) {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > until {
-                return Err("etcd: no agreed leader".into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_agreed(self.etcd, &self.etcd.members(), |_| true)
+            .await
+            .map(|_| ())
+            .ok_or_else(|| "etcd: no agreed leader".into())
     }
 }
 

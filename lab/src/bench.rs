@@ -39,6 +39,48 @@ pub fn summarize(label: &str, mut ms: Vec<f64>) -> Vec<f64> {
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A helper process a benchmark started (a supervisor, a bare server): killed and reaped when
+/// asked or dropped.
+pub struct Owned(pub std::process::Child);
+
+impl Owned {
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Starts `cmd` with its output appended to `log` and SIGKILL when this thread dies (a killed
+/// benchmark leaves nothing running).
+pub fn spawn_owned(mut cmd: std::process::Command, log: &std::path::Path) -> Result<Owned, String> {
+    use rustix::process::Signal;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    // SAFETY: runs in the child between fork and exec: one plain system call (rustix).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .map(Owned)
+        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))
+}
+
 async fn leader_before_trial(c: &Cluster) -> Result<NodeId, String> {
     c.wait_agreed(WAIT)
         .await

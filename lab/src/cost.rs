@@ -19,13 +19,13 @@
 //!   the largest.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use electd::config::Timing;
 use electd_client::{LeaderInfo, Mode};
 
-use crate::bench::{hammer, percentile, summarize};
+use crate::bench::{hammer, percentile, spawn_owned, summarize};
 use crate::chaos::kernel::{self, Chain};
 use crate::cluster::{claim_addrs, AddrBlock, Cluster, BLOCK_NODE_PORT};
 use crate::versus::{
@@ -216,16 +216,6 @@ pub fn bare_main(args: BareArgs) -> std::process::ExitCode {
     }
 }
 
-/// The bare handler's process: killed and reaped when dropped.
-struct Bare(Child);
-
-impl Drop for Bare {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Requests per second of the node at `node_url` and of a bare handler answering its body.
 async fn serving(
     block: &AddrBlock,
@@ -244,14 +234,10 @@ async fn serving(
     std::fs::write(&file, body).map_err(|e| format!("{}: {e}", file.display()))?;
     // An address of the cluster's own block that no node uses.
     let listen = format!("{}:{BLOCK_NODE_PORT}", block.ip(200));
-    let bare = Bare(
-        Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
-            .args(["bare-leader", "--listen", &listen, "--body"])
-            .arg(&file)
-            .stdin(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start the bare handler: {e}"))?,
-    );
+    let mut cmd = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+    cmd.args(["bare-leader", "--listen", &listen, "--body"])
+        .arg(&file);
+    let bare = spawn_owned(cmd, &work.join("bare-leader.log"))?;
     let bare_url = format!("http://{listen}/v1/leader");
     let until = tokio::time::Instant::now() + Duration::from_secs(10);
     while reqwest::get(&bare_url).await.is_err() {

@@ -133,9 +133,7 @@ impl Chain {
         }
         Ok(())
     }
-}
 
-impl Chain {
     /// Replaces every rule with counting rules (the cost benchmark): each entry of `matches`
     /// (iptables match arguments) becomes a rule that counts the packets it matches and lets
     /// them pass; the counters start at 0.

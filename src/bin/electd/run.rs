@@ -517,8 +517,10 @@ pub async fn run(args: RunArgs) -> ExitCode {
     let mut tick = tokio::time::interval(Duration::from_millis(sup.args.poll_ms.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let changed = std::sync::Arc::new(tokio::sync::Notify::new());
-    let follower = tokio::spawn(follow(sup.args.node.addr.clone(), changed.clone()));
-    let _follower = AbortOnDrop(follower);
+    let _follower = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(follow(
+        sup.args.node.addr.clone(),
+        changed.clone(),
+    )));
     loop {
         let due = until_boot(sup.plan.due_ns());
         let exited = async {
@@ -545,15 +547,6 @@ pub async fn run(args: RunArgs) -> ExitCode {
         if let Err(code) = step {
             return code;
         }
-    }
-}
-
-/// Aborts its task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
