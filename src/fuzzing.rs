@@ -16,7 +16,7 @@ use crate::auth::{PeerAuth, Signed};
 use crate::config::{Config, Secret};
 use crate::faults::FaultSet;
 use crate::legacy::{Algorithm, Bully, BullyMsg, Invitation, InvitationMsg, Ring, RingMsg, Ticks};
-use crate::quorum::{PreVoteRequest, Resign, TypeConfig};
+use crate::quorum::{Hello, PreVoteRequest, Resign, TypeConfig};
 use crate::role::NodeId;
 
 const MEMBERS: [NodeId; 5] = [1, 2, 3, 4, 5];
@@ -29,6 +29,7 @@ pub fn peer_message(data: &[u8]) {
     let _ = serde_json::from_slice::<InstallSnapshotRequest<TypeConfig>>(data);
     let _ = serde_json::from_slice::<Resign>(data);
     let _ = serde_json::from_slice::<PreVoteRequest>(data);
+    let _ = serde_json::from_slice::<Hello>(data);
     if let Ok(set) = serde_json::from_slice::<FaultSet>(data) {
         let _ = set.validate(&MEMBERS);
     }

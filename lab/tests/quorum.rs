@@ -208,3 +208,109 @@ fn a_leader_that_blocks_everything_from_the_others_stops_claiming_either_way() {
     }
     tc.assert_safe();
 }
+
+/// How a wiped follower meets an election (README, "A wiped disk never votes twice").
+#[derive(Clone, Copy, Debug)]
+enum WipeOrder {
+    /// Restarted under the leader that was there when it went down.
+    UnderTheSameLeader,
+    /// Restarted after the leader died and the others elected another.
+    AfterAnElection,
+    /// Restarted at the moment the leader dies, while the others elect.
+    DuringAnElection,
+}
+
+/// A follower whose data dir was wiped comes back with no vote: it must neither vote nor run,
+/// whatever the others do meanwhile; it stops with a message that says how to rejoin, and the
+/// others go on electing safely. (Before identity.rs it started as a voter with an empty vote.)
+fn a_wiped_follower_refuses_to_run(order: WipeOrder) {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 5);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+    let wiped = tc.c.ids().into_iter().find(|i| *i != leader).unwrap();
+    tc.kill(wiped);
+    let data = tc.c.data_dir(Mode::Quorum, wiped);
+    std::fs::remove_dir_all(&data).unwrap();
+    match order {
+        WipeOrder::UnderTheSameLeader => tc.start_node(wiped),
+        WipeOrder::AfterAnElection => {
+            tc.kill(leader);
+            let next = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a new leader");
+            assert_ne!(next, leader);
+            tc.start_node(wiped);
+        }
+        WipeOrder::DuringAnElection => {
+            tc.start_node(wiped);
+            tc.kill(leader);
+        }
+    }
+    assert!(
+        tc.c.wait_exit(wiped, Duration::from_secs(20)),
+        "{order:?}: the wiped node {wiped} is still running"
+    );
+    let log = std::fs::read_to_string(tc.c.log_file(wiped)).unwrap();
+    assert!(
+        log.contains("knows it by an earlier one") && log.contains("To rejoin"),
+        "{order:?}: no refusal in node {wiped}'s log:\n{log}"
+    );
+    assert!(
+        !log.contains("campaigning") && !log.contains("became leader"),
+        "{order:?}: the wiped node campaigned:\n{log}"
+    );
+    // The others still agree on a leader (a new one where the leader died).
+    let now = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader after");
+    assert_ne!(now, wiped);
+    tc.assert_safe();
+}
+
+#[test]
+fn a_wiped_follower_refuses_to_run_under_the_same_leader() {
+    a_wiped_follower_refuses_to_run(WipeOrder::UnderTheSameLeader);
+}
+
+#[test]
+fn a_wiped_follower_refuses_to_run_after_an_election() {
+    a_wiped_follower_refuses_to_run(WipeOrder::AfterAnElection);
+}
+
+#[test]
+fn a_wiped_follower_refuses_to_run_during_an_election() {
+    a_wiped_follower_refuses_to_run(WipeOrder::DuringAnElection);
+}
+
+/// A member that starts for the first time long after the others (a new disk nobody recorded)
+/// is not a wiped one: it is confirmed by the members it reaches and votes from then on.
+#[test]
+fn a_member_that_starts_late_for_the_first_time_is_confirmed_and_votes() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Quorum, 5, common::TEST_TIMING);
+    for id in 1..=4 {
+        tc.start_node(id);
+    }
+    let leader = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("a leader of four");
+    tc.start_node(5);
+    let confirmed = rt.block_on(async {
+        let until = std::time::Instant::now() + WAIT;
+        while std::time::Instant::now() < until {
+            if let Ok(st) = tc.c.status(5).await {
+                if st.engine["identity"]["confirmed"] == serde_json::json!(true) {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    });
+    assert!(confirmed, "node 5 was not confirmed");
+    // It votes: with two of the first four down, an election needs node 5's vote.
+    let others: Vec<_> = (1..=4).filter(|i| *i != leader).take(1).collect();
+    tc.kill(leader);
+    tc.kill(others[0]);
+    let next = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("a leader elected with node 5");
+    assert!(next != leader && next != others[0]);
+    tc.assert_safe();
+}

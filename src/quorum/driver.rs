@@ -3,6 +3,7 @@
 //! asks a pre-vote round, re-checks the lease under the gate's write side and enqueues
 //! openraft's election, then watches the outcome.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,24 +11,32 @@ use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
 
 use super::election::{self, prevote_retry_after_us, rank, Pledge};
+use super::identity::{confirmations_needed, replaced_message};
 use super::node::QuorumNode;
-use super::protocol::{PreVoteRequest, PreVoteResponse, PATH_PREVOTE};
+use super::protocol::{
+    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, PATH_HELLO, PATH_PREVOTE,
+};
 
 impl QuorumNode {
     /// The election driver (election.rs): campaigns when the follower lease has run out, a
     /// pre-vote round succeeded and this node's stagger slot has come, then watches the
-    /// outcome. Runs until `stop` is cancelled.
-    pub(super) async fn drive_elections(self: Arc<Self>, stop: CancellationToken) {
+    /// outcome. Runs until `stop` is cancelled. Before its first campaign, a new data dir's
+    /// incarnation is confirmed (identity.rs): `Err` when a member knows an earlier one.
+    pub(super) async fn drive_elections(
+        self: Arc<Self>,
+        stop: CancellationToken,
+    ) -> Result<(), String> {
+        self.confirm_identity(&stop).await?;
         let mut metrics = self.raft.metrics();
         loop {
             if stop.is_cancelled() || self.lease.lock().expect("lease").is_closed() {
-                return;
+                return Ok(());
             }
             let m = metrics.borrow_and_update().clone();
             if m.state == ServerState::Leader || m.running_state.is_err() {
                 tokio::select! {
-                    _ = stop.cancelled() => return,
-                    r = metrics.changed() => if r.is_err() { return },
+                    _ = stop.cancelled() => return Ok(()),
+                    r = metrics.changed() => if r.is_err() { return Ok(()) },
                 }
                 continue;
             }
@@ -46,10 +55,10 @@ impl QuorumNode {
             let now = self.clock.boot_ns();
             if now < due {
                 let slept = tokio::select! {
-                    _ = stop.cancelled() => return,
+                    _ = stop.cancelled() => return Ok(()),
                     _ = tokio::time::sleep(Duration::from_nanos(due - now)) => true,
                     _ = self.gate.changed() => false,
-                    r = metrics.changed() => if r.is_err() { return } else { false },
+                    r = metrics.changed() => if r.is_err() { return Ok(()) } else { false },
                 };
                 let woke = self.clock.boot_ns();
                 if slept && self.election.woke_late(due, woke) {
@@ -58,7 +67,7 @@ impl QuorumNode {
                         "woke late for the campaign slot: one more beat for the leader"
                     );
                     tokio::select! {
-                        _ = stop.cancelled() => return,
+                        _ = stop.cancelled() => return Ok(()),
                         _ = tokio::time::sleep(Duration::from_nanos(self.election.heartbeat_ns)) => {}
                         _ = self.gate.changed() => {}
                     }
@@ -71,7 +80,7 @@ impl QuorumNode {
                 // last heartbeat a little later): ask again right then.
                 Err(Some(wait)) => {
                     tokio::select! {
-                        _ = stop.cancelled() => return,
+                        _ = stop.cancelled() => return Ok(()),
                         _ = tokio::time::sleep(wait + Duration::from_micros(200)) => {}
                     }
                     continue;
@@ -96,6 +105,82 @@ impl QuorumNode {
                 c.failed(self.clock.boot_ns());
             }
         }
+    }
+
+    /// Until this data dir's incarnation is confirmed: says hello to the other members, every
+    /// beat at first and then less often, until ⌈n/2⌉ of them recorded it (identity.rs), then
+    /// marks it confirmed, durably. `Err` when a member knows this node by an earlier one;
+    /// `Ok` at once when it was confirmed before, and when the node stops.
+    async fn confirm_identity(&self, stop: &CancellationToken) -> Result<(), String> {
+        use futures_util::StreamExt;
+        let Some(me) = self.store.identity().filter(|i| !i.confirmed) else {
+            return Ok(());
+        };
+        let need = confirmations_needed(self.members.len());
+        let hello = Hello {
+            incarnation: me.incarnation,
+        };
+        let deadline = Duration::from_nanos(self.election.follower_lease_ns);
+        let mut recorded = BTreeSet::new();
+        let mut pause = Duration::from_nanos(self.election.heartbeat_ns);
+        let mut rounds = 0u32;
+        while recorded.len() < need {
+            let mut asks: futures_util::stream::FuturesUnordered<_> = self
+                .members
+                .iter()
+                .filter(|id| **id != self.id && !recorded.contains(*id))
+                .map(|&to| async move {
+                    let r: Result<HelloAnswer, _> = self
+                        .transport
+                        .call(to, PATH_HELLO, "hello", &hello, deadline)
+                        .await;
+                    (to, r)
+                })
+                .collect();
+            while let Some((from, answer)) = asks.next().await {
+                match answer {
+                    Ok(HelloAnswer { accepted: true, .. }) => {
+                        recorded.insert(from);
+                    }
+                    Ok(HelloAnswer { known, .. }) => {
+                        return Err(replaced_message(
+                            self.id,
+                            from,
+                            known.unwrap_or_default(),
+                            me.incarnation,
+                        ))
+                    }
+                    Err(_) => {}
+                }
+            }
+            if recorded.len() >= need {
+                break;
+            }
+            rounds += 1;
+            if rounds == 10 {
+                tracing::warn!(
+                    need,
+                    ?recorded,
+                    "still waiting for members to record this data dir's incarnation: no votes \
+                     until then"
+                );
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+        self.store
+            .confirm_identity()
+            .await
+            .map_err(|e| format!("cannot record the confirmed incarnation: {e}"))?;
+        tracing::info!(
+            incarnation = format!("{:#x}", me.incarnation),
+            ?recorded,
+            "incarnation confirmed: this node votes from now on"
+        );
+        Ok(())
     }
 
     /// Asks every other member whether it would vote for this node in `term`. `Ok` when a

@@ -275,6 +275,8 @@ pub enum PreVoteRefusal {
     LogBehind,
     /// This node is shutting down.
     Stopping,
+    /// This node's data dir is new and its incarnation not yet confirmed (identity.rs).
+    Unconfirmed,
 }
 
 impl PreVoteRefusal {
@@ -284,6 +286,7 @@ impl PreVoteRefusal {
             PreVoteRefusal::Pledged => "pledged",
             PreVoteRefusal::LogBehind => "log_behind",
             PreVoteRefusal::Stopping => "stopping",
+            PreVoteRefusal::Unconfirmed => "unconfirmed",
         }
     }
 }

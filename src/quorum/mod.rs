@@ -8,6 +8,7 @@
 //! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
 //! | `election.rs` | when a node may campaign: follower-lease gate, pre-vote, order of candidates (pure logic and the gate) |
 //! | `storage.rs` | the durable vote and log |
+//! | `identity.rs` | the incarnation of a data dir: a wiped one never votes twice |
 //! | `node.rs` | [`QuorumNode`]: start, view, status, the record of role changes, and what it does when a peer's message arrives |
 //! | `role_loop.rs` | probe, claim, demote, every beat |
 //! | `driver.rs` | the election driver: when to campaign |
@@ -22,6 +23,7 @@ mod driver;
 mod election;
 mod engine;
 mod handover;
+mod identity;
 mod node;
 mod protocol;
 mod quiet;
@@ -33,5 +35,5 @@ pub use self::node::{QuorumError, QuorumNode};
 pub use self::protocol::{PATH_APPEND, PATH_VOTE};
 pub use self::storage::{Disk, MemDisk, StateFile, Store, StoreError, STATE_FILE};
 // For the fuzz targets' decoders (`fuzzing.rs`).
-pub(crate) use self::protocol::{PreVoteRequest, Resign};
+pub(crate) use self::protocol::{Hello, PreVoteRequest, Resign};
 pub(crate) use self::types::TypeConfig;

@@ -22,7 +22,10 @@ use tokio_util::sync::CancellationToken;
 use super::election::{
     self, judge_prevote, Campaign, ElectionTiming, Gate, Pledge, PreVoteRefusal,
 };
-use super::protocol::{PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, Resign};
+use super::identity::{self, Recognition};
+use super::protocol::{
+    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, Resign,
+};
 use super::quiet::follower_leader;
 use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::TypeConfig;
@@ -119,6 +122,17 @@ impl QuorumNode {
         }
         let timing = ElectionTiming::from_config(&t);
         let started_ns = clock.boot_ns();
+        let me = store
+            .take_identity(identity::draw_incarnation(seed, cfg.id, started_ns))
+            .await
+            .map_err(|e| QuorumError::Start(format!("cannot record the incarnation: {e}")))?;
+        if !me.confirmed {
+            tracing::info!(
+                incarnation = format!("{:#x}", me.incarnation),
+                need = identity::confirmations_needed(cfg.peers.len()),
+                "a new data dir: no votes until enough members have recorded its incarnation"
+            );
+        }
         Ok(Arc::new(QuorumNode {
             id: cfg.id,
             members: cfg.member_ids(),
@@ -204,6 +218,10 @@ impl QuorumNode {
             "last_applied": m.last_applied.map(|l| l.to_string()),
             "millis_since_quorum_ack": m.millis_since_quorum_ack,
             "running": m.running_state.is_ok(),
+            "identity": self.store.identity().map(|i| serde_json::json!({
+                "incarnation": format!("{:#x}", i.incarnation),
+                "confirmed": i.confirmed,
+            })),
             "election": {
                 "ms_since_contact": since_contact,
                 "failed_attempts": self.campaign.lock().expect("campaign").failures,
@@ -234,6 +252,8 @@ impl QuorumNode {
             res = &mut role => res,
             ended = &mut driver => match ended {
                 Err(e) if e.is_panic() => Err(format!("the election driver panicked: {e}")),
+                // A member knows this node by an earlier data dir (identity.rs).
+                Ok(Err(e)) => Err(e),
                 // The driver ends by itself when the node stops or when openraft stopped (its
                 // metrics closed): the role loop, which ends on both too, says which. (Taking
                 // the driver's end for a stop let a storage failure end the engine "Ok", and
@@ -305,6 +325,13 @@ impl QuorumPeer for QuorumNode {
         req: VoteRequest<NodeId>,
     ) -> Result<VoteResponse<NodeId>, RaftError<NodeId>> {
         let term = req.vote.leader_id().get_term();
+        if !self.store.confirmed() {
+            tracing::debug!(
+                term,
+                "vote refused: this data dir's incarnation is not confirmed"
+            );
+            return Ok(self.refuse_vote());
+        }
         let higher = term > self.raft.metrics().borrow().current_term;
         let now = self.clock.boot_ns();
         let f = self.election.follower_lease_ns;
@@ -387,6 +414,8 @@ impl QuorumPeer for QuorumNode {
             let mut pledge = self.pledge.lock().expect("pledge");
             let verdict = if self.lease.lock().expect("lease").is_closed() {
                 Err(PreVoteRefusal::Stopping)
+            } else if !self.store.confirmed() {
+                Err(PreVoteRefusal::Unconfirmed)
             } else {
                 judge_prevote(
                     now,
@@ -432,6 +461,37 @@ impl QuorumPeer for QuorumNode {
                 "leader {from} resigned"
             );
         }
+    }
+
+    /// Records `from`'s incarnation if this node knows none; refuses another one than it
+    /// knows (identity.rs).
+    async fn on_hello(self: Arc<Self>, from: NodeId, hello: Hello) -> Result<HelloAnswer, String> {
+        let r = self
+            .store
+            .recognise_peer(from, hello.incarnation)
+            .await
+            .map_err(|e| e.to_string())?;
+        match r {
+            Recognition::New => tracing::info!(
+                peer = from,
+                incarnation = format!("{:#x}", hello.incarnation),
+                "recorded a member's incarnation"
+            ),
+            Recognition::Same => {}
+            Recognition::Replaced { was } => tracing::error!(
+                peer = from,
+                incarnation = format!("{:#x}", hello.incarnation),
+                known = format!("{was:#x}"),
+                "member {from} came back on a new data dir: refused (it lost its votes)"
+            ),
+        }
+        Ok(HelloAnswer {
+            accepted: r.accepted(),
+            known: match r {
+                Recognition::Replaced { was } => Some(was),
+                _ => None,
+            },
+        })
     }
 }
 
@@ -500,12 +560,28 @@ mod tests {
         (q, stop)
     }
 
-    /// [`node_of`] with its state on `disk` (else in `dir`), and its running loops.
+    /// [`node_of`] with its state on `disk` (else in `dir`), and its running loops; its
+    /// incarnation taken as confirmed (the others never start to record it).
     async fn node_on(
         dir: &std::path::Path,
         members: u64,
         flaws: Flaws,
         disk: Option<Arc<dyn crate::quorum::storage::Disk>>,
+    ) -> (
+        Arc<QuorumNode>,
+        CancellationToken,
+        tokio::task::JoinHandle<Result<(), String>>,
+    ) {
+        node_started(dir, members, flaws, disk, true).await
+    }
+
+    /// [`node_on`], its incarnation `confirmed` or as new.
+    async fn node_started(
+        dir: &std::path::Path,
+        members: u64,
+        flaws: Flaws,
+        disk: Option<Arc<dyn crate::quorum::storage::Disk>>,
+        confirmed: bool,
     ) -> (
         Arc<QuorumNode>,
         CancellationToken,
@@ -540,6 +616,9 @@ mod tests {
         let q = QuorumNode::start(&cfg, store, plumbing, 1, flaws)
             .await
             .unwrap();
+        if confirmed {
+            q.store.confirm_identity().await.unwrap();
+        }
         let stop = CancellationToken::new();
         let run = tokio::spawn(q.clone().run(stop.clone()));
         (q, stop, run)
@@ -649,6 +728,67 @@ mod tests {
         assert!(answer.vote_granted, "refused after a follower lease");
         stop.cancel();
         q.shutdown().await;
+    }
+
+    /// A new data dir votes for nobody, and grants no pre-vote, until ⌈n/2⌉ other members
+    /// recorded its incarnation (identity.rs); then it votes like any node.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_data_dir_votes_only_once_its_incarnation_is_confirmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, stop, _) = node_started(dir.path(), 3, Flaws::default(), None, false).await;
+        // Past the start's follower lease: only the identity can refuse now.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let req = VoteRequest::<NodeId>::new(openraft::Vote::new(5, 2), q.store.last_log_id());
+        assert!(
+            !ask_vote(&q, &req).await.vote_granted,
+            "a new data dir voted"
+        );
+        let pre = q.on_prevote_request(
+            2,
+            PreVoteRequest {
+                term: 5,
+                last_log_id: q.store.last_log_id(),
+            },
+        );
+        assert_eq!(pre.refused.as_deref(), Some("unconfirmed"), "{pre:?}");
+        q.store.confirm_identity().await.unwrap();
+        assert!(
+            ask_vote(&q, &req).await.vote_granted,
+            "refused once confirmed"
+        );
+        stop.cancel();
+        q.shutdown().await;
+    }
+
+    /// A member records the first incarnation it hears from a peer, durably, and refuses
+    /// another one, also after its own restart.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_member_records_a_peers_first_incarnation_and_refuses_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, stop) = node_of(dir.path(), 3, Flaws::default()).await;
+        let hello = |incarnation| Hello { incarnation };
+        let a = q.clone().on_hello(2, hello(7)).await.unwrap();
+        assert_eq!(
+            a,
+            HelloAnswer {
+                accepted: true,
+                known: None
+            }
+        );
+        let a = q.clone().on_hello(2, hello(7)).await.unwrap();
+        assert!(a.accepted);
+        let a = q.clone().on_hello(3, hello(9)).await.unwrap();
+        assert!(a.accepted);
+        stop.cancel();
+        q.shutdown().await;
+        drop(q);
+        let store = Store::open(dir.path(), 1, "t").unwrap();
+        assert_eq!(
+            store.recognise_peer(2, 8).await.unwrap(),
+            Recognition::Replaced { was: 7 }
+        );
+        assert_eq!(store.recognise_peer(3, 9).await.unwrap(), Recognition::Same);
+        assert!(store.confirmed(), "the node's own confirmation is kept too");
     }
 
     /// Once stopping, a node never claims again in its process, even if a

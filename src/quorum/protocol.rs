@@ -11,6 +11,7 @@
 //! | `/peer/raft/snapshot` | openraft's InstallSnapshotRequest | `Result<InstallSnapshotResponse, RaftError>` |
 //! | `/peer/raft/prevote` | [`PreVoteRequest`] (electd's) | [`PreVoteResponse`] |
 //! | `/peer/raft/resign` | [`Resign`] (electd's) | `{"ok": true}` |
+//! | `/peer/raft/hello` | [`Hello`] (electd's: identity.rs) | [`HelloAnswer`] |
 //!
 //! Error mapping of the sending side (`docs/design/openraft.md`): a refused connection is
 //! `Unreachable` (the replication stream then backs off for one heartbeat interval, well below
@@ -52,6 +53,24 @@ pub const PATH_SNAPSHOT: &str = "/peer/raft/snapshot";
 pub const PATH_RESIGN: &str = "/peer/raft/resign";
 /// Not an openraft RPC: electd's pre-vote (see [`PreVoteRequest`]).
 pub const PATH_PREVOTE: &str = "/peer/raft/prevote";
+
+/// Not an openraft RPC: a node's incarnation, for its peers to record (identity.rs).
+pub const PATH_HELLO: &str = "/peer/raft/hello";
+
+/// "This is the incarnation of my data dir": the receiver records it if it knows none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub incarnation: u64,
+}
+
+/// The answer to a [`Hello`]: whether the receiver recorded (or already knew) that
+/// incarnation, and the other one it knows if not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloAnswer {
+    pub accepted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known: Option<u64>,
+}
 
 /// A pre-vote request: "would you vote for me in `term`?" No durable state changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +133,12 @@ pub trait QuorumPeer: Send + Sync + 'static {
     fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse;
     /// `from` says it resigned.
     fn on_resign_notice(&self, from: NodeId, notice: Resign);
+    /// `from` names the incarnation of its data dir.
+    fn on_hello(
+        self: Arc<Self>,
+        from: NodeId,
+        hello: Hello,
+    ) -> impl Future<Output = Result<HelloAnswer, String>> + Send;
 }
 
 /// The `/peer/raft/*` routes of a node (without the transport guard; the API adds it).
@@ -122,6 +147,7 @@ pub fn routes<P: QuorumPeer>(peer: Arc<P>) -> Router {
         .route(PATH_APPEND, post(append::<P>))
         .route(PATH_PREVOTE, post(prevote::<P>))
         .route(PATH_RESIGN, post(resign::<P>))
+        .route(PATH_HELLO, post(hello::<P>))
         .route(PATH_VOTE, post(vote::<P>))
         .route(PATH_SNAPSHOT, post(snapshot::<P>))
         .with_state(peer)
@@ -195,6 +221,27 @@ async fn resign<P: QuorumPeer>(
     p.counters().received("resign");
     p.on_resign_notice(from, notice);
     Ok(Json(serde_json::json!({"ok": true})).into_response())
+}
+
+async fn hello<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let hello: Hello = decode_peer(p.counters(), &body)?;
+    p.counters().received("hello");
+    // In a task of its own: a recorded incarnation is recorded even if the request is dropped.
+    match tokio::spawn(p.on_hello(from, hello))
+        .await
+        .map_err(internal)?
+    {
+        Ok(answer) => Ok(Json(answer).into_response()),
+        Err(e) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage",
+            format!("cannot record the incarnation: {e}"),
+        )),
+    }
 }
 
 /// openraft's network: creates one connection value per target; all share the transport and

@@ -41,6 +41,7 @@ use openraft::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::identity::{recognise, Identity, Recognition};
 use super::types::TypeConfig;
 use crate::role::NodeId;
 
@@ -99,6 +100,12 @@ struct Persisted {
     membership: StoredMembership<NodeId, BasicNode>,
     snapshot: Option<StoredSnapshot>,
     snapshot_seq: u64,
+    /// This data dir's incarnation (identity.rs); `None` until the node first starts on it.
+    #[serde(default)]
+    identity: Option<Identity>,
+    /// The incarnation first heard from each other member (identity.rs).
+    #[serde(default)]
+    known: BTreeMap<NodeId, u64>,
 }
 
 impl Persisted {
@@ -115,6 +122,8 @@ impl Persisted {
             membership: StoredMembership::default(),
             snapshot: None,
             snapshot_seq: 0,
+            identity: None,
+            known: BTreeMap::new(),
         }
     }
 }
@@ -380,6 +389,60 @@ impl Store {
     /// The vote on disk (for tests and status).
     pub fn vote(&self) -> Option<Vote<NodeId>> {
         self.read(|s| s.vote)
+    }
+
+    /// This data dir's identity, drawing `incarnation` for it (durably) if it has none yet.
+    pub async fn take_identity(&self, incarnation: u64) -> std::io::Result<Identity> {
+        if let Some(id) = self.identity() {
+            return Ok(id);
+        }
+        self.mutate(|s| {
+            *s.identity.get_or_insert(Identity {
+                incarnation,
+                confirmed: false,
+            })
+        })
+        .await
+    }
+
+    /// This data dir's identity (`None` before [`Store::take_identity`]).
+    pub fn identity(&self) -> Option<Identity> {
+        self.read(|s| s.identity)
+    }
+
+    /// Whether this node may vote: its incarnation was confirmed (identity.rs).
+    pub fn confirmed(&self) -> bool {
+        self.identity().is_some_and(|i| i.confirmed)
+    }
+
+    /// Marks the incarnation confirmed, durably.
+    pub async fn confirm_identity(&self) -> std::io::Result<()> {
+        self.mutate(|s| {
+            if let Some(i) = &mut s.identity {
+                i.confirmed = true;
+            }
+        })
+        .await
+    }
+
+    /// What this node makes of `peer`'s `incarnation`; a new one is recorded durably first.
+    pub async fn recognise_peer(
+        &self,
+        peer: NodeId,
+        incarnation: u64,
+    ) -> std::io::Result<Recognition> {
+        let r = self.read(|s| recognise(s.known.get(&peer).copied(), incarnation));
+        if r == Recognition::New {
+            // Recorded by the mutation itself, so that two racing hellos record one.
+            return self
+                .mutate(|s| {
+                    let r = recognise(s.known.get(&peer).copied(), incarnation);
+                    s.known.entry(peer).or_insert(incarnation);
+                    r
+                })
+                .await;
+        }
+        Ok(r)
     }
 
     /// The id of the last log entry (or of the last purged one): what a pre-vote compares.

@@ -1,0 +1,137 @@
+//! A quorum node's identity: the incarnation of its data dir, and the rule that keeps a wiped or
+//! replaced data dir from voting a second time in a term it already voted in (README, "A wiped
+//! disk never votes twice").
+//!
+//! A node's vote lives in its data dir. A node whose data dir was wiped (a replaced disk, an
+//! operator's `rm -rf`) comes back with no vote and could grant a second one in a term where its
+//! first one already helped elect a leader: two leaders in one term. openraft cannot tell such a
+//! node from one that never voted. electd tells them apart by the **incarnation**: a random
+//! number drawn when a data dir is created and kept in it. Each node records, durably, the
+//! incarnation it first heard from every other member (`hello`, [`recognise`]).
+//!
+//! 1. A new incarnation votes (and grants pre-votes, and campaigns) only after
+//!    [`confirmations_needed`] (⌈n/2⌉) *other* members have recorded it and answered that it is
+//!    the one they know, or that they knew none; then it is *confirmed*, durably.
+//! 2. A member that knows another incarnation of that node refuses it, and the node stops
+//!    with a message that says how to rejoin.
+//!
+//! So a node that ever voted was recorded by ⌈n/2⌉ of the other n−1 members, and its wiped
+//! successor needs ⌈n/2⌉ of them to answer: two such sets intersect (2⌈n/2⌉ > n−1), and the
+//! member in both refuses. A first start of a new cluster, or a member that starts late for the
+//! first time, is known to nobody and confirmed by the first ⌈n/2⌉ members it reaches. The
+//! argument needs the recording members to keep their own disks; a wiped recorder is itself a
+//! new incarnation, confirmed the same way.
+
+use serde::{Deserialize, Serialize};
+
+use crate::role::NodeId;
+
+/// The incarnation of this node's data dir, and whether enough members have recorded it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub incarnation: u64,
+    /// ⌈n/2⌉ other members recorded it (durable: once confirmed, never asked again).
+    pub confirmed: bool,
+}
+
+/// What a member makes of a peer's incarnation, given the one it recorded for that peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recognition {
+    /// None was recorded: this one is recorded now.
+    New,
+    /// The one recorded.
+    Same,
+    /// Another one was recorded: the peer's data dir was replaced since.
+    Replaced { was: u64 },
+}
+
+impl Recognition {
+    /// Whether the peer may count this member as one that recorded it.
+    pub fn accepted(self) -> bool {
+        !matches!(self, Recognition::Replaced { .. })
+    }
+}
+
+/// The recognition of `incarnation` by a member that recorded `known` for its sender.
+pub fn recognise(known: Option<u64>, incarnation: u64) -> Recognition {
+    match known {
+        None => Recognition::New,
+        Some(k) if k == incarnation => Recognition::Same,
+        Some(was) => Recognition::Replaced { was },
+    }
+}
+
+/// How many of the other members must record a new incarnation before it may vote, in a
+/// cluster of `members`: ⌈n/2⌉, so that any two such sets of the n−1 others intersect. A
+/// cluster of one has nobody to ask (and nobody to vote twice for).
+pub fn confirmations_needed(members: usize) -> usize {
+    if members <= 1 {
+        0
+    } else {
+        members.div_ceil(2)
+    }
+}
+
+/// A new incarnation for the data dir of node `id`, from the node's seed and the instant it
+/// starts (two starts with the same `--seed` still draw different ones).
+pub fn draw_incarnation(seed: u64, id: NodeId, now_ns: u64) -> u64 {
+    let mut x = seed ^ id.rotate_left(32) ^ now_ns.rotate_left(17);
+    // splitmix64's finaliser
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Why a node must not run on this data dir: a member knows it by another one.
+pub fn replaced_message(id: NodeId, by: NodeId, was: u64, now: u64) -> String {
+    format!(
+        "node {id} started on a new data dir (incarnation {now:#x}), but member {by} knows it by \
+         an earlier one ({was:#x}): the votes that data dir held are lost, and this node could \
+         vote twice in one term. Refusing to vote or run. To rejoin: restore its data dir from \
+         a backup. (Removing a member and adding it again at runtime is not built yet: until \
+         then the cluster runs on without node {id})"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_records_a_new_incarnation_and_refuses_a_replaced_one() {
+        assert_eq!(recognise(None, 7), Recognition::New);
+        assert_eq!(recognise(Some(7), 7), Recognition::Same);
+        assert_eq!(recognise(Some(7), 8), Recognition::Replaced { was: 7 });
+        assert!(Recognition::New.accepted() && Recognition::Same.accepted());
+        assert!(!Recognition::Replaced { was: 7 }.accepted());
+    }
+
+    /// The safety argument: the members that recorded an old incarnation and those that
+    /// confirm a new one always share a member, for every cluster size.
+    #[test]
+    fn any_two_confirming_sets_of_the_others_intersect() {
+        assert_eq!(confirmations_needed(1), 0);
+        for n in 2..=31usize {
+            let k = confirmations_needed(n);
+            assert!(
+                2 * k > n - 1,
+                "n={n}: two sets of {k} among {} others",
+                n - 1
+            );
+            assert!(k < n, "n={n}: needs {k} of {} others", n - 1);
+        }
+        assert_eq!(
+            (2..=7).map(confirmations_needed).collect::<Vec<_>>(),
+            vec![1, 2, 2, 3, 3, 4]
+        );
+    }
+
+    #[test]
+    fn incarnations_differ_across_nodes_starts_and_seeds() {
+        let a = draw_incarnation(1, 1, 1000);
+        assert_ne!(a, draw_incarnation(1, 2, 1000));
+        assert_ne!(a, draw_incarnation(1, 1, 1001));
+        assert_ne!(a, draw_incarnation(2, 1, 1000));
+        assert_eq!(a, draw_incarnation(1, 1, 1000));
+    }
+}
