@@ -11,7 +11,8 @@ need_iptables test.sh
 # PostgreSQL: mutex mode's store (lab/tests/mutex.rs, the chaos subset).
 . "$root/scripts/lib/postgres.sh"
 need_postgres test.sh
-# promtool, prometheus_client, schemathesis: outside checkers of /metrics and the API.
+# promtool, prometheus_client, schemathesis, kubernetes-validate: outside checkers of /metrics,
+# the API and the Kubernetes example.
 . "$root/scripts/lib/checkers.sh"
 need_checkers test.sh "$root"
 # Chromium: the status page test (installed in the background while the suite builds).
@@ -20,6 +21,31 @@ start_chromium_install test.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+# The Kubernetes example against Kubernetes' schemas, strictly (an unknown field fails), for the
+# oldest and the newest version it is meant for. Every resource of the file must be checked: the
+# tool only warns, and exits 0, on a kind it has no schema for.
+manifest=contrib/k8s/electd.yaml
+echo "== kubernetes-validate --strict $manifest"
+kv="$root/target/py/bin/kubernetes-validate"
+if ! "$kv" --version 2>/dev/null | grep -q '^1\.37\.'; then
+  echo "SKIPPED kubernetes-validate: 1.37 is not in target/py and could not be installed (see above)"
+else
+  kinds="$(grep -c '^kind:' "$manifest" || true)"
+  for k8s in 1.31.0 1.37.0; do
+    if ! out="$("$kv" --strict -k "$k8s" "$manifest" 2>&1)"; then
+      echo "$out"
+      echo "kubernetes-validate: $manifest FAILED against Kubernetes $k8s"
+      exit 1
+    fi
+    passed="$(grep -c 'passed for resource' <<<"$out" || true)"
+    if [ "$passed" != "$kinds" ]; then
+      echo "$out"
+      echo "kubernetes-validate: $manifest FAILED against Kubernetes $k8s: $passed of its $kinds resources validated"
+      exit 1
+    fi
+    echo "kubernetes-validate: $manifest ok against Kubernetes $k8s (--strict): $passed resources"
+  done
+fi
 echo "== cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== tests"

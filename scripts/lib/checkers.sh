@@ -1,7 +1,9 @@
-# Sourced by scripts/test.sh: the outside checkers the suite runs against a live node, none of
-# them written here. promtool (Debian's prometheus package, installed as root without starting
-# its service) checks /metrics in the classic text format; Python's prometheus_client parses the
-# OpenMetrics body and schemathesis tests the HTTP API against docs/openapi.yaml. The Python
+# Sourced by scripts/test.sh: the outside checkers the suite runs, none of them written here.
+# promtool (Debian's prometheus package, installed as root without starting its service) checks
+# a live node's /metrics in the classic text format; Python's prometheus_client parses the
+# OpenMetrics body and schemathesis tests the HTTP API against docs/openapi.yaml;
+# kubernetes-validate checks the Kubernetes example (contrib/k8s/electd.yaml) against
+# Kubernetes' own schemas (1.37.x carries those of Kubernetes 1.25 to 1.37). The Python
 # packages go to a virtualenv of the project's own (target/py), whose bin/ goes first on PATH.
 # What cannot be installed is reported, and the tests that need it print why and count as
 # skipped.
@@ -40,6 +42,11 @@ need_checkers() {
     echo "$who: installing prometheus_client and schemathesis into target/py"
     "$venv/bin/pip" install --quiet --disable-pip-version-check prometheus_client schemathesis \
       || echo "$who: pip could not install them; the Python checkers will be skipped"
+  fi
+  if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q '^1\.37\.'; then
+    echo "$who: installing kubernetes-validate 1.37 into target/py"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check 'kubernetes-validate==1.37.*' \
+      || echo "$who: pip could not install it; the Kubernetes manifest check will be skipped"
   fi
   export PATH="$venv/bin:$PATH"
 }
