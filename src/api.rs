@@ -19,15 +19,33 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use crate::config::ExposeSecret;
-use crate::engine::ResignError;
+use crate::engine::{MembershipError, ResignError};
 use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 use crate::faults::FaultSet;
 use crate::metrics;
 use crate::node::Node;
 use crate::page;
-use crate::role::Resigned;
+use crate::role::{NodeId, Resigned};
 use crate::transport;
 use crate::watch;
+use electd_client::{AddMember, Members};
+
+impl From<MembershipError> for ApiError {
+    fn from(e: MembershipError) -> ApiError {
+        let (status, code) = match e {
+            MembershipError::NotSupported => (StatusCode::CONFLICT, "not_supported"),
+            MembershipError::NotLeader { .. } => (StatusCode::CONFLICT, "not_leader"),
+            MembershipError::UnknownMember(_) => (StatusCode::NOT_FOUND, "unknown_member"),
+            MembershipError::AlreadyMember(_) => (StatusCode::CONFLICT, "already_member"),
+            MembershipError::AddressInUse { .. } => (StatusCode::CONFLICT, "address_in_use"),
+            MembershipError::InProgress => (StatusCode::CONFLICT, "change_in_progress"),
+            MembershipError::LastVoter(_) => (StatusCode::CONFLICT, "last_voter"),
+            MembershipError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_member"),
+            MembershipError::Failed(_) => (StatusCode::SERVICE_UNAVAILABLE, "change_failed"),
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
 
 impl From<ResignError> for ApiError {
     fn from(e: ResignError) -> ApiError {
@@ -68,6 +86,12 @@ pub fn app(node: Arc<Node>) -> Router {
             get(get_faults).put(put_faults).delete(delete_faults),
         )
         .route("/v1/admin/resign", axum::routing::post(post_resign))
+        .route("/v1/members", get(get_members))
+        .route("/v1/admin/members", axum::routing::post(post_member))
+        .route(
+            "/v1/admin/members/{id}",
+            axum::routing::delete(delete_member),
+        )
         .with_state(node)
         .merge(peer)
         .method_not_allowed_fallback(method_not_allowed)
@@ -382,6 +406,41 @@ async fn post_resign(
         "resigned by the admin API"
     );
     Ok(Json(done))
+}
+
+/// `GET /v1/members`: the membership in force on this node (quorum mode).
+async fn get_members(State(node): State<Arc<Node>>) -> Result<Json<Members>, ApiError> {
+    Ok(Json(node.engine().members()?))
+}
+
+/// `POST /v1/admin/members {"id": N, "addr": "HOST:PORT"}`: answers once the new member is a
+/// voter and the change is committed.
+async fn post_member(
+    State(node): State<Arc<Node>>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Json<Members>, ApiError> {
+    check_admin(&node, &headers)?;
+    let add: AddMember = read_json(&headers, body, None).await?;
+    let (id, addr) = (add.id, add.addr.clone());
+    let members = node.engine().add_member(add).await?;
+    tracing::info!(member = id, addr, "member added by the admin API");
+    Ok(Json(members))
+}
+
+/// `DELETE /v1/admin/members/{id}`: answers once the change is committed.
+async fn delete_member(
+    State(node): State<Arc<Node>>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<Members>, ApiError> {
+    check_admin(&node, &headers)?;
+    let id: NodeId = id.parse().map_err(|_| {
+        ApiError::bad_request("bad_member_id", format!("{id:?} is not a member id"))
+    })?;
+    let members = node.engine().remove_member(id).await?;
+    tracing::info!(member = id, "member removed by the admin API");
+    Ok(Json(members))
 }
 
 #[cfg(test)]

@@ -157,6 +157,11 @@ pub struct Config {
     /// How many `GET /v1/watch` streams the node serves at once; one more gets 429.
     #[serde(default = "default_max_watchers")]
     pub max_watchers: usize,
+    /// Quorum mode: join a running cluster through the member at this `HOST:PORT` instead of
+    /// bootstrapping one from `peers`: the node takes its membership from the cluster's log,
+    /// and (with an `admin_token`) asks to be added. Only for a node whose data dir is new.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<String>,
     pub peers: Vec<Peer>,
 }
 
@@ -331,6 +336,21 @@ impl Config {
                     self.max_watchers
                 ),
             ));
+        }
+        if let Some(join) = &self.join {
+            if self.mode != Mode::Quorum {
+                return Err(invalid(
+                    "join",
+                    format!(
+                        "{} mode keeps the members of its config",
+                        self.mode.as_str()
+                    ),
+                ));
+            }
+            match join.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+                _ => return Err(invalid("join", format!("{join:?} must be HOST:PORT"))),
+            }
         }
         Ok(())
     }
@@ -599,6 +619,7 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
         seed: Some(1),
         timing: Timing::default(),
         max_watchers: DEFAULT_MAX_WATCHERS,
+        join: None,
         peers: vec![Peer {
             id: 1,
             addr: "127.0.0.1:9".into(),

@@ -14,6 +14,7 @@ use crate::counters::Counters;
 use crate::events::EventLog;
 use crate::role::{Mode, NodeId, Resigned, View};
 use crate::transport::Transport;
+use electd_client::{AddMember, Members};
 
 /// The node's view judged at one instant: the lease is a judgement made at that instant, not
 /// part of the view.
@@ -55,6 +56,38 @@ pub enum ResignError {
     NotSupported(Mode),
 }
 
+/// Why a membership change or query (`/v1/members`, `/v1/admin/members`) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MembershipError {
+    /// Only quorum mode changes its members at runtime; the others keep the config's.
+    #[error("this mode keeps the members of its config: no runtime membership changes")]
+    NotSupported,
+    /// Changes go through the leader.
+    #[error("node {me} is not the leader; {}", match leader {
+        Some((id, addr)) => format!("node {id} at {addr} is"),
+        None => "no leader is known now: retry".to_string(),
+    })]
+    NotLeader {
+        me: NodeId,
+        leader: Option<(NodeId, String)>,
+    },
+    #[error("node {0} is not a member")]
+    UnknownMember(NodeId),
+    #[error("node {0} is already a voter")]
+    AlreadyMember(NodeId),
+    #[error("address {addr} is already node {id}'s")]
+    AddressInUse { addr: String, id: NodeId },
+    #[error("a membership change is in progress: retry once it is committed")]
+    InProgress,
+    #[error("node {0} is the only voter: a cluster needs one")]
+    LastVoter(NodeId),
+    #[error("{0}")]
+    Invalid(String),
+    /// The change did not complete in time or openraft refused it (it may still complete).
+    #[error("the membership change did not complete: {0}")]
+    Failed(String),
+}
+
 /// What a node gives the engine of its mode: the one peer transport, the event log, the
 /// counters, and the clock through which the engine reads time.
 #[derive(Clone)]
@@ -85,6 +118,21 @@ pub trait Engine: Send + Sync + 'static {
     /// Graceful stop: the engine stops claiming and hands over as fast as its algorithm
     /// allows, and cancels `stop` (its background tasks) in the order its safety needs.
     fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()>;
+
+    /// The membership in force (`GET /v1/members`); quorum mode only.
+    fn members(&self) -> Result<Members, MembershipError> {
+        Err(MembershipError::NotSupported)
+    }
+
+    /// Adds a member (`POST /v1/admin/members`); quorum mode only.
+    fn add_member(&self, _add: AddMember) -> BoxFuture<'_, Result<Members, MembershipError>> {
+        Box::pin(async { Err(MembershipError::NotSupported) })
+    }
+
+    /// Removes a member (`DELETE /v1/admin/members/{id}`); quorum mode only.
+    fn remove_member(&self, _id: NodeId) -> BoxFuture<'_, Result<Members, MembershipError>> {
+        Box::pin(async { Err(MembershipError::NotSupported) })
+    }
 }
 
 /// Whether an engine's loop still runs. The loop holds the [`LoopGuard`]; when the loop ends

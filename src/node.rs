@@ -190,7 +190,7 @@ impl Node {
             term: v.term,
             leader: v.leader.map(|id| LeaderRef {
                 id,
-                addr: self.cfg.peer_addr(id).unwrap_or_default().to_string(),
+                addr: self.transport.peers.get(id).unwrap_or_default(),
             }),
             // Rounded down: never promise more lease than there is.
             lease_ms: lease_remaining_ns.map(|ns| ns / 1_000_000),
@@ -209,6 +209,11 @@ impl Node {
 
     pub fn uptime_ms(&self) -> u64 {
         self.clock.mono_ns().saturating_sub(self.started_ns) / 1_000_000
+    }
+
+    /// The engine of the node's mode (membership changes go to it directly).
+    pub(crate) fn engine(&self) -> &dyn Engine {
+        &*self.engine
     }
 
     pub fn engine_status(&self) -> serde_json::Value {

@@ -8,7 +8,6 @@
 //! Every request carries `x-electd-cluster` (the cluster id) and `x-electd-from` (the sender's id),
 //! and, when a cluster secret is configured, its HMAC proof ([`crate::auth`]), checked here too.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ use crate::counters::Counters;
 use crate::error::{ApiError, BODY_LIMIT};
 use crate::faults::{Faults, Verdict};
 use crate::role::NodeId;
-use crate::wire::{HttpWire, Wire, WireError};
+use crate::wire::{AddressBook, HttpWire, Wire, WireError};
 
 pub const HDR_CLUSTER: &str = "x-electd-cluster";
 pub const HDR_FROM: &str = "x-electd-from";
@@ -60,7 +59,7 @@ pub struct Transport {
     id: NodeId,
     cluster_id: String,
     /// The members and their addresses (self included).
-    peers: BTreeMap<NodeId, String>,
+    pub peers: Arc<AddressBook>,
     wire: Arc<dyn Wire>,
     /// Signs and verifies peer requests when a cluster secret is configured.
     auth: Option<PeerAuth>,
@@ -79,11 +78,10 @@ impl Transport {
         counters: Arc<Counters>,
         clock: Arc<dyn Clock>,
     ) -> Transport {
-        let peers: BTreeMap<NodeId, String> =
-            cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect();
+        let peers = AddressBook::new(cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect());
         let connect_timeout = Duration::from_millis(cfg.timing.follower_lease_ms / 2);
-        let wire = HttpWire::new(cfg.listen_addr(), peers, connect_timeout);
-        Transport::with_wire(cfg, faults, counters, Arc::new(wire), clock)
+        let wire = HttpWire::new(cfg.listen_addr(), peers.clone(), connect_timeout);
+        Transport::on(cfg, peers, faults, counters, Arc::new(wire), clock)
     }
 
     /// The transport over another wire (the lab's simulator carries requests in memory).
@@ -94,10 +92,28 @@ impl Transport {
         wire: Arc<dyn Wire>,
         clock: Arc<dyn Clock>,
     ) -> Transport {
+        Transport::on(
+            cfg,
+            AddressBook::new(cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect()),
+            faults,
+            counters,
+            wire,
+            clock,
+        )
+    }
+
+    fn on(
+        cfg: &Config,
+        peers: Arc<AddressBook>,
+        faults: Arc<Faults>,
+        counters: Arc<Counters>,
+        wire: Arc<dyn Wire>,
+        clock: Arc<dyn Clock>,
+    ) -> Transport {
         Transport {
             id: cfg.id,
             cluster_id: cfg.cluster_id.clone(),
-            peers: cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect(),
+            peers,
             wire,
             auth: cfg.cluster_secret.clone().map(PeerAuth::new),
             faults,
@@ -122,7 +138,7 @@ impl Transport {
         timeout: Duration,
     ) -> Result<Resp, TransportError> {
         let deadline = Instant::now() + timeout;
-        if !self.peers.contains_key(&to) {
+        if !self.peers.contains(to) {
             return Err(TransportError::UnknownPeer(to));
         }
         self.counters.sent(kind);
@@ -208,7 +224,7 @@ impl Transport {
             .ok_or_else(|| {
                 ApiError::unauthorized("missing_sender", "peer request names no sender")
             })?;
-        if !self.peers.contains_key(&from) || from == self.id {
+        if !self.peers.contains(from) || from == self.id {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "unknown_peer",

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -35,19 +36,49 @@ pub trait Wire: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<Response<Bytes>, WireError>>;
 }
 
+/// The members' addresses, self included: the config's `peers`, and every member that a
+/// membership change named since (quorum mode). Shared by the transport and its wire.
+#[derive(Debug, Default)]
+pub struct AddressBook(std::sync::RwLock<BTreeMap<NodeId, String>>);
+
+impl AddressBook {
+    pub fn new(peers: BTreeMap<NodeId, String>) -> Arc<AddressBook> {
+        Arc::new(AddressBook(std::sync::RwLock::new(peers)))
+    }
+
+    pub fn get(&self, id: NodeId) -> Option<String> {
+        self.0.read().expect("address book").get(&id).cloned()
+    }
+
+    pub fn contains(&self, id: NodeId) -> bool {
+        self.0.read().expect("address book").contains_key(&id)
+    }
+
+    /// Records `addr` for `id` (a member added, or one whose address changed).
+    pub fn learn(&self, id: NodeId, addr: &str) {
+        let mut book = self.0.write().expect("address book");
+        if book.get(&id).map(String::as_str) != Some(addr) {
+            tracing::info!(peer = id, addr, "peer address learned from the membership");
+            book.insert(id, addr.to_string());
+        }
+    }
+
+    /// The id that has `addr`, if any.
+    pub fn id_of(&self, addr: &str) -> Option<NodeId> {
+        let book = self.0.read().expect("address book");
+        book.iter().find(|(_, a)| *a == addr).map(|(id, _)| *id)
+    }
+}
+
 /// The network: HTTP to each member's `addr`, from the IP this node listens on (unless it
 /// listens on all addresses), so that kernel-level faults can tell nodes apart.
 pub struct HttpWire {
     client: reqwest::Client,
-    peers: BTreeMap<NodeId, String>,
+    peers: Arc<AddressBook>,
 }
 
 impl HttpWire {
-    pub fn new(
-        listen: SocketAddr,
-        peers: BTreeMap<NodeId, String>,
-        connect_timeout: Duration,
-    ) -> HttpWire {
+    pub fn new(listen: SocketAddr, peers: Arc<AddressBook>, connect_timeout: Duration) -> HttpWire {
         // electd's client settings (idle connections dropped below the server's cut-off).
         let mut builder = electd_client::http_client()
             .pool_max_idle_per_host(8)
@@ -69,7 +100,7 @@ impl HttpWire {
     ) -> Result<Response<Bytes>, WireError> {
         let addr = self
             .peers
-            .get(&to)
+            .get(to)
             .ok_or_else(|| WireError::Unreachable(format!("node {to} has no address")))?;
         let (parts, body) = req.into_parts();
         let path = parts

@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 pub use crate::error::Error;
 use crate::watch::Watch;
 use crate::wire::{
-    ErrorBody, EventsPage, FaultSet, Health, LeaderInfo, NodeId, ResignRequest, Resigned, Status,
+    AddMember, ErrorBody, EventsPage, FaultSet, Health, LeaderInfo, Members, NodeId, ResignRequest,
+    Resigned, Status,
 };
 
 /// How long electd's clients keep an idle connection: well below the server's header read
@@ -58,6 +59,12 @@ impl Client {
             admin_token: None,
             timeout: None,
         }
+    }
+
+    /// Bounds each request by `timeout` instead.
+    pub fn timeout(mut self, timeout: Duration) -> Client {
+        self.timeout = Some(timeout);
+        self
     }
 
     /// Sends `Authorization: Bearer <token>` with admin requests.
@@ -230,6 +237,30 @@ impl Client {
         if to.is_some() {
             req = req.json(&ResignRequest { to });
         }
+        self.send(self.admin(req)).await
+    }
+
+    /// `GET /v1/members` (quorum mode).
+    pub async fn members(&self) -> Result<Members, Error> {
+        self.send(self.http.get(self.url("/v1/members"))).await
+    }
+
+    /// `POST /v1/admin/members`: adds `id` at `addr` as a learner, and promotes it to voter
+    /// once it has caught up; answers with the membership once the change is committed.
+    pub async fn add_member(&self, id: NodeId, addr: &str) -> Result<Members, Error> {
+        let body = AddMember {
+            id,
+            addr: addr.to_string(),
+        };
+        let req = self.http.post(self.url("/v1/admin/members")).json(&body);
+        self.send(self.admin(req)).await
+    }
+
+    /// `DELETE /v1/admin/members/{id}`: the leader hands over first when it removes itself.
+    pub async fn remove_member(&self, id: NodeId) -> Result<Members, Error> {
+        let req = self
+            .http
+            .delete(self.url(&format!("/v1/admin/members/{id}")));
         self.send(self.admin(req)).await
     }
 }

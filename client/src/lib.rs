@@ -18,7 +18,7 @@ pub use error::Error;
 pub use http::{http_client, Client, CLIENT_IDLE};
 pub use watch::{Watch, Watched, WATCH_SILENCE};
 pub use wire::{
-    Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Gap, Health, LeaderInfo,
-    LeaderRef, Mode, NodeId, PeerStatus, ResignRequest, Resigned, Role, Status, Timings, View,
-    MAX_DELAY_MS,
+    AddMember, Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Gap, Health,
+    LeaderInfo, LeaderRef, Member, Members, Mode, NodeId, PeerStatus, ResignRequest, Resigned,
+    Role, Status, Timings, View, MAX_DELAY_MS,
 };

@@ -418,3 +418,38 @@ mod tests {
         assert!(serde_json::from_str::<FaultSet>(r#"{"block":[1]}"#).is_err());
     }
 }
+
+/// One member of a quorum cluster (`GET /v1/members`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: NodeId,
+    /// `host:port` of its API and peer RPC.
+    pub addr: String,
+    /// A voter (false: a learner, being caught up before it is promoted).
+    pub voter: bool,
+}
+
+/// The membership in force on the answering node (`GET /v1/members`): what its log holds,
+/// committed or not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Members {
+    /// Every member, voters and learners, by id.
+    pub members: Vec<Member>,
+    /// The voter sets in force: one, or two during a change (joint consensus: a claim and an
+    /// election need a majority of each).
+    pub voter_sets: Vec<Vec<NodeId>>,
+    /// The log index of the entry that holds this membership.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_index: Option<u64>,
+    /// Whether the leader has committed it (as far as this node knows).
+    pub committed: bool,
+}
+
+/// The body of `POST /v1/admin/members`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddMember {
+    pub id: NodeId,
+    /// `host:port` where the new member serves its API and peer RPC.
+    pub addr: String,
+}

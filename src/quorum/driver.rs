@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::election::{self, prevote_retry_after_us, rank, Pledge};
 use super::identity::{confirmations_needed, replaced_message};
+use super::membership::majority_of_each;
 use super::node::QuorumNode;
 use super::protocol::{
     Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, PATH_HELLO, PATH_PREVOTE,
@@ -40,10 +41,18 @@ impl QuorumNode {
                 }
                 continue;
             }
+            if !self.voters().contains(&self.id) {
+                // A learner (joining), or a node removed from the cluster: never campaigns.
+                tokio::select! {
+                    _ = stop.cancelled() => return Ok(()),
+                    r = metrics.changed() => if r.is_err() { return Ok(()) },
+                }
+                continue;
+            }
             let contact = self.gate.contact();
             let my_rank = rank(
                 self.id,
-                &self.members,
+                &self.voters(),
                 contact.leader,
                 m.last_log_index < contact.leader_commit,
             );
@@ -116,7 +125,6 @@ impl QuorumNode {
         let Some(me) = self.store.identity().filter(|i| !i.confirmed) else {
             return Ok(());
         };
-        let need = confirmations_needed(self.members.len());
         let hello = Hello {
             incarnation: me.incarnation,
         };
@@ -124,9 +132,20 @@ impl QuorumNode {
         let mut recorded = BTreeSet::new();
         let mut pause = Duration::from_nanos(self.election.heartbeat_ns);
         let mut rounds = 0u32;
-        while recorded.len() < need {
-            let mut asks: futures_util::stream::FuturesUnordered<_> = self
-                .members
+        loop {
+            // The members as the log names them (a joining node learns them from the leader),
+            // this node counted as a voter.
+            // Until its log names a membership (a joining node), it cannot know how many.
+            let mut members = self.voters();
+            let known = !members.is_empty();
+            if !members.contains(&self.id) {
+                members.push(self.id);
+            }
+            let need = confirmations_needed(members.len());
+            if known && recorded.len() >= need {
+                break;
+            }
+            let mut asks: futures_util::stream::FuturesUnordered<_> = members
                 .iter()
                 .filter(|id| **id != self.id && !recorded.contains(*id))
                 .map(|&to| async move {
@@ -152,9 +171,6 @@ impl QuorumNode {
                     }
                     Err(_) => {}
                 }
-            }
-            if recorded.len() >= need {
-                break;
             }
             rounds += 1;
             if rounds == 10 {
@@ -200,7 +216,8 @@ impl QuorumNode {
             term,
             last_log_id: self.store.last_log_id(),
         };
-        let need = self.members.len() / 2 + 1;
+        let sets = self.voter_sets();
+        let need = self.voters().len() / 2 + 1;
         let timing = self.election;
         let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
         // This node's own round counts as its pledge: it refuses other candidates meanwhile.
@@ -216,33 +233,36 @@ impl QuorumNode {
             });
         }
         let mut asks: futures_util::stream::FuturesUnordered<_> = self
-            .members
-            .iter()
-            .filter(|id| **id != self.id)
-            .map(|&to| async move {
+            .voters()
+            .into_iter()
+            .filter(|id| *id != self.id)
+            .map(|to| async move {
                 let r: Result<PreVoteResponse, _> = self
                     .transport
                     .call(to, PATH_PREVOTE, "prevote", &req, deadline)
                     .await;
-                r.ok()
+                (to, r.ok())
             })
             .collect();
-        let mut yes = 1;
+        let mut granted = BTreeSet::from([self.id]);
         let mut waits = Vec::new();
-        if yes >= need {
+        if majority_of_each(&sets, &granted) {
             return Ok(());
         }
-        while let Some(answer) = asks.next().await {
+        while let Some((from, answer)) = asks.next().await {
             match answer {
-                Some(r) if r.granted => yes += 1,
+                Some(r) if r.granted => {
+                    granted.insert(from);
+                }
                 Some(r) => waits.extend(r.lease_left_us),
                 None => {}
             }
-            if yes >= need {
-                tracing::debug!(term, yes, "pre-vote won");
+            if majority_of_each(&sets, &granted) {
+                tracing::debug!(term, yes = granted.len(), "pre-vote won");
                 return Ok(());
             }
         }
+        let yes = granted.len();
         let retry = prevote_retry_after_us(yes, need, waits)
             .filter(|us| *us <= timing.stagger_ns / 1000)
             .map(Duration::from_micros);

@@ -8,8 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::node::QuorumNode;
 use super::protocol;
-use crate::engine::{Engine, Judged, ResignError};
+use crate::engine::{Engine, Judged, MembershipError, ResignError};
 use crate::role::{NodeId, Resigned};
+use electd_client::{AddMember, Members};
 
 impl Engine for QuorumNode {
     fn view(&self) -> Judged {
@@ -32,6 +33,18 @@ impl Engine for QuorumNode {
 
     fn resign(&self, to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>> {
         Box::pin(QuorumNode::resign(self, to))
+    }
+
+    fn members(&self) -> Result<Members, MembershipError> {
+        Ok(self.members_now())
+    }
+
+    fn add_member(&self, add: AddMember) -> BoxFuture<'_, Result<Members, MembershipError>> {
+        Box::pin(QuorumNode::add_member(self, add))
+    }
+
+    fn remove_member(&self, id: NodeId) -> BoxFuture<'_, Result<Members, MembershipError>> {
+        Box::pin(QuorumNode::remove_member(self, id))
     }
 
     /// The claim is closed before the loops are stopped, so that the election driver cannot

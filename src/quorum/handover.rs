@@ -60,7 +60,7 @@ impl QuorumNode {
                 .map(|l| l.index)
         };
         match to {
-            Some(n) if n == self.id || !self.members.contains(&n) => {
+            Some(n) if n == self.id || !self.voters().contains(&n) => {
                 Err(ResignError::UnknownTarget(n))
             }
             Some(n) => match (matched(n), m.last_log_index) {
@@ -75,7 +75,7 @@ impl QuorumNode {
                 )),
             },
             None => self
-                .members
+                .voters()
                 .iter()
                 .filter(|id| **id != self.id)
                 .max_by_key(|id| (matched(**id), std::cmp::Reverse(**id)))
@@ -89,7 +89,7 @@ impl QuorumNode {
     fn tell_followers(&self, msg: Resign) -> impl std::future::Future<Output = ()> + 'static {
         let transport = self.transport.clone();
         let others: Vec<NodeId> = self
-            .members
+            .voters()
             .iter()
             .copied()
             .filter(|id| *id != self.id)

@@ -87,9 +87,9 @@ pub fn replaced_message(id: NodeId, by: NodeId, was: u64, now: u64) -> String {
     format!(
         "node {id} started on a new data dir (incarnation {now:#x}), but member {by} knows it by \
          an earlier one ({was:#x}): the votes that data dir held are lost, and this node could \
-         vote twice in one term. Refusing to vote or run. To rejoin: restore its data dir from \
-         a backup. (Removing a member and adding it again at runtime is not built yet: until \
-         then the cluster runs on without node {id})"
+         vote twice in one term. Refusing to vote or run. To rejoin: remove it (electd member \
+         remove {id} --node LEADER), then start it again on an empty data dir with --join \
+         HOST:PORT of a member; or restore its data dir from a backup"
     )
 }
 

@@ -24,7 +24,7 @@ use super::election::{
 };
 use super::identity::{self, Recognition};
 use super::protocol::{
-    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, Resign,
+    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, RemoveRequest, Resign,
 };
 use super::quiet::follower_leader;
 use super::storage::{LogStore, StateMachine, Store, StoreError};
@@ -37,6 +37,7 @@ use crate::events::EventLog;
 use crate::lease::{Claim, Lease};
 use crate::role::{NodeId, Role, View};
 use crate::transport::Transport;
+use electd_client::Members;
 
 /// Why quorum mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +53,6 @@ pub enum QuorumError {
 /// A running quorum-mode node.
 pub struct QuorumNode {
     pub(super) id: NodeId,
-    pub(super) members: Vec<NodeId>,
     pub(super) timing: Timing,
     pub(super) raft: Raft<TypeConfig>,
     pub(super) store: Arc<Store>,
@@ -113,7 +113,14 @@ impl QuorumNode {
             .iter()
             .map(|p| (p.id, BasicNode::new(&p.addr)))
             .collect();
-        match raft.initialize(members).await {
+        let bootstrap = if cfg.join.is_some() {
+            // A node that joins takes its membership from the cluster's log.
+            tracing::info!("joining: the membership comes from the cluster, not from peers");
+            Ok(())
+        } else {
+            raft.initialize(members).await
+        };
+        match bootstrap {
             Ok(()) => tracing::info!("bootstrapped the membership from the config"),
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
                 tracing::debug!("membership already initialised (the node has voted or has a log)")
@@ -135,7 +142,6 @@ impl QuorumNode {
         }
         Ok(Arc::new(QuorumNode {
             id: cfg.id,
-            members: cfg.member_ids(),
             timing: t,
             raft,
             store,
@@ -245,6 +251,9 @@ impl QuorumNode {
     /// Starts the node's two loops (the role loop and the election driver); the returned future
     /// ends when `stop` is cancelled, or with an error when openraft stops on its own.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
+        let members = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            self.clone().follow_members(stop.clone()),
+        ));
         let mut driver = tokio::spawn(self.clone().drive_elections(stop.clone()));
         let role = self.clone().role_loop(stop.clone());
         tokio::pin!(role);
@@ -262,6 +271,7 @@ impl QuorumNode {
             },
         };
         driver.abort();
+        drop(members);
         // openraft stopping after this node closed its claim is the node's own shutdown.
         res.or_else(|e| {
             if self.lease.lock().expect("lease").is_closed() {
@@ -461,6 +471,18 @@ impl QuorumPeer for QuorumNode {
                 "leader {from} resigned"
             );
         }
+    }
+
+    /// Only the node itself may ask to be removed this way, and only of a leader.
+    async fn on_remove(
+        self: Arc<Self>,
+        from: NodeId,
+        req: RemoveRequest,
+    ) -> Result<Members, String> {
+        if req.id != from {
+            return Err(format!("node {from} may remove only itself this way"));
+        }
+        self.remove_member(req.id).await.map_err(|e| e.to_string())
     }
 
     /// Records `from`'s incarnation if this node knows none; refuses another one than it

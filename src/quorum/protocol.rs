@@ -12,6 +12,7 @@
 //! | `/peer/raft/prevote` | [`PreVoteRequest`] (electd's) | [`PreVoteResponse`] |
 //! | `/peer/raft/resign` | [`Resign`] (electd's) | `{"ok": true}` |
 //! | `/peer/raft/hello` | [`Hello`] (electd's: identity.rs) | [`HelloAnswer`] |
+//! | `/peer/raft/remove` | [`RemoveRequest`] (electd's: a leader that removes itself asks its successor; membership.rs) | `Result<Members, String>` |
 //!
 //! Error mapping of the sending side (`docs/design/openraft.md`): a refused connection is
 //! `Unreachable` (the replication stream then backs off for one heartbeat interval, well below
@@ -45,6 +46,7 @@ use crate::counters::Counters;
 use crate::error::ApiError;
 use crate::role::NodeId;
 use crate::transport::{decode_peer, PeerId, Transport, TransportError};
+use electd_client::Members;
 
 pub const PATH_APPEND: &str = "/peer/raft/append";
 pub const PATH_VOTE: &str = "/peer/raft/vote";
@@ -54,8 +56,16 @@ pub const PATH_RESIGN: &str = "/peer/raft/resign";
 /// Not an openraft RPC: electd's pre-vote (see [`PreVoteRequest`]).
 pub const PATH_PREVOTE: &str = "/peer/raft/prevote";
 
+/// Not an openraft RPC: a leader that removes itself asks its successor to (membership.rs).
+pub const PATH_REMOVE: &str = "/peer/raft/remove";
 /// Not an openraft RPC: a node's incarnation, for its peers to record (identity.rs).
 pub const PATH_HELLO: &str = "/peer/raft/hello";
+
+/// The peer request of a leader that removes itself: "remove `id`" to its successor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveRequest {
+    pub id: NodeId,
+}
 
 /// "This is the incarnation of my data dir": the receiver records it if it knows none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +143,12 @@ pub trait QuorumPeer: Send + Sync + 'static {
     fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse;
     /// `from` says it resigned.
     fn on_resign_notice(&self, from: NodeId, notice: Resign);
+    /// `from`, the leader before this one, asks this node to remove it (membership.rs).
+    fn on_remove(
+        self: Arc<Self>,
+        from: NodeId,
+        req: RemoveRequest,
+    ) -> impl Future<Output = Result<Members, String>> + Send;
     /// `from` names the incarnation of its data dir.
     fn on_hello(
         self: Arc<Self>,
@@ -148,6 +164,7 @@ pub fn routes<P: QuorumPeer>(peer: Arc<P>) -> Router {
         .route(PATH_PREVOTE, post(prevote::<P>))
         .route(PATH_RESIGN, post(resign::<P>))
         .route(PATH_HELLO, post(hello::<P>))
+        .route(PATH_REMOVE, post(remove::<P>))
         .route(PATH_VOTE, post(vote::<P>))
         .route(PATH_SNAPSHOT, post(snapshot::<P>))
         .with_state(peer)
@@ -242,6 +259,19 @@ async fn hello<P: QuorumPeer>(
             format!("cannot record the incarnation: {e}"),
         )),
     }
+}
+
+async fn remove<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: RemoveRequest = decode_peer(p.counters(), &body)?;
+    p.counters().received("remove");
+    let res = tokio::spawn(p.on_remove(from, req))
+        .await
+        .map_err(internal)?;
+    Ok(Json(res).into_response())
 }
 
 /// openraft's network: creates one connection value per target; all share the transport and

@@ -644,6 +644,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             for e in entries {
                 s.last_applied = Some(e.log_id);
                 if let EntryPayload::Membership(m) = e.payload {
+                    // A node no longer a member may come back on a new data dir once it is
+                    // added again (identity.rs): its incarnation is forgotten.
+                    s.known.retain(|id, _| m.get_node(id).is_some());
                     s.membership = StoredMembership::new(Some(e.log_id), m);
                 }
             }

@@ -55,6 +55,7 @@ impl Cluster {
                 seed: None,
                 timing,
                 max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
+                join: None,
                 peers: peers.clone(),
             };
             let path = dir.join(format!("node{}.toml", p.id));

@@ -12,13 +12,18 @@ use super::dir::{io, Cluster, CtlError};
 
 impl Cluster {
     /// The pid of node `id` if its process is alive (a zombie counts as dead and is reaped).
+    /// A main thread that is a zombie while other threads of the process still exit is alive:
+    /// those threads still hold its files, its listening socket included (a node started
+    /// again on the same address at that moment could not bind it).
     pub fn pid(&self, id: NodeId) -> Option<i32> {
         let pid: i32 = fs::read_to_string(self.pid_file(id))
             .ok()?
             .trim()
             .parse()
             .ok()?;
-        process_state(pid).filter(|s| *s != 'Z').map(|_| pid)
+        process_state(pid)
+            .filter(|s| *s != 'Z' || threads(pid) > 1)
+            .map(|_| pid)
     }
 
     /// Starts node `id` in `mode` on its data dir, unless it is already running.
@@ -157,6 +162,11 @@ impl Cluster {
 }
 
 /// The state letter of a process from /proc (R, S, T, Z…), reaping it if it is our zombie.
+/// How many threads of process `pid` are left (0 when it is gone).
+fn threads(pid: i32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
+}
+
 pub(super) fn process_state(pid: i32) -> Option<char> {
     // Reaps it if it is our exited child; harmless if it is not our child.
     let _ = process::waitpid(Some(Pid::from_raw(pid)?), process::WaitOptions::NOHANG);

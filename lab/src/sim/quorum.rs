@@ -257,6 +257,7 @@ impl Sim {
             seed: None,
             timing: self.timing,
             max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
+            join: None,
             peers: self
                 .ids
                 .iter()

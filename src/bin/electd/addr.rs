@@ -9,7 +9,8 @@ pub struct NodeAddr {
         long = "node",
         value_name = "ADDR",
         env = "ELECTD_NODE",
-        default_value = "127.0.0.1:7001"
+        default_value = "127.0.0.1:7001",
+        global = true
     )]
     pub addr: String,
 }

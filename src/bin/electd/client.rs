@@ -1,11 +1,11 @@
-//! The client commands of `electd`: `leader`, `status`, `watch` and `resign`, each against one
+//! The client commands of `electd`: `leader`, `status`, `watch`, `resign` and `member`, each against one
 //! node, through the typed client. Human lines by default, the API's JSON with `--json`; the
 //! exit code says what a script needs to know (README, "Client commands").
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use electd_client::{Client, Error, LeaderInfo, Status, Watched};
+use electd_client::{Client, Error, LeaderInfo, Members, Status, Watched};
 
 use super::addr::NodeAddr;
 
@@ -28,10 +28,10 @@ pub struct NodeArgs {
     #[command(flatten)]
     pub at: NodeAddr,
     /// Print the API's JSON instead of a human line.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
     /// How long to wait for an answer, ms.
-    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    #[arg(long, value_name = "MS", default_value_t = 2000, global = true)]
     pub timeout_ms: u64,
 }
 
@@ -51,6 +51,39 @@ pub struct ResignArgs {
     /// The node's admin token (prefer the environment: a flag shows in the process list).
     #[arg(long, env = "ELECTD_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MemberArgs {
+    #[command(subcommand)]
+    pub change: MemberCommand,
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// The node's admin token, for add and remove (prefer the environment).
+    #[arg(
+        long,
+        env = "ELECTD_ADMIN_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    pub admin_token: Option<String>,
+}
+
+/// `electd member …`: quorum mode's runtime membership.
+#[derive(clap::Subcommand, Debug)]
+pub enum MemberCommand {
+    /// The members in force on the node: id, address, voter or learner.
+    List,
+    /// Add a member (to the leader): a learner first, a voter once it has caught up. Start
+    /// the new node with `--join` and an empty data dir. Waits up to a minute.
+    Add {
+        id: u64,
+        /// HOST:PORT of its API and peer RPC.
+        addr: String,
+    },
+    /// Remove a member (to the leader; removing the leader hands over first). Waits up to a
+    /// minute.
+    Remove { id: u64 },
 }
 
 #[derive(clap::Args, Debug)]
@@ -174,6 +207,60 @@ pub async fn resign(args: ResignArgs) -> ExitCode {
                     done.term, done.successor
                 );
             }
+            ExitCode::from(exit::OK)
+        }
+        Err(e @ Error::Api { .. }) => {
+            eprintln!("electd: {e}");
+            ExitCode::from(exit::NO)
+        }
+        Err(e) => unreachable(&e),
+    }
+}
+
+fn members_lines(m: &Members) -> String {
+    let mut out: Vec<String> = m
+        .members
+        .iter()
+        .map(|x| {
+            let kind = if x.voter { "voter" } else { "learner" };
+            format!("node {} ({}): {kind}", x.id, x.addr)
+        })
+        .collect();
+    if m.voter_sets.len() > 1 {
+        out.push(format!(
+            "a change is in progress: voters {:?} and {:?} (joint)",
+            m.voter_sets[0], m.voter_sets[1]
+        ));
+    } else if !m.committed {
+        out.push("not yet committed".to_string());
+    }
+    out.join("\n")
+}
+
+/// `electd member list|add|remove`: exit 0 when done, 3 when refused (not the leader, unknown
+/// member, a change in progress, not quorum mode, bad token).
+pub async fn member(args: MemberArgs) -> ExitCode {
+    let mut client = args.node.client().admin_token(args.admin_token.clone());
+    let answer = match &args.change {
+        MemberCommand::List => client.members().await,
+        change => {
+            // A change waits for a learner to catch up and two commits.
+            client = client.timeout(Duration::from_millis(args.node.timeout_ms.max(60_000)));
+            match change {
+                MemberCommand::Add { id, addr } => client.add_member(*id, addr).await,
+                MemberCommand::Remove { id } => client.remove_member(*id).await,
+                MemberCommand::List => unreachable!("matched above"),
+            }
+        }
+    };
+    match answer {
+        Ok(m) => {
+            let text = if args.node.json {
+                json(&m)
+            } else {
+                members_lines(&m)
+            };
+            println!("{text}");
             ExitCode::from(exit::OK)
         }
         Err(e @ Error::Api { .. }) => {

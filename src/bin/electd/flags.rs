@@ -54,6 +54,9 @@ pub enum Command {
     Watch(crate::client::WatchArgs),
     /// Hand the leader role over (the node must be the leader; needs the admin token).
     Resign(crate::client::ResignArgs),
+    /// Quorum mode's members: list them, add one, remove one (add and remove need the admin
+    /// token and go to the leader).
+    Member(crate::client::MemberArgs),
     /// Run a command only while the node holds the claim (SIGTERM before the claim can end,
     /// SIGKILL at the latest when it does; started again when the claim comes back).
     Run(crate::run::RunArgs),
@@ -123,6 +126,12 @@ pub struct Fields {
     #[arg(long, env = "ELECTD_MAX_WATCHERS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     max_watchers: Option<usize>,
+    /// Quorum mode: join the running cluster through the member at HOST:PORT (its membership
+    /// comes from the cluster; with an admin token the node asks to be added), instead of
+    /// bootstrapping one from the peers. For a node whose data dir is new.
+    #[arg(long, value_name = "HOST:PORT", env = "ELECTD_JOIN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    join: Option<String>,
     #[command(flatten)]
     #[serde(skip_serializing_if = "TimingFields::is_empty")]
     timing: TimingFields,

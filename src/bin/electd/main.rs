@@ -1,13 +1,16 @@
 //! `electd`: runs one node, or (with a subcommand) asks one. See `electd --help` and README.md.
 //!
 //! - `flags.rs`: the command line (config fields as flags and variables, the subcommands);
-//! - `client.rs`: the client commands against one node (`leader`, `status`, `watch`, `resign`);
+//! - `client.rs`: the client commands against one node (`leader`, `status`, `watch`, `resign`,
+//!   `member`);
 //! - `run.rs`: `electd run`, the supervisor that runs a command only while its node claims;
+//! - `join.rs`: `--join`, a new node asks the cluster's leader to add it;
 //! - `addr.rs`: `--node`, where the node is.
 
 mod addr;
 mod client;
 mod flags;
+mod join;
 mod run;
 
 use std::process::ExitCode;
@@ -37,6 +40,7 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Status(a) => client::status(a).await,
             Command::Watch(a) => client::watch(a).await,
             Command::Resign(a) => client::resign(a).await,
+            Command::Member(a) => client::member(a).await,
             Command::Run(a) => run::run(a).await,
             Command::KeepGroup { group } => run::keep_group(group),
         }
@@ -113,12 +117,19 @@ async fn run(cfg: Config) -> Result<(), String> {
     }
     let stop = CancellationToken::new();
     let fatal = CancellationToken::new();
+    let node_cfg = cfg.clone();
     let node = Node::start(cfg, seed, stop.clone(), fatal.clone())
         .await
         .map_err(|e| e.to_string())?;
     let app = electd::app(node.clone());
     let server_stop = CancellationToken::new();
     let server = tokio::spawn(serve(listener, app, server_stop.clone().cancelled_owned()));
+    let joining = {
+        let cfg = node_cfg;
+        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            join::ask_to_be_added(&cfg).await
+        }))
+    };
     let failed = tokio::select! {
         sig = electd::terminate_signal() => {
             tracing::info!("{sig}: stepping down");
@@ -126,6 +137,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         }
         _ = fatal.cancelled() => true,
     };
+    drop(joining);
     // Step down first (stop claiming, stop heartbeats), then stop serving.
     let _ = tokio::time::timeout(std::time::Duration::from_millis(1500), node.shutdown()).await;
     server_stop.cancel();

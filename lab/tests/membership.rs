@@ -1,0 +1,225 @@
+//! Runtime membership on real processes (quorum mode; README, "Changing the members"): grow
+//! 3 → 5 and shrink 5 → 3 under load, remove the leader, replace a dead member on a new data
+//! dir. Each with no term led twice and no two claimants at once over every node's event log
+//! (C1, C2), and the time without a claimant it cost printed. Bully, ring and the others keep
+//! the members of their config and say so.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{TestCluster, TEST_TIMING};
+use electd::clock::mono_ns;
+use electd_client::{Members, Mode, NodeId};
+use electd_lab::chaos::checkers::availability;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Rewrites node `id`'s config: its `peers` limited to `peers`, and `join` set or not.
+fn rewrite_config(path: &Path, peers: &[NodeId], join: Option<&str>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut cfg: toml::Table = toml::from_str(&text).unwrap();
+    if let Some(toml::Value::Array(all)) = cfg.get_mut("peers") {
+        all.retain(|p| {
+            let id = p.get("id").and_then(|v| v.as_integer()).unwrap() as NodeId;
+            peers.contains(&id)
+        });
+    }
+    match join {
+        Some(j) => cfg.insert("join".into(), toml::Value::String(j.into())),
+        None => cfg.remove("join"),
+    };
+    std::fs::write(path, toml::to_string(&cfg).unwrap()).unwrap();
+}
+
+/// Node `id`'s membership answer.
+async fn members_of(tc: &TestCluster, id: NodeId) -> Option<Members> {
+    tc.c.client(id).ok()?.members().await.ok()
+}
+
+/// Waits until node `at` reports exactly `voters` as the one voter set, committed.
+async fn until_voters(tc: &TestCluster, at: NodeId, voters: &[NodeId]) -> bool {
+    let until = Instant::now() + WAIT;
+    while Instant::now() < until {
+        if let Some(m) = members_of(tc, at).await {
+            if m.voter_sets == vec![voters.to_vec()] && m.committed {
+                return true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// A change through the leader's admin API, with the time a change may take.
+fn admin(tc: &TestCluster, id: NodeId) -> electd_client::Client {
+    tc.c.client(id).unwrap().timeout(Duration::from_secs(6))
+}
+
+/// Prints and returns the time without a claimant from `from_ns` on.
+fn leaderless_ms(tc: &TestCluster, what: &str, from_ns: u64) -> f64 {
+    let a = availability(&tc.run_log(Some(from_ns), None));
+    let ms = a.leaderless_ns as f64 / 1e6;
+    eprintln!("{what}: {ms:.1} ms without a claimant");
+    ms
+}
+
+#[test]
+fn grow_three_to_five_and_shrink_back_under_load() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Quorum, 5, TEST_TIMING);
+    let node1 = tc.c.member(1).unwrap().addr.clone();
+    for id in 1..=3 {
+        rewrite_config(&tc.c.member(id).unwrap().config.clone(), &[1, 2, 3], None);
+    }
+    for id in 4..=5 {
+        rewrite_config(
+            &tc.c.member(id).unwrap().config.clone(),
+            &[1, 2, 3, 4, 5],
+            Some(&node1),
+        );
+    }
+    for id in 1..=3 {
+        tc.start_node(id);
+    }
+    rt.block_on(tc.c.wait_agreed(WAIT))
+        .expect("a leader of three");
+    assert!(rt.block_on(until_voters(&tc, 1, &[1, 2, 3])));
+    let urls: Vec<String> = (1..=3)
+        .map(|id| format!("http://{}/v1/leader", tc.c.member(id).unwrap().addr))
+        .collect();
+    let load = rt.spawn(async move { electd_lab::bench::hammer(&urls, 12, 8).await });
+    let t0 = mono_ns();
+    // Grow: each new node joins through node 1 and asks the leader to add it (admin token).
+    tc.start_node(4);
+    assert!(
+        rt.block_on(until_voters(&tc, 1, &[1, 2, 3, 4])),
+        "node 4 joined"
+    );
+    tc.start_node(5);
+    assert!(
+        rt.block_on(until_voters(&tc, 1, &[1, 2, 3, 4, 5])),
+        "node 5 joined"
+    );
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("five agree");
+    for id in 1..=5 {
+        assert!(
+            rt.block_on(until_voters(&tc, id, &[1, 2, 3, 4, 5])),
+            "node {id}"
+        );
+    }
+    let grown = leaderless_ms(&tc, "grow 3 -> 5", t0);
+    // Shrink: the leader removes 5, then 4 (whichever leads; the leader removing itself
+    // hands over first).
+    let t1 = mono_ns();
+    for (gone, left) in [(5, vec![1, 2, 3, 4]), (4, vec![1, 2, 3])] {
+        let l = rt.block_on(tc.c.wait_agreed(WAIT)).unwrap_or(leader);
+        let m = rt.block_on(admin(&tc, l).remove_member(gone));
+        assert!(m.is_ok(), "remove {gone} at {l}: {m:?}");
+        assert!(rt.block_on(until_voters(&tc, 1, &left)), "without {gone}");
+    }
+    tc.stop(5);
+    tc.stop(4);
+    let shrunk = leaderless_ms(&tc, "shrink 5 -> 3", t1);
+    let now = rt.block_on(tc.c.wait_agreed(WAIT)).expect("three agree");
+    assert!(now <= 3, "the leader {now} is one of the three left");
+    let h = rt.block_on(load).unwrap().expect("the load ran");
+    let pct = |q: f64| h.latency_ms[((h.latency_ms.len() - 1) as f64 * q) as usize];
+    eprintln!(
+        "load: {} requests in {:.1} s, {} errors, p50 {:.2} ms, p99 {:.2} ms",
+        h.requests,
+        h.seconds,
+        h.errors,
+        pct(0.5),
+        pct(0.99)
+    );
+    assert_eq!(h.errors, 0, "GET /v1/leader failed during the changes");
+    tc.assert_safe();
+    assert!(grown < 2000.0 && shrunk < 2000.0, "{grown} / {shrunk} ms");
+}
+
+#[test]
+fn removing_the_leader_hands_over_first() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 5);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+    let t0 = mono_ns();
+    let m = rt
+        .block_on(admin(&tc, leader).remove_member(leader))
+        .expect("the leader removed itself");
+    assert!(m.members.iter().all(|x| x.id != leader), "{m:?}");
+    let others: Vec<NodeId> = (1..=5).filter(|i| *i != leader).collect();
+    let next = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a new leader");
+    assert_ne!(next, leader);
+    assert!(rt.block_on(until_voters(&tc, next, &others)));
+    tc.stop(leader);
+    leaderless_ms(&tc, "remove the leader", t0);
+    // The removed node neither campaigns nor claims again (it was stopped only now).
+    tc.assert_safe();
+}
+
+#[test]
+fn a_dead_member_is_replaced_on_a_new_data_dir() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 5);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+    let dead = (1..=5).find(|i| *i != leader).unwrap();
+    tc.kill(dead);
+    std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, dead)).unwrap();
+    let t0 = mono_ns();
+    rt.block_on(admin(&tc, leader).remove_member(dead))
+        .expect("the dead member removed");
+    let rest: Vec<NodeId> = (1..=5).filter(|i| *i != dead).collect();
+    assert!(rt.block_on(until_voters(&tc, leader, &rest)));
+    // The replacement: the same id and address, an empty data dir, joining through the leader.
+    let through = tc.c.member(leader).unwrap().addr.clone();
+    rewrite_config(
+        &tc.c.member(dead).unwrap().config.clone(),
+        &[1, 2, 3, 4, 5],
+        Some(&through),
+    );
+    tc.start_node(dead);
+    assert!(rt.block_on(until_voters(&tc, leader, &[1, 2, 3, 4, 5])));
+    // Its new incarnation was recorded (the old one was forgotten with the removal): it votes.
+    let confirmed = rt.block_on(async {
+        let until = Instant::now() + WAIT;
+        while Instant::now() < until {
+            if let Ok(st) = tc.c.status(dead).await {
+                if st.engine["identity"]["confirmed"] == serde_json::json!(true) {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    });
+    assert!(confirmed, "the replacement was not confirmed");
+    // With the leader and one more down, the three left need the replacement's vote.
+    let other = (1..=5).find(|i| *i != leader && *i != dead).unwrap();
+    tc.kill(leader);
+    tc.kill(other);
+    let next = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("elected with the replacement");
+    assert!(next != leader && next != other);
+    leaderless_ms(&tc, "replace a dead member", t0);
+    tc.assert_safe();
+}
+
+#[test]
+fn modes_other_than_quorum_keep_their_config_members() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Bully, 3);
+    rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+    for answer in [
+        rt.block_on(tc.c.client(1).unwrap().members()).map(|_| ()),
+        rt.block_on(admin(&tc, 1).remove_member(2)).map(|_| ()),
+        rt.block_on(admin(&tc, 1).add_member(9, "127.0.0.1:9"))
+            .map(|_| ()),
+    ] {
+        let e = answer.expect_err("not supported");
+        assert_eq!(e.code(), Some("not_supported"), "{e}");
+        assert_eq!(e.status(), Some(409), "{e}");
+    }
+}

@@ -1,0 +1,409 @@
+//! Runtime membership of a quorum cluster: the members in force, read from openraft's
+//! effective membership (what the node's log holds, committed or not), and the changes the
+//! admin API asks for, on openraft's joint consensus (README, "Changing the members").
+//!
+//! - **Add** (`POST /v1/admin/members`): the leader records the address, adds the node as a
+//!   learner, waits until its log has caught up, then makes it a voter (`change_membership`:
+//!   a joint config, then the new one).
+//! - **Remove** (`DELETE /v1/admin/members/{id}`): the leader changes the voters without it.
+//!   Removing the leader itself hands over first (the resign path) and asks the successor to
+//!   remove it (`/peer/raft/remove`).
+//! - Every node learns the addresses of the members its log names ([`QuorumNode::follow_members`]),
+//!   and forgets the incarnation of a node that is no longer a member (storage.rs), so that
+//!   a removed node can be added again on a new data dir (identity.rs).
+//!
+//! During a joint change, a claim (openraft's read quorum), a vote (openraft) and a pre-vote
+//! ([`majority_of_each`]) need a majority of both voter sets.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, ServerState};
+use tokio_util::sync::CancellationToken;
+
+use super::node::QuorumNode;
+use super::protocol::{Hello, HelloAnswer, RemoveRequest, PATH_HELLO, PATH_REMOVE};
+use crate::engine::MembershipError;
+use crate::role::NodeId;
+use electd_client::{AddMember, Member, Members};
+
+/// How long a change may take in all, below the API's request limit (5 s, `src/error.rs`), so
+/// that the caller hears why it did not complete rather than a 408.
+const CHANGE_TIME: Duration = Duration::from_millis(4000);
+
+/// The time left until `until`.
+fn left(until: tokio::time::Instant) -> Duration {
+    until.saturating_duration_since(tokio::time::Instant::now())
+}
+
+/// Whether `yes` holds a majority of every voter set in `sets` (two during a joint change).
+pub fn majority_of_each(sets: &[Vec<NodeId>], yes: &BTreeSet<NodeId>) -> bool {
+    !sets.is_empty()
+        && sets
+            .iter()
+            .all(|set| set.iter().filter(|id| yes.contains(id)).count() > set.len() / 2)
+}
+
+/// The voter sets of `m`, each in id order.
+fn sets_of(m: &openraft::Membership<NodeId, BasicNode>) -> Vec<Vec<NodeId>> {
+    m.get_joint_config()
+        .iter()
+        .map(|set| set.iter().copied().collect())
+        .collect()
+}
+
+/// Why `addr` cannot be a member's address, if it cannot.
+pub fn check_addr(addr: &str) -> Result<(), String> {
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Ok(())
+        }
+        _ => Err(format!("addr {addr:?} must be HOST:PORT")),
+    }
+}
+
+impl QuorumNode {
+    /// The voter sets in force: one, or two during a joint change.
+    pub(super) fn voter_sets(&self) -> Vec<Vec<NodeId>> {
+        let m = self.raft_metrics();
+        sets_of(m.membership_config.membership())
+    }
+
+    /// Every voter of the sets in force, in id order.
+    pub(super) fn voters(&self) -> Vec<NodeId> {
+        let ids: BTreeSet<NodeId> = self.voter_sets().into_iter().flatten().collect();
+        ids.into_iter().collect()
+    }
+
+    /// The membership in force on this node, as `GET /v1/members` answers it.
+    pub(super) fn members_now(&self) -> Members {
+        let m = self.raft_metrics();
+        let eff = &m.membership_config;
+        let voters: BTreeSet<NodeId> = eff.voter_ids().collect();
+        let log_id = *eff.log_id();
+        Members {
+            members: eff
+                .nodes()
+                .map(|(id, node)| Member {
+                    id: *id,
+                    addr: node.addr.clone(),
+                    voter: voters.contains(id),
+                })
+                .collect(),
+            voter_sets: sets_of(eff.membership()),
+            log_index: log_id.map(|l| l.index),
+            committed: log_id.is_none() || log_id <= m.last_applied,
+        }
+    }
+
+    /// `Err(NotLeader)` naming the leader unless this node leads.
+    fn must_lead(&self) -> Result<(), MembershipError> {
+        let m = self.raft_metrics();
+        if m.state == ServerState::Leader {
+            return Ok(());
+        }
+        let leader = m.current_leader.filter(|l| *l != self.id).map(|l| {
+            let addr = self.transport.peers.get(l).unwrap_or_default();
+            (l, addr)
+        });
+        Err(MembershipError::NotLeader {
+            me: self.id,
+            leader,
+        })
+    }
+
+    /// Adds `add.id` at `add.addr`: a learner first, a voter once its log has caught up.
+    pub(super) async fn add_member(&self, add: AddMember) -> Result<Members, MembershipError> {
+        check_addr(&add.addr).map_err(MembershipError::Invalid)?;
+        if add.id == 0 {
+            return Err(MembershipError::Invalid("id must be positive".into()));
+        }
+        self.must_lead()?;
+        let now = self.members_now();
+        if now.voter_sets.len() > 1 || !now.committed {
+            return Err(MembershipError::InProgress);
+        }
+        if now.members.iter().any(|m| m.id == add.id && m.voter) {
+            return Err(MembershipError::AlreadyMember(add.id));
+        }
+        if let Some(other) = now
+            .members
+            .iter()
+            .find(|m| m.addr == add.addr && m.id != add.id)
+        {
+            return Err(MembershipError::AddressInUse {
+                addr: add.addr,
+                id: other.id,
+            });
+        }
+        self.transport.peers.learn(add.id, &add.addr);
+        let until = tokio::time::Instant::now() + CHANGE_TIME;
+        tracing::info!(
+            member = add.id,
+            addr = add.addr,
+            "adding a member: learner first"
+        );
+        let learner = self
+            .raft
+            .add_learner(add.id, BasicNode::new(&add.addr), false);
+        changed(self.id, tokio::time::timeout(left(until), learner).await)?;
+        self.until_caught_up(add.id, until).await?;
+        tracing::info!(member = add.id, "learner caught up: promoting it to voter");
+        let voters = BTreeSet::from([add.id]);
+        let promote = self
+            .raft
+            .change_membership(ChangeMembers::AddVoterIds(voters), false);
+        changed(self.id, tokio::time::timeout(left(until), promote).await)?;
+        Ok(self.members_now())
+    }
+
+    /// Removes `id`; the leader removing itself hands over first and has its successor do it.
+    pub(super) async fn remove_member(&self, id: NodeId) -> Result<Members, MembershipError> {
+        self.must_lead()?;
+        let now = self.members_now();
+        let Some(member) = now.members.iter().find(|m| m.id == id) else {
+            return Err(MembershipError::UnknownMember(id));
+        };
+        if now.voter_sets.len() > 1 || !now.committed {
+            return Err(MembershipError::InProgress);
+        }
+        if member.voter && now.voter_sets[0].len() == 1 {
+            return Err(MembershipError::LastVoter(id));
+        }
+        let until = tokio::time::Instant::now() + CHANGE_TIME;
+        if id == self.id {
+            return self.hand_over_and_remove_self(until).await;
+        }
+        let change = if member.voter {
+            ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+        } else {
+            ChangeMembers::RemoveNodes(BTreeSet::from([id]))
+        };
+        tracing::info!(member = id, "removing a member");
+        let change = self.raft.change_membership(change, false);
+        changed(self.id, tokio::time::timeout(left(until), change).await)?;
+        Ok(self.members_now())
+    }
+
+    /// The leader removes itself: it resigns (its claim fenced, a successor named), waits for
+    /// the next leader, and asks it to do the removal.
+    async fn hand_over_and_remove_self(
+        &self,
+        until: tokio::time::Instant,
+    ) -> Result<Members, MembershipError> {
+        let resigned = self
+            .resign(None)
+            .await
+            .map_err(|e| MembershipError::Failed(format!("could not hand over first: {e}")))?;
+        tracing::info!(
+            term = resigned.term,
+            successor = resigned.successor,
+            "removing this node, the leader: handed over first"
+        );
+        let mut metrics = self.raft.metrics();
+        let leader = loop {
+            let next = {
+                let m = metrics.borrow_and_update();
+                m.current_leader
+                    .filter(|l| *l != self.id && m.current_term > resigned.term)
+            };
+            if let Some(l) = next {
+                break l;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => {
+                    return Err(MembershipError::Failed(
+                        "no new leader in time after the handover; this node no longer \
+                         leads: ask the new leader"
+                            .into(),
+                    ))
+                }
+                r = metrics.changed() => if r.is_err() {
+                    return Err(MembershipError::Failed("openraft stopped".into()));
+                }
+            }
+        };
+        let answer: Result<Result<Members, String>, _> = self
+            .transport
+            .call(
+                leader,
+                PATH_REMOVE,
+                "remove",
+                &RemoveRequest { id: self.id },
+                left(until),
+            )
+            .await;
+        match answer {
+            Ok(Ok(members)) => Ok(members),
+            Ok(Err(e)) => Err(MembershipError::Failed(format!("node {leader}: {e}"))),
+            Err(e) => Err(MembershipError::Failed(format!(
+                "asked node {leader}, the new leader, to remove this node: {e}"
+            ))),
+        }
+    }
+
+    /// Waits until the leader's replication to `id` has reached its last log entry.
+    async fn until_caught_up(
+        &self,
+        id: NodeId,
+        until: tokio::time::Instant,
+    ) -> Result<(), MembershipError> {
+        let mut metrics = self.raft.metrics();
+        loop {
+            let caught_up = {
+                let m = metrics.borrow_and_update();
+                let matched = m
+                    .replication
+                    .as_ref()
+                    .and_then(|r| r.get(&id).copied())
+                    .flatten()
+                    .map(|l| l.index);
+                matched.is_some() && matched >= m.last_log_index
+            };
+            if caught_up {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => return Err(MembershipError::Failed(format!(
+                    "node {id} did not catch up within {} ms (is it running, with --join?); it \
+                     stays a learner: add it again once it runs, or remove it",
+                    CHANGE_TIME.as_millis()
+                ))),
+                r = metrics.changed() => if r.is_err() {
+                    return Err(MembershipError::Failed("openraft stopped".into()));
+                }
+            }
+        }
+    }
+
+    /// Tells `to` this node's incarnation once; a member that knows another one is logged.
+    async fn say_hello(self: Arc<Self>, to: Vec<NodeId>, incarnation: u64) {
+        let deadline = Duration::from_nanos(self.election.follower_lease_ns);
+        let hello = Hello { incarnation };
+        let asks = to.into_iter().map(|peer| {
+            let transport = self.transport.clone();
+            async move {
+                let r: Result<HelloAnswer, _> = transport
+                    .call(peer, PATH_HELLO, "hello", &hello, deadline)
+                    .await;
+                if let Ok(HelloAnswer {
+                    accepted: false,
+                    known,
+                }) = r
+                {
+                    tracing::error!(
+                        peer,
+                        known = format!("{:#x}", known.unwrap_or_default()),
+                        "a member knows this node by another incarnation"
+                    );
+                }
+            }
+        });
+        futures_util::future::join_all(asks).await;
+    }
+
+    /// Keeps the transport's address book in step with the members the log names. Runs until
+    /// `stop` is cancelled or openraft stops.
+    pub(super) async fn follow_members(self: Arc<Self>, stop: CancellationToken) {
+        let mut metrics = self.raft.metrics();
+        let mut seen = None;
+        loop {
+            let nodes: Option<BTreeMap<NodeId, String>> = {
+                let m = metrics.borrow_and_update();
+                let at = *m.membership_config.log_id();
+                (seen != Some(at)).then(|| {
+                    seen = Some(at);
+                    m.membership_config
+                        .nodes()
+                        .map(|(id, n)| (*id, n.addr.clone()))
+                        .collect()
+                })
+            };
+            if let Some(nodes) = nodes {
+                let others: Vec<NodeId> =
+                    nodes.keys().copied().filter(|id| *id != self.id).collect();
+                for (id, addr) in &nodes {
+                    if *id != self.id {
+                        self.transport.peers.learn(*id, addr);
+                    }
+                }
+                // A confirmed node tells a changed membership its incarnation again: a member
+                // added since records it, and so does every member again after this node was
+                // removed and added back (they forgot it then).
+                if let Some(me) = self.store.identity().filter(|i| i.confirmed) {
+                    tokio::spawn(self.clone().say_hello(others, me.incarnation));
+                }
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                r = metrics.changed() => if r.is_err() { return },
+            }
+        }
+    }
+}
+
+/// One step of a change as openraft answers it, within its time limit.
+type Step<T> = Result<
+    Result<T, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>,
+    tokio::time::error::Elapsed,
+>;
+
+/// A change's step, as a membership error: openraft's refusal, or the time limit.
+fn changed<T>(me: NodeId, r: Step<T>) -> Result<T, MembershipError> {
+    match r {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+            Err(MembershipError::NotLeader {
+                me,
+                leader: f.leader_id.map(|id| {
+                    let addr = f.leader_node.map(|n| n.addr).unwrap_or_default();
+                    (id, addr)
+                }),
+            })
+        }
+        Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(_),
+        )))) => Err(MembershipError::InProgress),
+        Ok(Err(e)) => Err(MembershipError::Failed(e.to_string())),
+        Err(_) => Err(MembershipError::Failed(
+            "timed out (the change may still complete: see GET /v1/members)".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_joint_change_needs_a_majority_of_both_sets() {
+        let yes = |ids: &[NodeId]| ids.iter().copied().collect::<BTreeSet<_>>();
+        let old = vec![1, 2, 3];
+        let new = vec![1, 2, 3, 4, 5];
+        assert!(majority_of_each(std::slice::from_ref(&old), &yes(&[1, 2])));
+        assert!(!majority_of_each(std::slice::from_ref(&new), &yes(&[1, 2])));
+        // Two of the old three, but only two of the new five.
+        assert!(!majority_of_each(
+            &[old.clone(), new.clone()],
+            &yes(&[1, 2])
+        ));
+        // Three of five but only one of three.
+        assert!(!majority_of_each(
+            &[old.clone(), new.clone()],
+            &yes(&[3, 4, 5])
+        ));
+        assert!(majority_of_each(&[old, new], &yes(&[1, 2, 4])));
+        assert!(!majority_of_each(&[], &yes(&[1])));
+    }
+
+    #[test]
+    fn member_addresses_are_host_and_port() {
+        assert!(check_addr("127.0.0.1:7001").is_ok());
+        assert!(check_addr("electd-3.electd:7000").is_ok());
+        for bad in ["", "x", ":7000", "h:", "h:0", "h:99999"] {
+            assert!(check_addr(bad).is_err(), "{bad}");
+        }
+    }
+}
