@@ -21,6 +21,15 @@ pub struct Peer {
     pub id: NodeId,
     /// `host:port` where the member serves its API and peer RPC.
     pub addr: String,
+    /// Quorum mode: the preferred leader is the member of the highest priority; a leader
+    /// hands over to a member of higher priority that has been connected and up to date for
+    /// `priority_settle_ms` (README, "Preferred leader"). Default 0: all equal.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Timings in milliseconds (README.md, "Timing model" and "Why two nodes never claim at once").
@@ -162,8 +171,17 @@ pub struct Config {
     /// and (with an `admin_token`) asks to be added. Only for a node whose data dir is new.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join: Option<String>,
+    /// Quorum mode: how long a member of higher priority than the leader must have been
+    /// connected and up to date before the leader hands over to it, and the least time
+    /// between two such handovers (at least two follower leases; default 10 s, or two
+    /// follower leases if that is longer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_settle_ms: Option<u64>,
     pub peers: Vec<Peer>,
 }
+
+/// The default of [`Config::priority_settle_ms`] (unless two follower leases are longer).
+pub const DEFAULT_PRIORITY_SETTLE_MS: u64 = 10_000;
 
 fn default_cluster_id() -> String {
     "electd".to_string()
@@ -290,6 +308,12 @@ impl Config {
     }
 
     /// Member ids, ascending, self included.
+    /// [`Config::priority_settle_ms`], or its default.
+    pub fn effective_priority_settle_ms(&self) -> u64 {
+        self.priority_settle_ms
+            .unwrap_or(DEFAULT_PRIORITY_SETTLE_MS.max(2 * self.timing.follower_lease_ms))
+    }
+
     pub fn member_ids(&self) -> Vec<NodeId> {
         let mut ids: Vec<NodeId> = self.peers.iter().map(|p| p.id).collect();
         ids.sort_unstable();
@@ -336,6 +360,19 @@ impl Config {
                     self.max_watchers
                 ),
             ));
+        }
+        let settle_min = 2 * self.timing.follower_lease_ms;
+        if let Some(settle) = self.priority_settle_ms {
+            if !(settle_min..=3_600_000).contains(&settle) {
+                return Err(invalid(
+                    "priority_settle_ms",
+                    format!(
+                        "({settle}) must be from two follower leases ({settle_min}) to one \
+                         hour (3600000): shorter, a flapping member could take the role back \
+                         and forth"
+                    ),
+                ));
+            }
         }
         if let Some(join) = &self.join {
             if self.mode != Mode::Quorum {
@@ -620,9 +657,11 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
         timing: Timing::default(),
         max_watchers: DEFAULT_MAX_WATCHERS,
         join: None,
+        priority_settle_ms: None,
         peers: vec![Peer {
             id: 1,
             addr: "127.0.0.1:9".into(),
+            priority: 0,
         }],
     };
     cfg.validate().expect("a valid config");
@@ -684,6 +723,28 @@ addr = "127.0.0.1:7003"
         let text = format!("{GOOD}\n[timing]\nlease_ms = 80\n");
         assert!(err(&text)
             .starts_with("timing.heartbeat_ms (30) must be at most 1/3 of timing.lease_ms (80)"));
+    }
+
+    /// The preferred leader's settle time and `join` are checked up front, naming the field.
+    #[test]
+    fn the_settle_time_and_join_are_checked() {
+        // Top-level fields go before the first [[peers]] table.
+        let with = |line: &str| format!("{line}\n{GOOD}");
+        assert!(err(&with("priority_settle_ms = 100")).starts_with(
+            "priority_settle_ms (100) must be from two follower leases (300) to one hour"
+        ));
+        let cfg = parse(&with("priority_settle_ms = 300")).unwrap();
+        assert_eq!(cfg.effective_priority_settle_ms(), 300);
+        assert_eq!(parse(GOOD).unwrap().effective_priority_settle_ms(), 10_000);
+        assert!(err(&with("join = \"nowhere\"")).starts_with("join: \"nowhere\" must be HOST:PORT"));
+        assert!(parse(&with("join = \"127.0.0.1:7001\"")).is_ok());
+        assert!(err(&with("join = \"127.0.0.1:7001\"\nmode = \"bully\""))
+            .starts_with("join: bully mode keeps the members of its config"));
+        let prio = GOOD.replace(
+            "id = 3\naddr = \"127.0.0.1:7003\"",
+            "id = 3\naddr = \"127.0.0.1:7003\"\npriority = 7",
+        );
+        assert_eq!(parse(&prio).unwrap().peers[2].priority, 7);
     }
 
     /// What was seen accepted before: heartbeat 1 / follower lease 4 (the default lease then

@@ -19,6 +19,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "quorum::election",
         "quorum::storage",
         "quorum::identity",
+        "quorum::preference",
         "legacy::core",
         "legacy::bully",
         "legacy::ring",

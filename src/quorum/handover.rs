@@ -1,14 +1,19 @@
-//! Handing leadership over: on `POST /v1/admin/resign` ([`QuorumNode::resign`]) and at a
-//! graceful stop ([`QuorumNode::shutdown`]). The claim is fenced or closed *before* anything
+//! Handing leadership over: on `POST /v1/admin/resign` ([`QuorumNode::resign`]), at a
+//! graceful stop ([`QuorumNode::shutdown`]), and to a preferred leader
+//! ([`QuorumNode::prefer_leader`], preference.rs). The claim is fenced or closed *before* anything
 //! else, the followers are told who should campaign first ([`Resign`]), and openraft's
 //! followers' leases then run out (openraft 0.9 has no leader transfer).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::{BasicNode, RaftMetrics, ServerState};
+use tokio_util::sync::CancellationToken;
 
 use super::node::{judge_claim, QuorumNode};
+use super::preference::{Seen, Settle};
 use super::protocol::{Resign, PATH_RESIGN};
+use crate::clock::ms;
 use crate::engine::ResignError;
 use crate::lease::Lease;
 use crate::role::{NodeId, Resigned};
@@ -138,5 +143,79 @@ impl QuorumNode {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "openraft shutdown");
         }
+    }
+
+    /// The preferred leader (preference.rs): while this node leads and claims, it looks every
+    /// beat for a member of higher priority that answers and has the whole log, and once one
+    /// has for the settle time, resigns to it. Runs until `stop` is cancelled or openraft
+    /// stops; idle (one look a beat) in a cluster without priorities.
+    pub(super) async fn prefer_leader(self: Arc<Self>, stop: CancellationToken) {
+        if self.priorities.values().all(|p| *p == 0) {
+            return;
+        }
+        let beat = Duration::from_millis(self.timing.heartbeat_ms);
+        let f = ms(self.timing.follower_lease_ms);
+        let mine = self.priority_of(self.id);
+        let mut settle = Settle::default();
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(beat) => {}
+            }
+            let m = self.raft_metrics();
+            if m.running_state.is_err() {
+                return;
+            }
+            let claiming = m.state == ServerState::Leader
+                && judge_claim(
+                    &self.lease.lock().expect("lease"),
+                    m.current_term,
+                    &*self.clock,
+                )
+                .is_some();
+            if !claiming {
+                settle.not_leading();
+                continue;
+            }
+            let now = self.clock.mono_ns();
+            let matched = |id: NodeId| {
+                m.replication
+                    .as_ref()
+                    .and_then(|r| r.get(&id).copied())
+                    .flatten()
+                    .map(|l| l.index)
+            };
+            let members: Vec<Seen> = self
+                .voters()
+                .into_iter()
+                .filter(|id| *id != self.id)
+                .map(|id| Seen {
+                    id,
+                    priority: self.priority_of(id),
+                    ready: matched(id).is_some()
+                        && matched(id) >= m.last_log_index
+                        && self
+                            .counters
+                            .last_contact_ns(id)
+                            .is_some_and(|at| now.saturating_sub(at) < f),
+                })
+                .collect();
+            if let Some(to) = settle.judge(now, mine, &members, self.settle_ns) {
+                match self.resign(Some(to)).await {
+                    Ok(r) => tracing::info!(
+                        term = r.term,
+                        successor = to,
+                        priority = self.priority_of(to),
+                        "handing over to a member of higher priority (preferred leader)"
+                    ),
+                    Err(e) => tracing::debug!(error = %e, "no handover to the preferred leader"),
+                }
+            }
+        }
+    }
+
+    /// A member's priority (0 unless the config gives one).
+    fn priority_of(&self, id: NodeId) -> u32 {
+        self.priorities.get(&id).copied().unwrap_or_default()
     }
 }

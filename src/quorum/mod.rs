@@ -9,6 +9,7 @@
 //! | `election.rs` | when a node may campaign: follower-lease gate, pre-vote, order of candidates (pure logic and the gate) |
 //! | `storage.rs` | the durable vote and log |
 //! | `identity.rs` | the incarnation of a data dir: a wiped one never votes twice |
+//! | `preference.rs` | the preferred leader: when a leader hands over to a member of higher priority (pure logic) |
 //! | `membership.rs` | the members in force, and adding and removing them at runtime (joint consensus) |
 //! | `node.rs` | [`QuorumNode`]: start, view, status, the record of role changes, and what it does when a peer's message arrives |
 //! | `role_loop.rs` | probe, claim, demote, every beat |
@@ -27,6 +28,7 @@ mod handover;
 mod identity;
 mod membership;
 mod node;
+mod preference;
 mod protocol;
 mod quiet;
 mod role_loop;

@@ -53,6 +53,10 @@ pub enum QuorumError {
 /// A running quorum-mode node.
 pub struct QuorumNode {
     pub(super) id: NodeId,
+    /// The members' priorities from the config (preference.rs); a member not listed: 0.
+    pub(super) priorities: BTreeMap<NodeId, u32>,
+    /// How long a member of higher priority must be ready before the leader hands over.
+    pub(super) settle_ns: u64,
     pub(super) timing: Timing,
     pub(super) raft: Raft<TypeConfig>,
     pub(super) store: Arc<Store>,
@@ -142,6 +146,8 @@ impl QuorumNode {
         }
         Ok(Arc::new(QuorumNode {
             id: cfg.id,
+            priorities: cfg.peers.iter().map(|p| (p.id, p.priority)).collect(),
+            settle_ns: ms(cfg.effective_priority_settle_ms()),
             timing: t,
             raft,
             store,
@@ -254,6 +260,9 @@ impl QuorumNode {
         let members = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
             self.clone().follow_members(stop.clone()),
         ));
+        let preferring = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            self.clone().prefer_leader(stop.clone()),
+        ));
         let mut driver = tokio::spawn(self.clone().drive_elections(stop.clone()));
         let role = self.clone().role_loop(stop.clone());
         tokio::pin!(role);
@@ -271,7 +280,7 @@ impl QuorumNode {
             },
         };
         driver.abort();
-        drop(members);
+        drop((members, preferring));
         // openraft stopping after this node closed its claim is the node's own shutdown.
         res.or_else(|e| {
             if self.lease.lock().expect("lease").is_closed() {
@@ -614,6 +623,7 @@ mod tests {
             cfg.peers.push(crate::config::Peer {
                 id,
                 addr: format!("127.0.0.1:{}", 9 + id),
+                priority: 0,
             });
         }
         let counters = Arc::new(Counters::default());

@@ -39,6 +39,7 @@ impl Cluster {
             .map(|(id, addr)| Peer {
                 id,
                 addr: addr.clone(),
+                priority: 0,
             })
             .collect();
         for p in &peers {
@@ -56,6 +57,7 @@ impl Cluster {
                 timing,
                 max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
                 join: None,
+                priority_settle_ms: None,
                 peers: peers.clone(),
             };
             let path = dir.join(format!("node{}.toml", p.id));

@@ -258,12 +258,14 @@ impl Sim {
             timing: self.timing,
             max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
             join: None,
+            priority_settle_ms: None,
             peers: self
                 .ids
                 .iter()
                 .map(|&p| Peer {
                     id: p,
                     addr: format!("127.0.0.1:{}", 20_000 + p),
+                    priority: 0,
                 })
                 .collect(),
         }

@@ -132,6 +132,11 @@ pub struct Fields {
     #[arg(long, value_name = "HOST:PORT", env = "ELECTD_JOIN")]
     #[serde(skip_serializing_if = "Option::is_none")]
     join: Option<String>,
+    /// Quorum mode: how long a member of higher priority (`priority` in [[peers]]) must be
+    /// connected and up to date before the leader hands over to it, ms (default 10000).
+    #[arg(long, value_name = "MS", env = "ELECTD_PRIORITY_SETTLE_MS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority_settle_ms: Option<u64>,
     #[command(flatten)]
     #[serde(skip_serializing_if = "TimingFields::is_empty")]
     timing: TimingFields,
@@ -186,6 +191,7 @@ fn parse_peer(s: &str) -> Result<Peer, String> {
     Ok(Peer {
         id,
         addr: addr.to_string(),
+        priority: 0,
     })
 }
 
