@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -222,4 +223,121 @@ fn modes_other_than_quorum_keep_their_config_members() {
         assert_eq!(e.code(), Some("not_supported"), "{e}");
         assert_eq!(e.status(), Some(409), "{e}");
     }
+}
+
+/// A rolling replacement of all five members, one at a time, with `electd run` beside each
+/// node (a stand-in application that stamps its lifetime every millisecond): each member in
+/// turn is removed (the leader hands over first), killed, its vote and log wiped (its event log
+/// kept, to judge its claims), started again with `--join`, and added back. The child runs on at most one node at every
+/// instant, each child only inside a claim of its own node.
+#[test]
+fn a_rolling_replacement_of_all_five_keeps_one_child_running() {
+    use common::{stamps, Supervisors};
+    use electd_lab::chaos::checkers::claim_intervals;
+
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 5);
+    rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let dir = tempfile::tempdir().unwrap();
+    let file = |id: NodeId| dir.path().join(format!("stamps{id}"));
+    let mut sups = Supervisors::stamping(&tc, dir.path());
+    let all: Vec<NodeId> = (1..=5).collect();
+    let t0 = mono_ns();
+    for gone in 1..=5 {
+        let rest: Vec<NodeId> = all.iter().copied().filter(|i| *i != gone).collect();
+        // As an operator would: ask the leader, and ask again where an answer says to (a
+        // handover whose election took longer than the 4 s an answer may take, on a busy host).
+        let until = Instant::now() + WAIT;
+        loop {
+            let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+            match rt.block_on(admin(&tc, leader).remove_member(gone)) {
+                Ok(_) => break,
+                Err(e) if e.code() == Some("unknown_member") => break,
+                Err(e) => {
+                    eprintln!("remove {gone} at {leader}: {e}; asking again");
+                    assert!(Instant::now() < until, "remove {gone}: {e}");
+                }
+            }
+        }
+        let ask = rest[0];
+        assert!(rt.block_on(until_voters(&tc, ask, &rest)), "without {gone}");
+        tc.kill(gone);
+        // Its vote, log and incarnation are lost; its event log is kept, for the checks below
+        // (a node's claims are read from it).
+        let data = tc.c.data_dir(Mode::Quorum, gone);
+        for f in electd::quorum::SLOT_FILES {
+            let _ = std::fs::remove_file(data.join(f));
+        }
+        let through = tc.c.member(ask).unwrap().addr.clone();
+        rewrite_config(
+            &tc.c.member(gone).unwrap().config.clone(),
+            &all,
+            Some(&through),
+        );
+        tc.start_node(gone);
+        assert!(rt.block_on(until_voters(&tc, ask, &all)), "{gone} back");
+    }
+    rt.block_on(tc.c.wait_agreed(WAIT))
+        .expect("five agree at the end");
+    let codes = sups.interrupt_all();
+    for (id, code) in &codes {
+        assert_eq!(*code, Some(0), "electd run beside node {id} at SIGINT");
+    }
+    leaderless_ms(&tc, "rolling replacement of five", t0);
+    tc.assert_safe();
+    // Every child (node, pid) as the interval of its stamps: it begins inside a claim of its
+    // node (or inside that claim's last promise) and ends before the last promise that claim can have given (a claim lease after
+    // it ended: a resignation ends the claim at once, and `electd run` stops its child when it
+    // hears, within the promise), never overlaps another node's claim, nor another node's child.
+    let claims = claim_intervals(&tc.run_log(None, None));
+    let lease_ns = electd::clock::ms(tc.timing.effective_lease_ms());
+    let mut children: Vec<(NodeId, u32, u64, u64)> = Vec::new();
+    let mut past_claim_ms: f64 = 0.0;
+    for id in tc.c.ids() {
+        let mut by_pid: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+        for (t, _, pid) in stamps(&file(id)) {
+            let e = by_pid.entry(pid).or_insert((t, t));
+            e.0 = e.0.min(t);
+            e.1 = e.1.max(t);
+        }
+        for (pid, (first, last)) in by_pid {
+            // (It may start just after the claim ended: `electd run` acts on an answer given
+            // inside the claim, whose promise runs a claim lease from the asking.)
+            let own = claims
+                .iter()
+                .find(|c| c.node == id && c.from_ns <= first && first <= c.to_ns + lease_ns);
+            let Some(own) = own else {
+                panic!(
+                    "node {id}'s child {pid} started at {first} outside its node's claims {:?}; \
+                     events {:?}",
+                    claims.iter().filter(|c| c.node == id).collect::<Vec<_>>(),
+                    tc.events()
+                        .iter()
+                        .filter(|e| e.node_id == id)
+                        .collect::<Vec<_>>()
+                );
+            };
+            assert!(
+                last <= own.to_ns + lease_ns,
+                "node {id}'s child {pid} ran {first}..{last}, past its claim's promises ({own:?})"
+            );
+            past_claim_ms = past_claim_ms.max(last.saturating_sub(own.to_ns) as f64 / 1e6);
+            common::assert_no_other_claim(&claims, id, pid, first, last);
+            children.push((id, pid, first, last));
+        }
+    }
+    for a in &children {
+        for b in &children {
+            assert!(
+                a.0 == b.0 || a.3 < b.2 || b.3 < a.2,
+                "children of two nodes ran at once: {a:?} and {b:?}"
+            );
+        }
+    }
+    eprintln!(
+        "rolling replacement: {} children over the run, never two at once; a child outlived \
+         its node's claim (a resignation) by at most {past_claim_ms:.1} ms",
+        children.len()
+    );
+    assert!(children.len() >= 2, "the child never moved: {children:?}");
 }

@@ -11,64 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TestCluster;
+use common::{stamps, Supervisors, TestCluster};
 use electd_client::Mode;
 use electd_client::NodeId;
 use electd_lab::chaos::checkers::{cap_paused_claims, claim_intervals};
 use electd_lab::chaos::record::ProcKind;
 
 const WAIT: Duration = Duration::from_secs(15);
-
-/// The supervisors, stopped with SIGINT (and reaped) when dropped, even when the test fails.
-struct Supervisors(Vec<(NodeId, Child)>);
-
-impl Supervisors {
-    fn interrupt_all(&mut self) -> Vec<(NodeId, Option<i32>)> {
-        let mut out = Vec::new();
-        for (id, child) in &mut self.0 {
-            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-            }
-            let until = Instant::now() + Duration::from_secs(5);
-            let mut code = None;
-            while Instant::now() < until {
-                if let Ok(Some(status)) = child.try_wait() {
-                    code = status.code();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if code.is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            out.push((*id, code));
-        }
-        self.0.clear();
-        out
-    }
-}
-
-impl Drop for Supervisors {
-    fn drop(&mut self) {
-        self.interrupt_all();
-    }
-}
-
-/// Stamps of one file: (mono ns, term, pid).
-fn stamps(path: &Path) -> Vec<(u64, u64, u32)> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            Some((
-                it.next()?.parse().ok()?,
-                it.next()?.parse().ok()?,
-                it.next()?.parse().ok()?,
-            ))
-        })
-        .collect()
-}
 
 /// Waits until the stamps of `path` satisfy `ok`, at most [`WAIT`].
 fn wait_stamps(path: &Path, what: &str, ok: impl Fn(&[(u64, u64, u32)]) -> bool) {
@@ -115,26 +64,7 @@ fn the_child_of_electd_run_lives_only_inside_its_nodes_claim() {
     let l1 = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
     let dir = tempfile::tempdir().unwrap();
     let file = |id: NodeId| -> PathBuf { dir.path().join(format!("stamps{id}")) };
-    let lab = env!("CARGO_BIN_EXE_electd-lab");
-    let mut sups = Supervisors(Vec::new());
-    for id in tc.c.ids() {
-        let child = Command::new(electd_lab::bin::electd_bin().unwrap())
-            .args([
-                "run",
-                "--node",
-                &tc.c.member(id).unwrap().addr,
-                "--grace-ms",
-                "60",
-            ])
-            .arg("--")
-            .args([lab, "stamp"])
-            .arg(file(id))
-            .stdin(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join(format!("run{id}.log"))).unwrap())
-            .spawn()
-            .expect("electd run starts");
-        sups.0.push((id, child));
-    }
+    let mut sups = Supervisors::stamping(&tc, dir.path());
     wait_stamps(&file(l1), "the leader's child starts", |s| s.len() > 50);
 
     // The leader stops (SIGSTOP) for longer than its lease: its child must stop before the
@@ -227,13 +157,7 @@ fn the_child_of_electd_run_lives_only_inside_its_nodes_claim() {
                 );
             };
             // … and never while another node claims.
-            let other = claims
-                .iter()
-                .find(|c| c.node != id && c.from_ns <= last && first <= c.to_ns);
-            assert!(
-                other.is_none(),
-                "node {id}'s child {pid} ran {first}..{last} while {other:?} claimed"
-            );
+            common::assert_no_other_claim(&claims, id, pid, first, last);
             assert_eq!(
                 term_at(id, last),
                 Some(term),

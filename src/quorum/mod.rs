@@ -37,7 +37,7 @@ mod types;
 
 pub use self::node::{QuorumError, QuorumNode};
 pub use self::protocol::{PATH_APPEND, PATH_VOTE};
-pub use self::storage::{Disk, MemDisk, StateFile, Store, StoreError, STATE_FILE};
+pub use self::storage::{Disk, MemDisk, StateFile, Store, StoreError, SLOT_FILES, STATE_FILE};
 // For the fuzz targets' decoders (`fuzzing.rs`).
 pub(crate) use self::protocol::{Hello, PreVoteRequest, Resign};
 pub(crate) use self::types::TypeConfig;

@@ -171,13 +171,16 @@ pub(super) fn process_state(pid: i32) -> Option<char> {
     // Reaps it if it is our exited child; harmless if it is not our child.
     let _ = process::waitpid(Some(Pid::from_raw(pid)?), process::WaitOptions::NOHANG);
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Format: pid (comm) S ...; comm may contain spaces, so split after the last ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())?;
     let cmd = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    if !String::from_utf8_lossy(&cmd).contains("electd") {
+    // A zombie main thread has no command line any more (its other threads may still run).
+    if state != 'Z' && !String::from_utf8_lossy(&cmd).contains("electd") {
         return None; // the pid was reused by another program
     }
-    // Format: pid (comm) S ...; comm may contain spaces, so split after the last ')'.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next())
+    Some(state)
 }
 
 /// Makes `cmd` start in a mount namespace of its own with a tmpfs of `bytes` on `data`: the

@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use electd::clock::ms;
 use electd::config::Timing;
@@ -175,4 +176,93 @@ pub fn describe(states: &BTreeMap<NodeId, Observed>) -> String {
         .map(|(id, s)| electd_lab::cluster::status_row(*id, s))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The supervisors, stopped with SIGINT (and reaped) when dropped, even when the test fails.
+pub struct Supervisors(pub Vec<(NodeId, std::process::Child)>);
+
+impl Supervisors {
+    /// `electd run --grace-ms 60` beside every node of `tc`, each running the lab's stamp
+    /// (its lifetime, every millisecond, to `dir/stamps{id}`), its log in `dir/run{id}.log`.
+    pub fn stamping(tc: &TestCluster, dir: &Path) -> Supervisors {
+        let lab = env!("CARGO_BIN_EXE_electd-lab");
+        let mut sups = Supervisors(Vec::new());
+        for id in tc.c.ids() {
+            let child = std::process::Command::new(electd_lab::bin::electd_bin().unwrap())
+                .args(["run", "--node", &tc.c.member(id).unwrap().addr])
+                .args(["--grace-ms", "60", "--"])
+                .args([lab, "stamp"])
+                .arg(dir.join(format!("stamps{id}")))
+                .stdin(std::process::Stdio::null())
+                .stderr(std::fs::File::create(dir.join(format!("run{id}.log"))).unwrap())
+                .spawn()
+                .expect("electd run starts");
+            sups.0.push((id, child));
+        }
+        sups
+    }
+
+    pub fn interrupt_all(&mut self) -> Vec<(NodeId, Option<i32>)> {
+        let mut out = Vec::new();
+        for (id, child) in &mut self.0 {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+            }
+            let until = Instant::now() + Duration::from_secs(5);
+            let mut code = None;
+            while Instant::now() < until {
+                if let Ok(Some(status)) = child.try_wait() {
+                    code = status.code();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if code.is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            out.push((*id, code));
+        }
+        self.0.clear();
+        out
+    }
+}
+
+impl Drop for Supervisors {
+    fn drop(&mut self) {
+        self.interrupt_all();
+    }
+}
+
+/// Stamps of one file: (mono ns, term, pid).
+pub fn stamps(path: &Path) -> Vec<(u64, u64, u32)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((
+                it.next()?.parse().ok()?,
+                it.next()?.parse().ok()?,
+                it.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Node `id`'s child `pid`, which stamped from `first` to `last`, never ran while another
+/// node claimed.
+pub fn assert_no_other_claim(
+    claims: &[electd_lab::chaos::checkers::ClaimInterval],
+    id: NodeId,
+    pid: u32,
+    first: u64,
+    last: u64,
+) {
+    let other = claims
+        .iter()
+        .find(|c| c.node != id && c.from_ns <= last && first <= c.to_ns);
+    assert!(
+        other.is_none(),
+        "node {id}'s child {pid} ran {first}..{last} while {other:?} claimed"
+    );
 }
