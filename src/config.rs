@@ -216,7 +216,7 @@ pub enum ConfigError {
 
 /// `IP:PORT`, `[IPv6]:PORT`, or `HOST:PORT` with a DNS name for HOST (letters, digits, `-`
 /// and `.`), as in a Kubernetes StatefulSet's stable pod names.
-fn is_host_port(addr: &str) -> bool {
+pub(crate) fn is_host_port(addr: &str) -> bool {
     if addr.parse::<SocketAddr>().is_ok() {
         return true;
     }
@@ -384,9 +384,8 @@ impl Config {
                     ),
                 ));
             }
-            match join.rsplit_once(':') {
-                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
-                _ => return Err(invalid("join", format!("{join:?} must be HOST:PORT"))),
+            if !is_host_port(join) {
+                return Err(invalid("join", format!("{join:?} must be HOST:PORT")));
             }
         }
         Ok(())

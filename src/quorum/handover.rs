@@ -57,13 +57,7 @@ impl QuorumNode {
         m: &RaftMetrics<NodeId, BasicNode>,
         to: Option<NodeId>,
     ) -> Result<NodeId, ResignError> {
-        let matched = |id: NodeId| {
-            m.replication
-                .as_ref()
-                .and_then(|r| r.get(&id).copied())
-                .flatten()
-                .map(|l| l.index)
-        };
+        let matched = |id: NodeId| matched_index(m, id);
         match to {
             Some(n) if n == self.id || !self.voters().contains(&n) => {
                 Err(ResignError::UnknownTarget(n))
@@ -178,13 +172,7 @@ impl QuorumNode {
                 continue;
             }
             let now = self.clock.mono_ns();
-            let matched = |id: NodeId| {
-                m.replication
-                    .as_ref()
-                    .and_then(|r| r.get(&id).copied())
-                    .flatten()
-                    .map(|l| l.index)
-            };
+            let matched = |id: NodeId| matched_index(&m, id);
             let members: Vec<Seen> = self
                 .voters()
                 .into_iter()
@@ -218,4 +206,14 @@ impl QuorumNode {
     fn priority_of(&self, id: NodeId) -> u32 {
         self.priorities.get(&id).copied().unwrap_or_default()
     }
+}
+
+/// How far the leader's log reaches on `id`, as openraft's replication metrics say (`None` on a
+/// follower, or before `id` first answered).
+pub(super) fn matched_index(m: &RaftMetrics<NodeId, BasicNode>, id: NodeId) -> Option<u64> {
+    m.replication
+        .as_ref()
+        .and_then(|r| r.get(&id).copied())
+        .flatten()
+        .map(|l| l.index)
 }

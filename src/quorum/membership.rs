@@ -23,6 +23,7 @@ use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, ServerState};
 use tokio_util::sync::CancellationToken;
 
+use super::handover::matched_index;
 use super::node::QuorumNode;
 use super::protocol::{Hello, HelloAnswer, RemoveRequest, PATH_HELLO, PATH_REMOVE};
 use crate::engine::MembershipError;
@@ -56,11 +57,10 @@ fn sets_of(m: &openraft::Membership<NodeId, BasicNode>) -> Vec<Vec<NodeId>> {
 
 /// Why `addr` cannot be a member's address, if it cannot.
 pub fn check_addr(addr: &str) -> Result<(), String> {
-    match addr.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {
-            Ok(())
-        }
-        _ => Err(format!("addr {addr:?} must be HOST:PORT")),
+    if crate::config::is_host_port(addr) {
+        Ok(())
+    } else {
+        Err(format!("addr {addr:?} must be HOST:PORT"))
     }
 }
 
@@ -254,12 +254,7 @@ impl QuorumNode {
         loop {
             let caught_up = {
                 let m = metrics.borrow_and_update();
-                let matched = m
-                    .replication
-                    .as_ref()
-                    .and_then(|r| r.get(&id).copied())
-                    .flatten()
-                    .map(|l| l.index);
+                let matched = matched_index(&m, id);
                 matched.is_some() && matched >= m.last_log_index
             };
             if caught_up {
