@@ -214,17 +214,28 @@ pub enum ConfigError {
     Invalid { field: String, message: String },
 }
 
-/// `IP:PORT`, `[IPv6]:PORT`, or `HOST:PORT` with a DNS name for HOST (letters, digits, `-`
-/// and `.`), as in a Kubernetes StatefulSet's stable pod names.
+/// `IPv4:PORT`, `[IPv6]:PORT`, or `HOST:PORT` with a DNS name for HOST (ASCII letters, digits,
+/// `-` and `.`, labels of 1 to 63 characters not starting with `-`, not all digits), as in a
+/// Kubernetes StatefulSet's stable pod names; PORT is digits only, 1 to 65535. The one check of
+/// a member's address, in the config (`[[peers]]`, `join`) and in `POST /v1/admin/members`,
+/// whose OpenAPI pattern (docs/openapi.yaml, `AddMember`) admits a superset of it.
 pub(crate) fn is_host_port(addr: &str) -> bool {
-    if addr.parse::<SocketAddr>().is_ok() {
-        return true;
-    }
     let Some((host, port)) = addr.rsplit_once(':') else {
         return false;
     };
-    port.parse::<u16>().is_ok_and(|p| p > 0)
-        && !host.is_empty()
+    let port_ok = !port.is_empty()
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && port.parse::<u16>().is_ok_and(|p| p > 0);
+    if !port_ok {
+        return false;
+    }
+    if let Some(ip) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return ip.parse::<std::net::Ipv6Addr>().is_ok();
+    }
+    if host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return true;
+    }
+    !host.is_empty()
         && host.len() <= 253
         && host
             .split('.')
@@ -830,6 +841,10 @@ addr = "127.0.0.1:7003"
             "-host:7000",
             "ho st:7000",
             ":7000",
+            "1.2.3.4:0",
+            "host:+80",
+            "[::1]x:80",
+            "\u{1892e}:65535",
         ] {
             let text = GOOD.replace("127.0.0.1:7003", bad);
             assert!(err(&text).starts_with("peers[2].addr:"), "{bad}");
