@@ -11,6 +11,9 @@ need_iptables test.sh
 # PostgreSQL: mutex mode's store (lab/tests/mutex.rs, the chaos subset).
 . "$root/scripts/lib/postgres.sh"
 need_postgres test.sh
+# libfaketime: a wall clock of its own for each test node (lab/tests/clock.rs).
+. "$root/scripts/lib/faketime.sh"
+need_faketime test.sh
 # promtool, prometheus_client, schemathesis, kubernetes-validate: outside checkers of /metrics,
 # the API and the Kubernetes example.
 . "$root/scripts/lib/checkers.sh"

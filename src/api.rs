@@ -268,6 +268,7 @@ async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
                 .counters
                 .last_contact_ns(p.id)
                 .map(|t| now.saturating_sub(t) / 1_000_000),
+            clock_offset_ms: node.counters.clock_offset_ms(p.id),
         })
         .collect();
     let t = node.cfg.timing;

@@ -1,29 +1,49 @@
-//! Peer authentication: every peer request proves that its sender knows the cluster secret.
+//! Peer authentication: every peer request proves that its sender knows the cluster secret, and
+//! none is accepted twice, with no clock that two machines would have to agree on.
 //!
 //! The sender signs with HMAC-SHA256 (RustCrypto's `hmac` and `sha2`) over
 //!
 //! ```text
-//! electd-peer-v1 \n cluster id \n sender id \n METHOD \n path \n timestamp ms \n nonce \n body
+//! electd-peer-v2 \n cluster id \n sender id \n METHOD \n path \n epoch \n session \n seq \n ts ms \n body
 //! ```
 //!
-//! and sends the timestamp (wall-clock ms since the Unix epoch, the only clock that two machines
-//! share), the nonce (a per-process counter) and the hex MAC in `x-electd-ts`, `x-electd-nonce`
-//! and `x-electd-auth`. The receiver refuses, with 401 and a reason counted in `/metrics`:
-//! a missing header (`missing_auth`), a MAC that does not match (`bad_signature`), a timestamp
-//! outside the replay window of ±[`REPLAY_WINDOW_MS`] (`stale_timestamp`), and a MAC it has
-//! already accepted inside the window (`replayed`). The sender id and the cluster id are covered
-//! by the MAC, so neither can be swapped. Responses are not signed: a peer answers only on a
-//! connection that the caller opened to the member's configured address.
+//! and sends the epoch, session, sequence number, timestamp and hex MAC in `x-electd-epoch`,
+//! `x-electd-session`, `x-electd-nonce`, `x-electd-ts` and `x-electd-auth`.
+//!
+//! Replay protection is a challenge and a sequence, as in IPsec's anti-replay window:
+//! - The **epoch** is the receiver's challenge: a random number it draws when it starts and sends
+//!   in `x-electd-epoch` on every answer to a peer request. It accepts only requests signed for
+//!   its current epoch, so nothing recorded before it started passes (`stale_epoch`); a sender
+//!   learns the epoch from that answer and signs again at once (one round trip a receiver start).
+//! - The **session** is drawn by the sender when it starts, and **seq** counts its requests.
+//!   Within one epoch the receiver remembers, for each sender and session, the highest seq and
+//!   which of the [`SEQ_WINDOW`] below it it accepted: a seq seen before, or older than the
+//!   window, is `replayed`. It keeps [`MAX_SESSIONS`] sessions a sender; a sender that started
+//!   more often than that in one epoch makes the receiver draw a new epoch and forget them all
+//!   (only a holder of the secret can open a session).
+//! - The **timestamp** (the sender's wall clock) decides nothing: the receiver reports how far
+//!   it is from its own wall clock (`clock_offset_ms` per peer in `/v1/status`, a warning in the
+//!   log past [`CLOCK_SKEW_WARN_MS`]). Leases and claims are judged on each node's monotonic
+//!   clock (src/clock.rs), so a node whose wall clock is wrong is neither refused nor trusted
+//!   less for it (README, "Peer authentication").
+//!
+//! A missing header is `missing_auth`, a MAC that does not match `bad_signature`; each refusal is
+//! a 401 counted by reason in `/metrics`. The sender id and the cluster id are covered by the
+//! MAC, so neither can be swapped. Responses are not signed: a peer answers only on a connection
+//! that the caller opened to the member's configured address.
 //!
 //! The secret is a [`Secret`]: its `Debug` is redacted, it is never serialised, and it appears in
-//! no log and no status.
+//! no log and no status. The epoch and the session come from the operating system's random
+//! source, not from the node's `--seed`: they are challenges, which a seed would make
+//! predictable, and they change no decision of the node.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
+use rand::RngCore;
 use sha2::Sha256;
 
 use crate::config::{ExposeSecret, Secret};
@@ -32,11 +52,17 @@ use crate::role::NodeId;
 pub const HDR_TS: &str = "x-electd-ts";
 pub const HDR_NONCE: &str = "x-electd-nonce";
 pub const HDR_AUTH: &str = "x-electd-auth";
+pub const HDR_EPOCH: &str = "x-electd-epoch";
+pub const HDR_SESSION: &str = "x-electd-session";
 
-/// How far a request's timestamp may be from the receiver's clock, either way.
-pub const REPLAY_WINDOW_MS: u64 = 30_000;
-/// Most MACs remembered for replay detection; past it the oldest are forgotten first.
-const REMEMBERED_MAX: usize = 200_000;
+/// How many sequence numbers below a sender's highest the receiver still tells apart; an older
+/// one is refused. A sender's requests overtake one another by far fewer (a request is signed
+/// after the fault layer's delay, just before it is sent).
+pub const SEQ_WINDOW: u64 = 1 << 16;
+/// Sessions remembered per sender within one epoch.
+pub const MAX_SESSIONS: usize = 8;
+/// A peer whose wall clock differs from ours by more than this is named in the log.
+pub const CLOCK_SKEW_WARN_MS: u64 = 1_000;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -47,17 +73,35 @@ pub struct Signed<'a> {
     pub from: NodeId,
     pub method: &'a str,
     pub path: &'a str,
+    /// The receiver's epoch the sender signed for (0: not known yet).
+    pub epoch: u64,
+    pub session: u64,
+    pub seq: u64,
     pub ts_ms: u64,
-    pub nonce: u64,
     pub body: &'a [u8],
 }
 
 /// The headers a signed request carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Proof {
+    pub epoch: u64,
+    pub session: u64,
+    pub seq: u64,
     pub ts_ms: u64,
-    pub nonce: u64,
     pub mac_hex: String,
+}
+
+impl Proof {
+    /// The proof as request headers.
+    pub fn headers(&self) -> [(&'static str, String); 5] {
+        [
+            (HDR_EPOCH, self.epoch.to_string()),
+            (HDR_SESSION, self.session.to_string()),
+            (HDR_NONCE, self.seq.to_string()),
+            (HDR_TS, self.ts_ms.to_string()),
+            (HDR_AUTH, self.mac_hex.clone()),
+        ]
+    }
 }
 
 /// Why a request's proof was refused; `reason()` is the label counted in `/metrics`.
@@ -67,8 +111,8 @@ pub enum AuthError {
     Missing,
     #[error("peer request's signature does not match")]
     BadSignature,
-    #[error("peer request's timestamp is outside the replay window")]
-    Stale,
+    #[error("peer request was signed for another epoch of this node (sign again for the one in x-electd-epoch)")]
+    StaleEpoch,
     #[error("peer request was already received (replay)")]
     Replayed,
 }
@@ -78,7 +122,7 @@ impl AuthError {
         match self {
             AuthError::Missing => "missing_auth",
             AuthError::BadSignature => "bad_signature",
-            AuthError::Stale => "stale_timestamp",
+            AuthError::StaleEpoch => "stale_epoch",
             AuthError::Replayed => "replayed",
         }
     }
@@ -92,25 +136,90 @@ pub fn wall_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// A random number other than 0 (0 stands for "not known").
+fn draw() -> u64 {
+    loop {
+        let x = rand::rngs::OsRng.next_u64();
+        if x != 0 {
+            return x;
+        }
+    }
+}
+
+/// The sequence numbers of one sender's session that the receiver has accepted: the highest,
+/// and a ring of [`SEQ_WINDOW`] bits for those below it (bit `seq % SEQ_WINDOW`).
+struct Window {
+    top: u64,
+    bits: Vec<u64>,
+}
+
+impl Window {
+    fn new() -> Window {
+        Window {
+            top: 0,
+            bits: vec![0; (SEQ_WINDOW / 64) as usize],
+        }
+    }
+
+    fn bit(seq: u64) -> (usize, u64) {
+        let i = seq % SEQ_WINDOW;
+        ((i / 64) as usize, 1 << (i % 64))
+    }
+
+    /// Takes `seq` if it was not taken before and is not older than the window.
+    fn accept(&mut self, seq: u64) -> bool {
+        if seq > self.top {
+            // Forget what the ring held for the numbers that now fall out of the window.
+            let fresh = seq - self.top;
+            if fresh >= SEQ_WINDOW {
+                self.bits.fill(0);
+            } else {
+                for s in (self.top + 1)..=seq {
+                    let (w, b) = Window::bit(s);
+                    self.bits[w] &= !b;
+                }
+            }
+            self.top = seq;
+        } else if seq + SEQ_WINDOW <= self.top {
+            return false;
+        }
+        let (w, b) = Window::bit(seq);
+        if self.bits[w] & b != 0 {
+            return false;
+        }
+        self.bits[w] |= b;
+        true
+    }
+}
+
+/// The receiving side's state: its epoch and what it accepted in it.
+struct Receiver {
+    epoch: u64,
+    sessions: HashMap<NodeId, Vec<(u64, Window)>>,
+}
+
 /// One node's signer and verifier.
 pub struct PeerAuth {
     secret: Secret,
-    nonce: AtomicU64,
-    seen: Mutex<Seen>,
-}
-
-#[derive(Default)]
-struct Seen {
-    macs: HashSet<[u8; 32]>,
-    order: VecDeque<(u64, [u8; 32])>,
+    /// This process's session as a sender, and its next sequence number.
+    session: u64,
+    seq: AtomicU64,
+    /// The epoch each peer last told us (what we sign for).
+    epochs: Mutex<HashMap<NodeId, u64>>,
+    receiver: Mutex<Receiver>,
 }
 
 impl PeerAuth {
     pub fn new(secret: Secret) -> PeerAuth {
         PeerAuth {
             secret,
-            nonce: AtomicU64::new(0),
-            seen: Mutex::new(Seen::default()),
+            session: draw(),
+            seq: AtomicU64::new(1),
+            epochs: Mutex::new(HashMap::new()),
+            receiver: Mutex::new(Receiver {
+                epoch: draw(),
+                sessions: HashMap::new(),
+            }),
         }
     }
 
@@ -118,19 +227,38 @@ impl PeerAuth {
         let mut mac = HmacSha256::new_from_slice(self.secret.expose_secret().as_bytes())
             .expect("HMAC takes a key of any length");
         let head = format!(
-            "electd-peer-v1\n{}\n{}\n{}\n{}\n{}\n{}\n",
-            s.cluster, s.from, s.method, s.path, s.ts_ms, s.nonce
+            "electd-peer-v2\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
+            s.cluster, s.from, s.method, s.path, s.epoch, s.session, s.seq, s.ts_ms
         );
         mac.update(head.as_bytes());
         mac.update(s.body);
         mac
     }
 
-    /// Signs a request stamped `ts_ms` (wall-clock, [`wall_ms`] when sending) with a fresh nonce.
+    /// This node's current epoch as a receiver (sent on every answer to a peer request).
+    pub fn epoch(&self) -> u64 {
+        self.receiver.lock().expect("receiver lock").epoch
+    }
+
+    /// The epoch of `peer` that requests to it are signed for (0 until it has answered once).
+    pub fn epoch_of(&self, peer: NodeId) -> u64 {
+        let epochs = self.epochs.lock().expect("epochs lock");
+        epochs.get(&peer).copied().unwrap_or(0)
+    }
+
+    /// `peer` answered with `epoch`: requests to it are signed for that one from now on.
+    pub fn learn_epoch(&self, peer: NodeId, epoch: u64) {
+        self.epochs.lock().expect("epochs lock").insert(peer, epoch);
+    }
+
+    /// Signs a request for the receiver's `epoch`, stamped `ts_ms` (wall-clock, [`wall_ms`]
+    /// when sending), with the next sequence number of this session.
+    #[allow(clippy::too_many_arguments)]
     pub fn sign(
         &self,
         cluster: &str,
         from: NodeId,
+        epoch: u64,
         method: &str,
         path: &str,
         body: &[u8],
@@ -141,43 +269,54 @@ impl PeerAuth {
             from,
             method,
             path,
+            epoch,
+            session: self.session,
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
             ts_ms,
-            nonce: self.nonce.fetch_add(1, Ordering::Relaxed),
             body,
         };
         let tag = self.mac(&s).finalize().into_bytes();
         Proof {
+            epoch: s.epoch,
+            session: s.session,
+            seq: s.seq,
             ts_ms: s.ts_ms,
-            nonce: s.nonce,
             mac_hex: to_hex(&tag),
         }
     }
 
-    /// Checks a received request at wall-clock time `now_ms`; on success remembers its MAC so
-    /// that the same request is refused if it comes again inside the window.
-    pub fn verify(&self, s: &Signed<'_>, mac_hex: &str, now_ms: u64) -> Result<(), AuthError> {
+    /// Checks a received request; on success remembers its sequence number so that the same
+    /// request is refused if it comes again.
+    pub fn verify(&self, s: &Signed<'_>, mac_hex: &str) -> Result<(), AuthError> {
         let given = from_hex(mac_hex).ok_or(AuthError::BadSignature)?;
         // The MAC first, in constant time: an unauthenticated request learns nothing else.
         self.mac(s)
             .verify_slice(&given)
             .map_err(|_| AuthError::BadSignature)?;
-        if s.ts_ms.abs_diff(now_ms) > REPLAY_WINDOW_MS {
-            return Err(AuthError::Stale);
+        let mut r = self.receiver.lock().expect("receiver lock");
+        if s.epoch != r.epoch {
+            return Err(AuthError::StaleEpoch);
         }
-        let mut seen = self.seen.lock().expect("replay set lock");
-        let horizon = now_ms.saturating_sub(2 * REPLAY_WINDOW_MS);
-        while let Some(&(ts, key)) = seen.order.front() {
-            if ts >= horizon && seen.order.len() < REMEMBERED_MAX {
-                break;
+        let sessions = r.sessions.entry(s.from).or_default();
+        let at = match sessions.iter().position(|(id, _)| *id == s.session) {
+            Some(at) => at,
+            None if sessions.len() < MAX_SESSIONS => {
+                sessions.push((s.session, Window::new()));
+                sessions.len() - 1
             }
-            seen.order.pop_front();
-            seen.macs.remove(&key);
+            None => {
+                // More sender restarts in one epoch than we remember: start a new epoch, in
+                // which nothing signed before can pass, and forget every window.
+                r.epoch = draw();
+                r.sessions.clear();
+                return Err(AuthError::StaleEpoch);
+            }
+        };
+        if sessions[at].1.accept(s.seq) {
+            Ok(())
+        } else {
+            Err(AuthError::Replayed)
         }
-        if !seen.macs.insert(given) {
-            return Err(AuthError::Replayed);
-        }
-        seen.order.push_back((now_ms, given));
-        Ok(())
     }
 }
 
@@ -205,41 +344,148 @@ mod tests {
             from: 2,
             method: "POST",
             path: "/peer/raft/vote",
+            epoch: p.epoch,
+            session: p.session,
+            seq: p.seq,
             ts_ms: p.ts_ms,
-            nonce: p.nonce,
             body,
         }
     }
 
+    /// `a` signs a request to `b` for `b`'s epoch.
+    fn sign_to(a: &PeerAuth, b: &PeerAuth, body: &[u8], ts_ms: u64) -> Proof {
+        a.sign("c1", 2, b.epoch(), "POST", "/peer/raft/vote", body, ts_ms)
+    }
+
     #[test]
-    fn accepts_a_fresh_signed_request_once() {
+    fn accepts_a_signed_request_once() {
         let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
-        let p = a.sign("c1", 2, "POST", "/peer/raft/vote", b"{}", wall_ms());
+        let p = sign_to(&a, &b, b"{}", wall_ms());
         assert_eq!(p.mac_hex.len(), 64);
-        let now = p.ts_ms;
-        assert_eq!(b.verify(&signed(&p, b"{}"), &p.mac_hex, now), Ok(()));
+        assert_eq!(b.verify(&signed(&p, b"{}"), &p.mac_hex), Ok(()));
         assert_eq!(
-            b.verify(&signed(&p, b"{}"), &p.mac_hex, now + 5),
+            b.verify(&signed(&p, b"{}"), &p.mac_hex),
             Err(AuthError::Replayed)
         );
-        // The next request differs in its nonce even within the same millisecond.
-        let q = a.sign("c1", 2, "POST", "/peer/raft/vote", b"{}", wall_ms());
+        // The next request differs in its sequence number even within the same millisecond.
+        let q = sign_to(&a, &b, b"{}", p.ts_ms);
         assert_ne!(p.mac_hex, q.mac_hex);
-        assert_eq!(b.verify(&signed(&q, b"{}"), &q.mac_hex, now), Ok(()));
+        assert_eq!(b.verify(&signed(&q, b"{}"), &q.mac_hex), Ok(()));
+    }
+
+    #[test]
+    fn no_clock_decides() {
+        // Requests stamped an hour ahead and a day behind pass, once each.
+        let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
+        for ts in [wall_ms() + 3_600_000, wall_ms() - 86_400_000, 0, u64::MAX] {
+            let p = sign_to(&a, &b, b"{}", ts);
+            assert_eq!(b.verify(&signed(&p, b"{}"), &p.mac_hex), Ok(()), "{ts}");
+            assert_eq!(
+                b.verify(&signed(&p, b"{}"), &p.mac_hex),
+                Err(AuthError::Replayed)
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_for_another_epoch_is_stale() {
+        let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
+        // Before it knows b's epoch, a signs for 0.
+        assert_eq!(a.epoch_of(9), 0);
+        let p = a.sign("c1", 2, a.epoch_of(9), "POST", "/x", b"", 1);
+        let s = Signed {
+            path: "/x",
+            ..signed(&p, b"")
+        };
+        assert_eq!(b.verify(&s, &p.mac_hex), Err(AuthError::StaleEpoch));
+        a.learn_epoch(9, b.epoch());
+        assert_eq!(a.epoch_of(9), b.epoch());
+        let p = a.sign("c1", 2, a.epoch_of(9), "POST", "/x", b"", 1);
+        let s = Signed {
+            path: "/x",
+            ..signed(&p, b"")
+        };
+        assert_eq!(b.verify(&s, &p.mac_hex), Ok(()));
+        // A receiver that restarted (a new PeerAuth, a new epoch) refuses what was recorded
+        // before, though it remembers nothing.
+        let b2 = auth("0123456789abcdef");
+        assert_eq!(b2.verify(&s, &p.mac_hex), Err(AuthError::StaleEpoch));
+    }
+
+    #[test]
+    fn a_restarted_sender_is_a_new_session() {
+        let b = auth("0123456789abcdef");
+        let a1 = auth("0123456789abcdef");
+        let p1 = sign_to(&a1, &b, b"", 1);
+        assert_eq!(b.verify(&signed(&p1, b""), &p1.mac_hex), Ok(()));
+        // Its successor starts its sequence again at 1, in a session of its own.
+        let a2 = auth("0123456789abcdef");
+        let p2 = sign_to(&a2, &b, b"", 1);
+        assert_eq!(p1.seq, p2.seq);
+        assert_eq!(b.verify(&signed(&p2, b""), &p2.mac_hex), Ok(()));
+        // The first session's request is still remembered.
+        assert_eq!(
+            b.verify(&signed(&p1, b""), &p1.mac_hex),
+            Err(AuthError::Replayed)
+        );
+    }
+
+    #[test]
+    fn too_many_sessions_start_a_new_epoch() {
+        let b = auth("0123456789abcdef");
+        let first = b.epoch();
+        let mut kept = Vec::new();
+        for _ in 0..MAX_SESSIONS {
+            let a = auth("0123456789abcdef");
+            let p = sign_to(&a, &b, b"", 1);
+            assert_eq!(b.verify(&signed(&p, b""), &p.mac_hex), Ok(()));
+            kept.push(p);
+        }
+        let a = auth("0123456789abcdef");
+        let p = sign_to(&a, &b, b"", 1);
+        assert_eq!(
+            b.verify(&signed(&p, b""), &p.mac_hex),
+            Err(AuthError::StaleEpoch)
+        );
+        assert_ne!(b.epoch(), first);
+        // Nothing signed for the old epoch passes, remembered or not.
+        for p in &kept {
+            assert_eq!(
+                b.verify(&signed(p, b""), &p.mac_hex),
+                Err(AuthError::StaleEpoch)
+            );
+        }
+        let p = sign_to(&a, &b, b"", 1);
+        assert_eq!(b.verify(&signed(&p, b""), &p.mac_hex), Ok(()));
+    }
+
+    #[test]
+    fn the_window_takes_reordering_and_refuses_the_old() {
+        let mut w = Window::new();
+        assert!(w.accept(5));
+        assert!(w.accept(3), "overtaken, not seen yet");
+        assert!(!w.accept(3));
+        assert!(!w.accept(5));
+        assert!(w.accept(5 + SEQ_WINDOW - 1));
+        assert!(!w.accept(5), "seen, still inside the window");
+        assert!(
+            !w.accept(4),
+            "just below the window: (top - SEQ_WINDOW, top]"
+        );
+        assert!(w.accept(6), "not seen, still inside the window");
+        assert!(w.accept(5 + SEQ_WINDOW + 10));
+        assert!(!w.accept(7), "not seen, but now outside the window");
+        // A jump past the whole window forgets everything below it.
+        let top = 5 + SEQ_WINDOW + 10;
+        assert!(w.accept(top + 3 * SEQ_WINDOW));
+        assert!(w.accept(top + 3 * SEQ_WINDOW - 1));
+        assert!(!w.accept(top));
     }
 
     #[test]
     fn every_signed_part_matters() {
-        let a = auth("0123456789abcdef");
-        let p = a.sign(
-            "c1",
-            2,
-            "POST",
-            "/peer/raft/vote",
-            b"{\"term\":3}",
-            wall_ms(),
-        );
-        let now = p.ts_ms;
+        let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
+        let p = sign_to(&a, &b, b"{\"term\":3}", wall_ms());
         let base = signed(&p, b"{\"term\":3}");
         let variants = [
             Signed {
@@ -260,78 +506,41 @@ mod tests {
             },
             Signed { from: 3, ..base },
             Signed {
-                ts_ms: base.ts_ms + 1,
+                epoch: base.epoch + 1,
                 ..base
             },
             Signed {
-                nonce: base.nonce + 1,
+                session: base.session + 1,
+                ..base
+            },
+            Signed {
+                seq: base.seq + 1,
+                ..base
+            },
+            Signed {
+                ts_ms: base.ts_ms + 1,
                 ..base
             },
         ];
         for v in variants {
             assert_eq!(
-                a.verify(&v, &p.mac_hex, now),
+                b.verify(&v, &p.mac_hex),
                 Err(AuthError::BadSignature),
                 "{v:?}"
             );
         }
         // Another secret, a malformed MAC.
         assert_eq!(
-            auth("another secret!!").verify(&base, &p.mac_hex, now),
+            auth("another secret!!").verify(&base, &p.mac_hex),
             Err(AuthError::BadSignature)
         );
-        assert_eq!(a.verify(&base, "zz", now), Err(AuthError::BadSignature));
+        assert_eq!(b.verify(&base, "zz"), Err(AuthError::BadSignature));
         assert_eq!(
-            a.verify(&base, &"g".repeat(64), now),
+            b.verify(&base, &"g".repeat(64)),
             Err(AuthError::BadSignature)
         );
         // The untouched request still passes.
-        assert_eq!(a.verify(&base, &p.mac_hex, now), Ok(()));
-    }
-
-    #[test]
-    fn replay_window_both_ways() {
-        let a = auth("0123456789abcdef");
-        let p = a.sign("c1", 2, "POST", "/x", b"", wall_ms());
-        let s = signed(&p, b"");
-        let s = Signed { path: "/x", ..s };
-        assert_eq!(
-            a.verify(&s, &p.mac_hex, p.ts_ms + REPLAY_WINDOW_MS + 1),
-            Err(AuthError::Stale)
-        );
-        assert_eq!(
-            a.verify(&s, &p.mac_hex, p.ts_ms - REPLAY_WINDOW_MS - 1),
-            Err(AuthError::Stale)
-        );
-        assert_eq!(a.verify(&s, &p.mac_hex, p.ts_ms + REPLAY_WINDOW_MS), Ok(()));
-    }
-
-    #[test]
-    fn remembered_macs_are_forgotten_after_the_window() {
-        let a = auth("0123456789abcdef");
-        let t0 = wall_ms();
-        for i in 0..100 {
-            let p = a.sign("c1", 2, "POST", "/x", b"", wall_ms());
-            let s = Signed {
-                path: "/x",
-                ..signed(&p, b"")
-            };
-            a.verify(&s, &p.mac_hex, t0 + i).unwrap();
-        }
-        assert_eq!(a.seen.lock().unwrap().macs.len(), 100);
-        // One request much later pushes all the old ones out.
-        let later = t0 + 3 * REPLAY_WINDOW_MS;
-        let p = a.sign("c1", 2, "POST", "/x", b"", wall_ms());
-        let s = Signed {
-            path: "/x",
-            ts_ms: later,
-            ..signed(&p, b"")
-        };
-        let mac = to_hex(&a.mac(&s).finalize().into_bytes());
-        a.verify(&s, &mac, later).unwrap();
-        let seen = a.seen.lock().unwrap();
-        assert_eq!(seen.macs.len(), 1);
-        assert_eq!(seen.order.len(), 1);
+        assert_eq!(b.verify(&base, &p.mac_hex), Ok(()));
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Counters {
     received: Mutex<BTreeMap<&'static str, u64>>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
     last_contact_ns: Mutex<BTreeMap<NodeId, u64>>,
+    /// How far each peer's wall clock was from ours (ms, + ahead) in its last request.
+    clock_offset_ms: Mutex<BTreeMap<NodeId, i64>>,
     elections_started: AtomicU64,
     leader_changes: AtomicU64,
 }
@@ -105,6 +107,23 @@ impl Counters {
 
     pub fn last_contact_ns(&self, peer: NodeId) -> Option<u64> {
         self.last_contact_ns
+            .lock()
+            .expect("counters lock")
+            .get(&peer)
+            .copied()
+    }
+
+    /// `peer`'s last request showed its wall clock `offset_ms` ahead of ours (negative:
+    /// behind); gives back the offset it showed before.
+    pub fn clock_offset(&self, peer: NodeId, offset_ms: i64) -> Option<i64> {
+        self.clock_offset_ms
+            .lock()
+            .expect("counters lock")
+            .insert(peer, offset_ms)
+    }
+
+    pub fn clock_offset_ms(&self, peer: NodeId) -> Option<i64> {
+        self.clock_offset_ms
             .lock()
             .expect("counters lock")
             .get(&peer)

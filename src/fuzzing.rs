@@ -76,8 +76,8 @@ pub fn config_text(data: &[u8]) {
     }
 }
 
-/// Splits `data` at newlines into timestamp, nonce, MAC and body, and verifies them as a
-/// request to a node with a fixed secret.
+/// Splits `data` at newlines into timestamp, sequence number, MAC and body, and verifies them as
+/// a request to a node with a fixed secret.
 pub fn peer_auth(data: &[u8]) {
     let mut parts = data.splitn(4, |b| *b == b'\n');
     let mut field = || std::str::from_utf8(parts.next().unwrap_or_default()).unwrap_or("");
@@ -86,16 +86,22 @@ pub fn peer_auth(data: &[u8]) {
     let mac = field().to_string();
     let body = data.splitn(4, |b| *b == b'\n').nth(3).unwrap_or_default();
     let auth = PeerAuth::new(Secret::from("fuzzing-secret-0123456789"));
-    let signed = Signed {
-        cluster: "fuzz",
-        from: 2,
-        method: "POST",
-        path: "/peer/msg",
-        ts_ms,
-        nonce,
-        body,
-    };
-    let _ = auth.verify(&signed, &mac, ts_ms);
+    // Signed for the receiver's own epoch (and once for another), so that a MAC that matches
+    // reaches the sequence window.
+    for epoch in [auth.epoch(), ts_ms] {
+        let signed = Signed {
+            cluster: "fuzz",
+            from: 2,
+            method: "POST",
+            path: "/peer/msg",
+            epoch,
+            session: ts_ms ^ nonce,
+            seq: nonce,
+            ts_ms,
+            body,
+        };
+        let _ = auth.verify(&signed, &mac);
+    }
 }
 
 #[cfg(test)]

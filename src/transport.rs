@@ -20,7 +20,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::auth::{wall_ms, PeerAuth, Signed, HDR_AUTH, HDR_NONCE, HDR_TS};
+use crate::auth::{
+    wall_ms, PeerAuth, Signed, CLOCK_SKEW_WARN_MS, HDR_AUTH, HDR_EPOCH, HDR_NONCE, HDR_SESSION,
+    HDR_TS,
+};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::counters::Counters;
@@ -151,24 +154,82 @@ impl Transport {
             Verdict::Deliver(delay) if !delay.is_zero() => tokio::time::sleep(delay).await,
             Verdict::Deliver(_) => {}
         }
+        let body = Bytes::from(serde_json::to_vec(req).expect("peer message serialises"));
+        // With a cluster secret the first request to a peer (after it or we started) is signed
+        // for an epoch it no longer has: its answer names the current one, and the request is
+        // signed again and sent once more (src/auth.rs).
+        let (mut res, signed_for) = self.send_once(to, path, &body, deadline, timeout).await?;
+        if let Some(auth) = &self.auth {
+            let epoch = header_u64(res.headers(), HDR_EPOCH).filter(|e| *e != 0);
+            if let Some(epoch) = epoch {
+                auth.learn_epoch(to, epoch);
+                if res.status() == StatusCode::UNAUTHORIZED && epoch != signed_for {
+                    res = self.send_once(to, path, &body, deadline, timeout).await?.0;
+                    if let Some(e) = header_u64(res.headers(), HDR_EPOCH).filter(|e| *e != 0) {
+                        auth.learn_epoch(to, e);
+                    }
+                }
+            }
+        }
+        // An answer is contact too (as in etcd and hashicorp/raft): a leader hears its
+        // followers through the answers to its own requests.
+        self.counters.contact(to, self.clock.mono_ns());
+        let status = res.status();
+        let bytes = res.into_body();
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes).chars().take(300).collect();
+            return Err(TransportError::Refused(to, status, text));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| TransportError::Decode(to, e.to_string()))
+    }
+
+    /// Sends one signed copy of `body` to `to` and gives back its answer and the epoch of `to`
+    /// it was signed for (0 without a secret), or why there was none: the fault layer's losses
+    /// cost the caller the time left until `deadline`.
+    async fn send_once(
+        &self,
+        to: NodeId,
+        path: &str,
+        body: &Bytes,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(axum::http::Response<Bytes>, u64), TransportError> {
+        let lost = || async {
+            tokio::time::sleep_until(deadline).await;
+            TransportError::Timeout(to, timeout)
+        };
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             return Err(TransportError::Timeout(to, timeout));
         }
-        let body = serde_json::to_vec(req).expect("peer message serialises");
+        let ts_ms = wall_ms();
         let mut builder = axum::http::Request::post(path)
             .header(HDR_CLUSTER, &self.cluster_id)
             .header(HDR_FROM, self.id.to_string())
+            .header(HDR_TS, ts_ms)
             .header("content-type", "application/json");
+        let mut signed_for = 0;
         if let Some(auth) = &self.auth {
-            let proof = auth.sign(&self.cluster_id, self.id, "POST", path, &body, wall_ms());
-            builder = builder
-                .header(HDR_TS, proof.ts_ms)
-                .header(HDR_NONCE, proof.nonce)
-                .header(HDR_AUTH, proof.mac_hex);
+            signed_for = auth.epoch_of(to);
+            let proof = auth.sign(
+                &self.cluster_id,
+                self.id,
+                signed_for,
+                "POST",
+                path,
+                body,
+                ts_ms,
+            );
+            for (name, value) in proof.headers() {
+                // HDR_TS again, with the same value: set, not appended.
+                builder
+                    .headers_mut()
+                    .expect("a request under construction")
+                    .insert(name, HeaderValue::from_str(&value).expect("a header value"));
+            }
         }
         let request = builder
-            .body(Bytes::from(body))
+            .body(body.clone())
             .expect("a peer request from valid parts");
         let res = match tokio::time::timeout(remaining, self.wire.send(to, request, remaining))
             .await
@@ -187,16 +248,7 @@ impl Transport {
         if self.faults.on_receive(to) == Verdict::Drop {
             return Err(lost().await);
         }
-        // An answer is contact too (as in etcd and hashicorp/raft): a leader hears its
-        // followers through the answers to its own requests.
-        self.counters.contact(to, self.clock.mono_ns());
-        let status = res.status();
-        let bytes = res.into_body();
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&bytes).chars().take(300).collect();
-            return Err(TransportError::Refused(to, status, text));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| TransportError::Decode(to, e.to_string()))
+        Ok((res, signed_for))
     }
 
     /// Checks a request's peer headers; returns the sender's id or the reason to refuse it.
@@ -244,10 +296,15 @@ impl Transport {
             return Ok((from, req));
         };
         let (parts, body) = req.into_parts();
-        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-        let ts = header(HDR_TS).and_then(|v| v.parse::<u64>().ok());
-        let nonce = header(HDR_NONCE).and_then(|v| v.parse::<u64>().ok());
-        let (Some(ts_ms), Some(nonce), Some(mac)) = (ts, nonce, header(HDR_AUTH)) else {
+        let header = |name: &str| header_u64(&parts.headers, name);
+        let mac = parts.headers.get(HDR_AUTH).and_then(|v| v.to_str().ok());
+        let (Some(epoch), Some(session), Some(seq), Some(ts_ms), Some(mac)) = (
+            header(HDR_EPOCH),
+            header(HDR_SESSION),
+            header(HDR_NONCE),
+            header(HDR_TS),
+            mac,
+        ) else {
             let e = crate::auth::AuthError::Missing;
             return Err(ApiError::unauthorized(e.reason(), e.to_string()));
         };
@@ -265,13 +322,49 @@ impl Transport {
             from,
             method: parts.method.as_str(),
             path,
+            epoch,
+            session,
+            seq,
             ts_ms,
-            nonce,
             body: &bytes,
         };
-        auth.verify(&signed, &mac, wall_ms())
+        auth.verify(&signed, &mac)
             .map_err(|e| ApiError::unauthorized(e.reason(), e.to_string()))?;
         Ok((from, Request::from_parts(parts, Body::from(bytes))))
+    }
+}
+
+/// A header's value as an unsigned integer, if it is one.
+fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
+    headers.get(name)?.to_str().ok()?.parse().ok()
+}
+
+impl Transport {
+    /// `from`'s wall clock read `ts_ms` when it sent a request that arrives now: records how
+    /// far it is from ours (network delay included), and says so in the log when it goes past
+    /// [`CLOCK_SKEW_WARN_MS`] or comes back within it. Nothing is refused for it: no decision
+    /// of electd rests on two wall clocks agreeing (src/auth.rs).
+    fn clock_seen(&self, from: NodeId, ts_ms: u64) {
+        let offset = ts_ms as i64 - wall_ms() as i64;
+        let before = self.counters.clock_offset(from, offset);
+        let skewed = |o: i64| o.unsigned_abs() > CLOCK_SKEW_WARN_MS;
+        match before {
+            Some(b) if skewed(b) == skewed(offset) => {}
+            None if !skewed(offset) => {}
+            _ if skewed(offset) => tracing::warn!(
+                peer = from,
+                offset_ms = offset,
+                "peer's wall clock is {} ms {} ours (seen in its requests; electd judges leases on \
+                 monotonic clocks and goes on, but logs and certificates will disagree)",
+                offset.unsigned_abs(),
+                if offset > 0 { "ahead of" } else { "behind" }
+            ),
+            _ => tracing::info!(
+                peer = from,
+                offset_ms = offset,
+                "peer's wall clock agrees with ours again"
+            ),
+        }
     }
 }
 
@@ -294,6 +387,16 @@ fn lost_response() -> Response {
 /// Middleware on every `/peer/` route: refuses foreign or unknown senders (counted by reason),
 /// applies the fault set to the request and to its response, and records the contact.
 pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Next) -> Response {
+    let mut res = guarded(&t, req, next).await;
+    // Every answer names this node's epoch, which the sender signs its requests for.
+    if let Some(auth) = &t.auth {
+        res.headers_mut()
+            .insert(HDR_EPOCH, HeaderValue::from(auth.epoch()));
+    }
+    res
+}
+
+async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> Response {
     let (from, mut req) = match t.authenticate(req).await {
         Ok(ok) => ok,
         Err(e) => {
@@ -301,6 +404,9 @@ pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Ne
             return e.into_response();
         }
     };
+    if let Some(ts_ms) = header_u64(req.headers(), HDR_TS) {
+        t.clock_seen(from, ts_ms);
+    }
     if t.faults.on_receive(from) == Verdict::Drop {
         return lost_response();
     }

@@ -165,6 +165,11 @@ pub struct PeerStatus {
     pub addr: String,
     /// Milliseconds since this node last heard from that peer; `null` when never.
     pub last_contact_ms: Option<u64>,
+    /// How far that peer's wall clock was ahead of this node's (negative: behind) in its last
+    /// request, network delay included; `null` when it has sent none. Nothing is refused for
+    /// it: electd judges leases on monotonic clocks.
+    #[serde(default)]
+    pub clock_offset_ms: Option<i64>,
 }
 
 /// `counters` in `/v1/status`.

@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::TestCluster;
-use electd::auth::{PeerAuth, HDR_AUTH, HDR_NONCE, HDR_TS};
+use electd::auth::{PeerAuth, HDR_EPOCH, HDR_TS};
 use electd::config::Secret;
 use electd::{HDR_CLUSTER, HDR_FROM};
 use electd_client::Mode;
@@ -29,6 +29,8 @@ struct Probe {
     /// The member requests claim to come from, and another member besides it and the target.
     from: u64,
     other: u64,
+    /// The target's epoch, which requests to it are signed for (src/auth.rs).
+    epoch: u64,
 }
 
 impl Probe {
@@ -65,19 +67,20 @@ impl Probe {
         path: &str,
         body: &[u8],
     ) -> Vec<(&'static str, String)> {
-        let p = auth.sign(
-            "electd-test",
-            from,
-            "POST",
-            path,
-            body,
-            electd::auth::wall_ms(),
-        );
-        vec![
-            (HDR_TS, p.ts_ms.to_string()),
-            (HDR_NONCE, p.nonce.to_string()),
-            (HDR_AUTH, p.mac_hex),
-        ]
+        self.signed_at(auth, from, path, body, electd::auth::wall_ms())
+    }
+
+    /// The proof headers of a request signed for the target's epoch, stamped `ts_ms`.
+    fn signed_at(
+        &self,
+        auth: &PeerAuth,
+        from: u64,
+        path: &str,
+        body: &[u8],
+        ts_ms: u64,
+    ) -> Vec<(&'static str, String)> {
+        let p = auth.sign("electd-test", from, self.epoch, "POST", path, body, ts_ms);
+        p.headers().to_vec()
     }
 
     async fn metrics(&self) -> String {
@@ -142,6 +145,24 @@ fn hardening(mode: Mode) {
             text.trim().to_string()
         };
         let addr = tc.c.member(target).unwrap().addr.clone();
+        // Every answer to a peer request names the node's epoch, a refusal too.
+        let path = match mode {
+            Mode::Quorum => "/peer/raft/vote",
+            _ => "/peer/msg",
+        };
+        let client = reqwest::Client::new();
+        let res = client
+            .post(format!("http://{addr}{path}"))
+            .header(HDR_CLUSTER, "electd-test")
+            .header(HDR_FROM, from)
+            .send()
+            .await
+            .expect("a peer request");
+        let epoch = res
+            .headers()
+            .get(HDR_EPOCH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .expect("an x-electd-epoch header on a peer answer");
         let p = Probe {
             client: electd_client::http_client()
                 .timeout(Duration::from_secs(10))
@@ -151,10 +172,7 @@ fn hardening(mode: Mode) {
             addr,
             secret: read("cluster-secret"),
             token: read("admin-token"),
-            path: match mode {
-                Mode::Quorum => "/peer/raft/vote",
-                _ => "/peer/msg",
-            },
+            path,
             from,
             other: tc
                 .c
@@ -162,6 +180,7 @@ fn hardening(mode: Mode) {
                 .into_iter()
                 .find(|&i| i != target && i != from)
                 .unwrap(),
+            epoch,
         };
         peers_must_prove_who_they_are(&p).await;
         bodies_above_the_limit_get_413(&p);
@@ -198,8 +217,9 @@ fn hardening(mode: Mode) {
     });
 }
 
-/// Peer authentication: the cluster, the signature over sender, path and body, the time stamp,
-/// the nonce and the membership, each refused with its own reason.
+/// Peer authentication: the cluster, the signature over sender, path and body, the epoch,
+/// the sequence number (no replay) and the membership, each refused with its own reason; no wall
+/// clock decides.
 async fn peers_must_prove_who_they_are(p: &Probe) {
     let (path, from_id) = (p.path, p.from);
     let from = &from_id.to_string();
@@ -232,34 +252,45 @@ async fn peers_must_prove_who_they_are(p: &Probe) {
         .peer(path, &other, Some("electd-test"), &h, b"{}".to_vec())
         .await;
     assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
-    // Well signed, but an hour old; and its timestamp changed after signing.
-    let hour_ago = electd::auth::wall_ms() - 3_600_000;
-    let q = right.sign("electd-test", from_id, "POST", path, b"{}", hour_ago);
-    let mut old = vec![
-        (HDR_TS, q.ts_ms.to_string()),
-        (HDR_NONCE, q.nonce.to_string()),
-        (HDR_AUTH, q.mac_hex),
-    ];
+    // Signed for another epoch of the node (one from before it started): refused, and the
+    // answer names the epoch to sign for.
+    let stale = PeerAuth::new(Secret::from(p.secret.clone()));
+    let q = stale.sign("electd-test", from_id, p.epoch ^ 1, "POST", path, b"{}", 0);
     let (s, b) = p
-        .peer(path, from, Some("electd-test"), &old, b"{}".to_vec())
+        .peer(
+            path,
+            from,
+            Some("electd-test"),
+            &q.headers(),
+            b"{}".to_vec(),
+        )
         .await;
-    assert_eq!((s, error_code(&b)), (401, "stale_timestamp"), "{b}");
-    old[0].1 = electd::auth::wall_ms().to_string();
+    assert_eq!((s, error_code(&b)), (401, "stale_epoch"), "{b}");
+    // No clock decides: stamped an hour behind or a day ahead, a request for the node's epoch
+    // passes authentication (and is refused as a malformed message), once.
+    let day = 86_400_000;
+    for ts in [
+        electd::auth::wall_ms() - 3_600_000,
+        electd::auth::wall_ms() + day,
+    ] {
+        let h = p.signed_at(&right, from_id, path, b"{}", ts);
+        let (s, b) = p
+            .peer(path, from, Some("electd-test"), &h, b"{}".to_vec())
+            .await;
+        assert_eq!(s, 400, "a signed request must pass authentication: {b}");
+        let (s, b) = p
+            .peer(path, from, Some("electd-test"), &h, b"{}".to_vec())
+            .await;
+        assert_eq!((s, error_code(&b)), (401, "replayed"), "{b}");
+    }
+    // Its timestamp changed after signing.
+    let mut h = p.signed_headers(&right, from_id, path, b"{}");
+    let ts = h.iter_mut().find(|(k, _)| *k == HDR_TS).unwrap();
+    ts.1 = (electd::auth::wall_ms() + 1).to_string();
     let (s, b) = p
-        .peer(path, from, Some("electd-test"), &old, b"{}".to_vec())
+        .peer(path, from, Some("electd-test"), &h, b"{}".to_vec())
         .await;
     assert_eq!((s, error_code(&b)), (401, "bad_signature"), "{b}");
-    // A well-signed request is let through (and refused as a malformed message), then its
-    // replay is refused.
-    let h = p.signed_headers(&right, from_id, path, b"{}");
-    let (s, b) = p
-        .peer(path, from, Some("electd-test"), &h, b"{}".to_vec())
-        .await;
-    assert_eq!(s, 400, "a signed request must pass authentication: {b}");
-    let (s, b) = p
-        .peer(path, from, Some("electd-test"), &h, b"{}".to_vec())
-        .await;
-    assert_eq!((s, error_code(&b)), (401, "replayed"), "{b}");
     // A sender outside the membership.
     let h = p.signed_headers(&right, 9, path, b"{}");
     let (s, b) = p
@@ -345,7 +376,7 @@ async fn refusals_are_counted_by_reason(p: &Probe) {
         "wrong_cluster",
         "missing_auth",
         "bad_signature",
-        "stale_timestamp",
+        "stale_epoch",
         "replayed",
         "unknown_peer",
     ];

@@ -64,6 +64,9 @@ pub struct Cluster {
     /// the node's own (root only): a disk a test can fill (through `/proc/PID/root`, see
     /// [`Cluster::disk_path`]) and that vanishes with the node.
     pub small_disks: std::collections::BTreeMap<NodeId, u64>,
+    /// Nodes run under this libfaketime library, each with a wall clock of its own that
+    /// [`Cluster::set_wall_clock`] moves (src: `wallclock.rs`); `None`: the host's clock.
+    pub wall_clocks: Option<PathBuf>,
     /// One connection pool for every node's [`Client`].
     pub(super) http: reqwest::Client,
     /// Mutex mode: the cluster's PostgreSQL server, stopped and removed with the cluster.
@@ -115,6 +118,7 @@ impl Cluster {
             extra_args,
             die_with_parent: false,
             small_disks: Default::default(),
+            wall_clocks: None,
             http: electd_client::http_client()
                 .timeout(Duration::from_millis(800))
                 .build()

@@ -10,6 +10,7 @@
 //! - [`state`]: what the nodes say, the agreed leader, the `status` rows;
 //! - [`dir`]: the cluster directory, its members and runtime files, [`CtlError`];
 //! - [`control`]: the members' API through the typed client (faults, partitions, heals);
+//! - [`wallclock`]: each node's wall clock, moved apart from the host's (libfaketime);
 //! - `postgres`: a PostgreSQL server of the lab's own; `store`: the cluster's store (mutex
 //!   mode).
 //!
@@ -24,8 +25,10 @@ mod process;
 mod secrets;
 mod state;
 mod store;
+mod wallclock;
 
 pub use self::addr::{claim_addrs, AddrBlock, BLOCK_NODE_PORT};
 pub use self::dir::{Cluster, CtlError, Member};
 pub use self::postgres::{bin_dir as postgres_bin_dir, Postgres, BLOCK_STORE_PORT};
 pub use self::state::{agreed, claimants, status_row, Observed};
+pub use self::wallclock::libfaketime;

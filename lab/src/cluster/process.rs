@@ -83,6 +83,7 @@ impl Cluster {
         if let Some(&bytes) = self.small_disks.get(&id) {
             own_tmpfs(&mut cmd, &data, bytes)?;
         }
+        self.with_wall_clock(id, &mut cmd)?;
         let child = cmd.spawn().map_err(io(&self.bin))?;
         let pid = child.id() as i32;
         let pid_path = self.pid_file(id);
