@@ -179,4 +179,8 @@ pub struct Flaws {
     pub votes_inside_promise: Arc<AtomicU64>,
     /// Of those, the votes granted (only ever with `vote_while_leading`).
     pub granted_inside_promise: Arc<AtomicU64>,
+    /// Quorum mode: a new data dir's incarnation is taken as confirmed at once, without the
+    /// members recording it: a wiped disk votes again as the member it was (the identity check
+    /// of README's safety step 10 left out).
+    pub trust_new_incarnation: bool,
 }

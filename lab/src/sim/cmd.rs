@@ -33,12 +33,22 @@ pub struct SimArgs {
     /// promise checker (C6) must report violations. The summary says in how many schedules a
     /// vote request reached a node inside its own promise, and how many such votes the flaw
     /// granted.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "trust_new_incarnation")]
     pub vote_while_leading: bool,
+    /// Run deliberately broken nodes that vote at once on a new data dir, without the members
+    /// recording its incarnation (README's safety step 10 left out): with `--membership`, a
+    /// member restarted on a wiped disk must be reported as voting again.
+    #[arg(long)]
+    pub trust_new_incarnation: bool,
     /// Timings: drawn per schedule from its seed across the range the config accepts (from
     /// heartbeat 2 / follower lease 12 to heartbeat 100 / follower lease 1000), or the defaults.
     #[arg(long, value_enum, default_value_t = Profile::Drawn)]
     pub timing: Profile,
+    /// Schedules also add, remove and replace members (the leader included) through the admin
+    /// API, and wipe a member's disk and start it again without join (it must never vote as
+    /// the member it was), from 3 to 7 members.
+    #[arg(long)]
+    pub membership: bool,
 }
 
 impl SimArgs {
@@ -47,6 +57,8 @@ impl SimArgs {
             Some(Flaw::LongLease)
         } else if self.vote_while_leading {
             Some(Flaw::VoteWhileLeading)
+        } else if self.trust_new_incarnation {
+            Some(Flaw::TrustNewIncarnation)
         } else {
             None
         }
@@ -58,10 +70,14 @@ impl SimArgs {
         match self.flaw() {
             Some(Flaw::LongLease) => f += " --unsafe",
             Some(Flaw::VoteWhileLeading) => f += " --vote-while-leading",
+            Some(Flaw::TrustNewIncarnation) => f += " --trust-new-incarnation",
             None => {}
         }
         if self.timing == Profile::Default {
             f += " --timing default";
+        }
+        if self.membership {
+            f += " --membership";
         }
         f
     }
@@ -81,6 +97,10 @@ struct Tally {
     /// such a vote was granted.
     inside_promise: u64,
     granted_inside: u64,
+    /// Membership changes that completed, and wiped members that refused to run.
+    added: u64,
+    removed: u64,
+    refused: u64,
 }
 
 fn widen(range: &mut Option<(u64, u64)>, v: u64) {
@@ -97,6 +117,9 @@ impl Tally {
         self.squeezed += u64::from(out.squeezes > 0);
         self.inside_promise += u64::from(out.votes_inside_promise > 0);
         self.granted_inside += u64::from(out.granted_inside_promise > 0);
+        self.added += out.added;
+        self.removed += out.removed;
+        self.refused += out.refused;
     }
 
     fn print(&self, schedules: u64) {
@@ -113,6 +136,13 @@ impl Tally {
              node inside its own promise in {} of {schedules} schedules, granted in {}",
             self.promises, self.squeezed, self.inside_promise, self.granted_inside
         );
+        if self.added + self.removed + self.refused > 0 {
+            println!(
+                "sim: membership: {} adds and {} removals completed; {} members restarted on a \
+                 wiped disk refused to run",
+                self.added, self.removed, self.refused
+            );
+        }
     }
 }
 
@@ -147,6 +177,7 @@ impl SimArgs {
             profile: self.timing,
             script: None,
             timing: None,
+            membership: self.membership,
         }
     }
 }

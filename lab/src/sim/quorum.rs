@@ -12,7 +12,14 @@
 //! - **one leader per term** and **never two claimants** over the members' event logs (the
 //!   chaos checkers C1 and C2, which judge claim intervals exactly, not by sampling);
 //! - **terms never go back**, across restarts too;
-//! - **convergence**: after the final heal, one leader that every member names, within 10 s.
+//! - **convergence**: after the final heal, one leader that every member names, within 10 s;
+//!   with membership changes, its membership committed, every member the simulation added (and
+//!   did not remove) a voter and every member it removed not one.
+//!
+//! With [`Spec::membership`], schedules also add, remove and replace members (the leader
+//! included) through the admin API as an operator would, and wipe a member's disk and start it
+//! again as the member it was, which must never vote (it refuses to run, or waits unconfirmed);
+//! the checkers judge every node that ever ran.
 //!
 //! Determinism: every random choice (schedule, latencies, the nodes' jitter and fault layers)
 //! comes from the seed, and the runtime has one thread. What is not under the seed is tokio's
@@ -31,7 +38,7 @@ use electd::config::{Config, Peer};
 use electd::quorum::{Disk, MemDisk};
 use electd::quorum::{PATH_APPEND, PATH_VOTE};
 use electd::{Flaws, Node, Surroundings, Timing};
-use electd_client::{FaultSet, LeaderInfo, Role};
+use electd_client::{FaultSet, LeaderInfo, Members, Role};
 use electd_client::{Mode, NodeId};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -41,7 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::SimClock;
 use super::net::{Effect, Leg, Net, Rule};
-use super::schedule::{draw, draw_timing, Step, Target, Timed};
+use super::schedule::{draw, draw_timing, draw_with_members, Step, Target, Timed};
 use crate::chaos::checkers::{election_safety, promise_keeping, split_brain};
 use crate::chaos::record::{ProcEvent, ProcKind, Promise, RunLog};
 
@@ -68,6 +75,9 @@ pub struct Spec {
     pub script: Option<Vec<Timed>>,
     /// Timings to run with instead of the profile's (a test's own schedule).
     pub timing: Option<Timing>,
+    /// Schedules add, remove, replace and wipe members too (drawn step by step, from the
+    /// members as they are then).
+    pub membership: bool,
 }
 
 /// A deliberately broken node (`electd-lab sim --unsafe`, `--vote-while-leading`).
@@ -79,6 +89,10 @@ pub enum Flaw {
     /// A leader votes for a higher term while a promise it answered can still run: the vote
     /// handler before the fix of README's safety step 4 (`--vote-while-leading`).
     VoteWhileLeading,
+    /// A new data dir votes at once, without the members recording its incarnation: a member
+    /// restarted on a wiped disk votes again as the member it was (README's safety step 10
+    /// left out; `--trust-new-incarnation`).
+    TrustNewIncarnation,
 }
 
 /// Where a schedule's timings come from.
@@ -102,6 +116,7 @@ impl Spec {
             profile: Profile::Drawn,
             script: None,
             timing: None,
+            membership: false,
         }
     }
 }
@@ -128,6 +143,11 @@ pub struct Outcome {
     pub votes_inside_promise: u64,
     /// Of those, the votes granted (only with the flaw).
     pub granted_inside_promise: u64,
+    /// Membership changes that completed: adds, removals (replacements count as both).
+    pub added: u64,
+    pub removed: u64,
+    /// Members restarted on a wiped disk that refused to run.
+    pub refused: u64,
 }
 
 /// The electd timings a schedule runs with: drawn or the defaults, then broken if asked.
@@ -180,6 +200,9 @@ struct Watch {
 struct Running {
     node: Arc<Node>,
     stop: CancellationToken,
+    /// Cancelled by the node when it stops on its own (a refused incarnation, a storage
+    /// failure).
+    fatal: CancellationToken,
 }
 
 struct Sim {
@@ -189,7 +212,15 @@ struct Sim {
     clock: Arc<SimClock>,
     net: Arc<Net>,
     rng: StdRng,
+    /// The members as the simulation knows them (its changes that completed).
     ids: Vec<NodeId>,
+    /// Every node that ever ran, for the sampler and the checkers.
+    ever: Arc<Mutex<Vec<NodeId>>>,
+    /// Members whose removal completed (and who were not added again).
+    removed: BTreeSet<NodeId>,
+    added: u64,
+    removals: u64,
+    refused: u64,
     disks: BTreeMap<NodeId, Arc<MemDisk>>,
     running: BTreeMap<NodeId, Running>,
     /// Directed cuts `from -> to`, each written on its receiver (`block_from`) or not.
@@ -218,7 +249,12 @@ impl Sim {
             net: Net::new(spec.seed ^ 0x6e65_7400),
             rng,
             disks: ids.iter().map(|&i| (i, Arc::default())).collect(),
+            ever: Arc::new(Mutex::new(ids.clone())),
             ids,
+            removed: BTreeSet::new(),
+            added: 0,
+            removals: 0,
+            refused: 0,
             running: BTreeMap::new(),
             cuts: BTreeMap::new(),
             loss: 0.0,
@@ -227,6 +263,7 @@ impl Sim {
             watch: Arc::default(),
             flaws: Flaws {
                 vote_while_leading: spec.flaw == Some(Flaw::VoteWhileLeading),
+                trust_new_incarnation: spec.flaw == Some(Flaw::TrustNewIncarnation),
                 ..Flaws::default()
             },
             squeezes: 0,
@@ -242,7 +279,18 @@ impl Sim {
             .push(format!("{t:>7} ms  {line}"));
     }
 
-    fn config(&self, id: NodeId) -> Config {
+    fn addr(id: NodeId) -> String {
+        format!("127.0.0.1:{}", 20_000 + id)
+    }
+
+    /// Member `id`'s config: the members as the simulation knows them, and `id` itself; with
+    /// `join`, the address of another member (the node takes its membership from the log).
+    fn config(&self, id: NodeId, join: bool) -> Config {
+        let mut peers: BTreeSet<NodeId> = self.ids.iter().copied().collect();
+        peers.insert(id);
+        let join = join
+            .then(|| self.ids.iter().find(|&&m| m != id).map(|&m| Sim::addr(m)))
+            .flatten();
         Config {
             id,
             listen: None,
@@ -257,22 +305,22 @@ impl Sim {
             seed: None,
             timing: self.timing,
             max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
-            join: None,
+            join,
             priority_settle_ms: None,
-            peers: self
-                .ids
-                .iter()
-                .map(|&p| Peer {
+            tls: None,
+            peers: peers
+                .into_iter()
+                .map(|p| Peer {
                     id: p,
-                    addr: format!("127.0.0.1:{}", 20_000 + p),
+                    addr: Sim::addr(p),
                     priority: 0,
                 })
                 .collect(),
         }
     }
 
-    /// Starts member `id` on its disk, as a new incarnation.
-    async fn start(&mut self, id: NodeId) {
+    /// Starts member `id` on its disk, as a new incarnation (with `join`: as a node that joins).
+    async fn start(&mut self, id: NodeId, join: bool) {
         let (incarnation, wire) = self.net.incarnate(id);
         let around = Surroundings {
             clock: self.clock.clone(),
@@ -281,14 +329,21 @@ impl Sim {
             flaws: self.flaws.clone(),
         };
         let seed = self.spec.seed ^ (id << 32) ^ incarnation;
-        let stop = CancellationToken::new();
+        let (stop, fatal) = (CancellationToken::new(), CancellationToken::new());
         self.proc_event(id, ProcKind::Start);
-        let node = Node::start_in(self.config(id), seed, stop.clone(), stop.clone(), around)
+        let cfg = self.config(id, join);
+        let node = Node::start_in(cfg, seed, stop.clone(), fatal.clone(), around)
             .await
             .expect("a simulated node starts");
         self.net.attach(id, incarnation, electd::app(node.clone()));
-        self.running.insert(id, Running { node, stop });
+        self.running.insert(id, Running { node, stop, fatal });
         self.apply_faults(id).await;
+    }
+
+    /// A wiped disk for `id`: what it had is gone; the sampler's memory of its terms too.
+    fn wipe(&mut self, id: NodeId) {
+        self.disks.insert(id, Arc::default());
+        self.watch.lock().expect("watch").terms.remove(&id);
     }
 
     /// SIGKILL: the process is gone at once; its disk keeps what it had written.
@@ -378,19 +433,176 @@ impl Sim {
     fn resolve(&mut self, t: Target) -> NodeId {
         match (t, self.claimant()) {
             (Target::Node(n), _) => n,
-            (Target::Leader, Some(l)) => l,
-            (Target::Leader, None) => self.ids[self.rng.gen_range(0..self.ids.len())],
+            (Target::Leader, Some(l)) if self.ids.contains(&l) => l,
+            (Target::Leader, _) => self.ids[self.rng.gen_range(0..self.ids.len())],
         }
     }
 
+    /// An admin request to the claimant (whoever claims when it is sent), asked again up to
+    /// five times, a follower lease apart, while nobody claims or the answer says to (no
+    /// leader, another change in progress, a change that did not complete). The last answer.
+    async fn to_leader(&self, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+        let f = Duration::from_millis(self.timing.follower_lease_ms);
+        let mut last = None;
+        for _ in 0..5 {
+            if let Some(l) = self.claimant() {
+                let req = admin(Request::builder().method(method).uri(path))
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.to_string()))
+                    .expect("a request");
+                let answer = self.net.ask(l, req).await;
+                last = answer.map(|(s, b)| (s, String::from_utf8_lossy(&b).into_owned()));
+                match &last {
+                    Some((200, _)) => return last,
+                    Some((s, b)) if *s == 404 || b.contains("already_member") => return last,
+                    _ => {}
+                }
+            }
+            tokio::time::sleep(f).await;
+        }
+        last
+    }
+
+    /// Starts `id` on an empty disk with `join` and asks the claimant to add it; a member of
+    /// the simulation's once the add completed. A node whose add did not complete is stopped
+    /// (it may still have become a learner or a voter: the membership at the end says).
+    async fn join(&mut self, id: NodeId) {
+        self.wipe(id);
+        {
+            let mut ever = self.ever.lock().expect("ever");
+            if !ever.contains(&id) {
+                ever.push(id);
+            }
+        }
+        self.start(id, true).await;
+        let body = format!("{{\"id\": {id}, \"addr\": \"{}\"}}", Sim::addr(id));
+        let answer = self.to_leader("POST", "/v1/admin/members", &body).await;
+        match answer {
+            Some((200, _)) => {
+                self.ids.push(id);
+                self.ids.sort_unstable();
+                self.removed.remove(&id);
+                self.added += 1;
+                self.note(format!("add {id}: a voter"));
+            }
+            other => {
+                self.note(format!("add {id} did not complete ({other:?}): stopped"));
+                self.crash(id);
+            }
+        }
+    }
+
+    /// Asks the claimant to remove `id` (the leader hands over first when it is `id`); answers
+    /// whether the removal completed.
+    async fn remove(&mut self, id: NodeId) -> bool {
+        let answer = self
+            .to_leader("DELETE", &format!("/v1/admin/members/{id}"), "")
+            .await;
+        let done = matches!(answer, Some((200 | 404, _)));
+        if done {
+            self.ids.retain(|&m| m != id);
+            self.removed.insert(id);
+            self.removals += 1;
+        }
+        let said = match &answer {
+            Some((status, body)) => match serde_json::from_str::<Members>(body) {
+                Ok(m) => format!("{status}, voters {:?}", m.voter_sets),
+                Err(_) => format!("{status} {}", body.chars().take(160).collect::<String>()),
+            },
+            None => "no answer".into(),
+        };
+        self.note(format!("remove {id}: {said}"));
+        done
+    }
+
+    /// Steps that change the members; `false` for any other step.
+    async fn change_members(&mut self, step: &Step) -> bool {
+        let f = self.timing.follower_lease_ms;
+        match step {
+            Step::Add => {
+                let id = self.ever.lock().expect("ever").iter().max().unwrap_or(&0) + 1;
+                self.join(id).await;
+            }
+            Step::Remove { target, linger_ms } => {
+                let n = self.resolve(*target);
+                self.note(format!(
+                    "remove {n} ({target}), stop it {linger_ms} ms later"
+                ));
+                if self.ids.len() <= super::schedule::FEWEST_MEMBERS {
+                    self.note(format!("remove {n}: none (too few members)"));
+                } else if self.remove(n).await {
+                    tokio::time::sleep(Duration::from_millis(*linger_ms)).await;
+                    self.crash(n);
+                }
+            }
+            Step::Replace { target, down_ms } => {
+                let n = self.resolve(*target);
+                self.note(format!("replace {n} ({target})"));
+                if self.remove(n).await {
+                    self.crash(n);
+                    tokio::time::sleep(Duration::from_millis(*down_ms)).await;
+                    self.join(n).await;
+                }
+            }
+            Step::Wipe { target, down_ms } => {
+                let n = self.resolve(*target);
+                self.note(format!("wipe {n} ({target}), restart it without join"));
+                self.crash(n);
+                self.wipe(n);
+                tokio::time::sleep(Duration::from_millis(*down_ms)).await;
+                self.start(n, false).await;
+                self.watch_wiped(n, 20 * f).await;
+                // Then as an operator would: remove it and let it join again.
+                self.crash(n);
+                if self.remove(n).await {
+                    self.join(n).await;
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// For `ms` of simulated time, member `n`, started on a wiped disk as the member it was:
+    /// it must stop on its own (a member knows its earlier incarnation) or stay unconfirmed;
+    /// never be confirmed as a voter.
+    async fn watch_wiped(&mut self, n: NodeId, ms: u64) {
+        let until = self.clock.elapsed_ms() + ms;
+        while self.clock.elapsed_ms() < until {
+            let Some(r) = self.running.get(&n) else {
+                return;
+            };
+            if r.fatal.is_cancelled() {
+                self.refused += 1;
+                self.note(format!("{n} refused to run on its wiped disk"));
+                return;
+            }
+            let confirmed = r.node.engine_status()["identity"]["confirmed"] == true;
+            if confirmed {
+                self.watch.lock().expect("watch").violations.push(format!(
+                    "at {} ms member {n}, restarted on a wiped disk without join, was \
+                     confirmed: it votes again as the member it was",
+                    self.clock.elapsed_ms()
+                ));
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.note(format!("{n} still unconfirmed on its wiped disk"));
+    }
+
     async fn apply(&mut self, step: &Step) {
+        if self.change_members(step).await {
+            self.apply_all_faults().await;
+            return;
+        }
         match step {
             Step::Crash { target, down_ms } => {
                 let n = self.resolve(*target);
                 self.note(format!("crash {n} ({target}) for {down_ms} ms"));
                 self.crash(n);
                 tokio::time::sleep(Duration::from_millis(*down_ms)).await;
-                self.start(n).await;
+                self.start(n, false).await;
                 self.note(format!("restart {n}"));
             }
             Step::Pause { target, ms } => {
@@ -554,7 +766,11 @@ impl Sim {
             Step::Crash { .. }
             | Step::Pause { .. }
             | Step::Resign { .. }
-            | Step::Squeeze { .. } => {
+            | Step::Squeeze { .. }
+            | Step::Add
+            | Step::Remove { .. }
+            | Step::Replace { .. }
+            | Step::Wipe { .. } => {
                 unreachable!("not a network step")
             }
         }
@@ -562,25 +778,34 @@ impl Sim {
 
     async fn play(&mut self) {
         for id in self.ids.clone() {
-            self.start(id).await;
+            self.start(id, false).await;
         }
         let f = self.timing.follower_lease_ms;
         self.note(format!("timing {:?}", self.timing));
         let sampler = tokio::spawn(sample(
             self.net.clone(),
-            self.ids.clone(),
+            self.ever.clone(),
             self.clock.clone(),
             self.watch.clone(),
             sample_every(f),
         ));
         let schedule: Vec<Timed> = match &self.spec.script {
             Some(steps) => steps.clone(),
+            None if self.spec.membership => Vec::new(),
             None => draw(&mut self.rng, self.spec.nodes, self.spec.steps, f),
         };
         tokio::time::sleep(Duration::from_millis(10 * f)).await;
         for t in &schedule {
             self.apply(&t.step).await;
             tokio::time::sleep(Duration::from_millis(t.then_ms)).await;
+        }
+        if self.spec.membership && self.spec.script.is_none() {
+            // Drawn as they come: the members change.
+            for _ in 0..self.spec.steps {
+                let t = draw_with_members(&mut self.rng, &self.ids, f);
+                self.apply(&t.step).await;
+                tokio::time::sleep(Duration::from_millis(t.then_ms)).await;
+            }
         }
         self.apply(&Step::Heal).await;
         self.converge().await;
@@ -592,26 +817,79 @@ impl Sim {
         self.net.clear();
     }
 
-    /// After the final heal: one leader that every member names, within 10 s.
+    /// After the final heal: one leader that every member names, within 10 s. The members
+    /// are those of the leader's membership, once it is committed with one voter set, in
+    /// which every member the simulation added is a voter and none it removed is; a node that
+    /// runs outside it (an add that did not complete) is not asked.
     async fn converge(&mut self) {
         let until = self.clock.elapsed_ms() + 10_000;
+        let mut last = String::new();
         while self.clock.elapsed_ms() < until {
-            if agreed(&self.net, &self.ids).await.is_some() {
-                return;
+            let running: Vec<NodeId> = self.running.keys().copied().collect();
+            match self.settled(&running).await {
+                Ok(()) => return,
+                Err(why) => last = why,
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let seen = answers(&self.net, &self.ids).await;
         self.watch.lock().expect("watch").violations.push(format!(
-            "no leader agreed by all within 10 s of the final heal: {}",
-            describe(&seen)
+            "no leader agreed by all members within 10 s of the final heal: {last}"
         ));
+    }
+
+    /// Whether the running members agree on a leader whose membership is settled as the
+    /// simulation changed it; why not, if not.
+    async fn settled(&self, running: &[NodeId]) -> Result<(), String> {
+        let seen = answers(&self.net, running).await;
+        let claimants: Vec<NodeId> = seen
+            .iter()
+            .filter(|(_, i)| i.role == Role::Leader)
+            .map(|(id, _)| *id)
+            .collect();
+        let [l] = claimants[..] else {
+            return Err(format!("claimants {claimants:?}: {}", describe(&seen)));
+        };
+        let req = Request::get("/v1/members")
+            .body(Body::empty())
+            .expect("a request");
+        let m: Members = match self.net.ask(l, req).await {
+            Some((200, b)) => serde_json::from_slice(&b).map_err(|e| e.to_string())?,
+            other => return Err(format!("{l} /v1/members: {other:?}")),
+        };
+        let [voters] = &m.voter_sets[..] else {
+            return Err(format!("{l}: voter sets {:?}", m.voter_sets));
+        };
+        if !m.committed {
+            return Err(format!("{l}: membership {voters:?} not committed"));
+        }
+        if let Some(x) = self.ids.iter().find(|i| !voters.contains(i)) {
+            return Err(format!("{l}: {x} added but not a voter of {voters:?}"));
+        }
+        if let Some(x) = self.removed.iter().find(|i| voters.contains(i)) {
+            return Err(format!("{l}: {x} removed but a voter of {voters:?}"));
+        }
+        let members: Vec<NodeId> = m
+            .members
+            .iter()
+            .map(|x| x.id)
+            .filter(|id| running.contains(id))
+            .collect();
+        let disagree: Vec<NodeId> = members
+            .iter()
+            .copied()
+            .filter(|id| seen.get(id).and_then(|i| i.view().leader) != Some(l))
+            .collect();
+        if disagree.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{disagree:?} do not name {l}: {}", describe(&seen)))
+        }
     }
 
     /// The checkers over the event logs, and what the sampler found.
     fn outcome(&self) -> Outcome {
-        let events = self
-            .ids
+        let ever = self.ever.lock().expect("ever").clone();
+        let events = ever
             .iter()
             .flat_map(|&id| {
                 let path = self.dir.join(format!("node{id}")).join(electd::EVENTS_FILE);
@@ -619,7 +897,7 @@ impl Sim {
             })
             .collect();
         let log = RunLog {
-            nodes: self.ids.clone(),
+            nodes: ever.clone(),
             start_ns: self.start_ns,
             end_ns: self.clock.now_ns(),
             events,
@@ -674,6 +952,9 @@ impl Sim {
             squeezes: self.squeezes,
             votes_inside_promise: self.flaws.votes_inside_promise.load(Relaxed),
             granted_inside_promise: self.flaws.granted_inside_promise.load(Relaxed),
+            added: self.added,
+            removed: self.removals,
+            refused: self.refused,
         }
     }
 }
@@ -701,16 +982,6 @@ async fn answers(net: &Net, ids: &[NodeId]) -> BTreeMap<NodeId, LeaderInfo> {
     out
 }
 
-/// The leader every running member names, if it claims the role itself.
-async fn agreed(net: &Net, ids: &[NodeId]) -> Option<NodeId> {
-    let seen = answers(net, ids).await;
-    let leaders: BTreeSet<Option<NodeId>> = seen.values().map(|i| i.view().leader).collect();
-    match leaders.into_iter().collect::<Vec<_>>()[..] {
-        [Some(l)] if seen.get(&l).is_some_and(|i| i.role == Role::Leader) => Some(l),
-        _ => None,
-    }
-}
-
 fn describe(seen: &BTreeMap<NodeId, LeaderInfo>) -> String {
     seen.iter()
         .map(|(id, i)| {
@@ -729,7 +1000,7 @@ fn describe(seen: &BTreeMap<NodeId, LeaderInfo>) -> String {
 /// answer makes; terms never going back.
 async fn sample(
     net: Arc<Net>,
-    ids: Vec<NodeId>,
+    ids: Arc<Mutex<Vec<NodeId>>>,
     clock: Arc<SimClock>,
     watch: Arc<Mutex<Watch>>,
     every: Duration,
@@ -738,6 +1009,7 @@ async fn sample(
     loop {
         tick.tick().await;
         let sent_ns = clock.now_ns();
+        let ids = ids.lock().expect("ever").clone();
         let seen = answers(&net, &ids).await;
         let claimants: Vec<NodeId> = seen
             .iter()

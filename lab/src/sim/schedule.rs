@@ -67,6 +67,19 @@ pub enum Step {
     Squeeze { hold_ms: u64, vote_delay_ms: u64 },
     /// The network's rules become these (a test's own schedule; never drawn).
     Rules(Vec<Rule>),
+    /// A new member (the next unused id) starts on an empty disk with `join`, and the claimant
+    /// is asked to add it (a learner, caught up, then a voter).
+    Add,
+    /// `target` is removed from the membership (the leader hands over first when it is the
+    /// target) and stopped `linger_ms` later.
+    Remove { target: Target, linger_ms: u64 },
+    /// A replaced machine: `target` is removed, stopped and its disk wiped; after `down_ms` it
+    /// starts on the empty disk with `join` and is added again, under the same id.
+    Replace { target: Target, down_ms: u64 },
+    /// A wiped disk: `target` crashes, its disk is wiped, and after `down_ms` it starts again
+    /// as the member it was, without `join`. It must never vote as that member (README,
+    /// "Changing the members"): it refuses to run, or waits unconfirmed; it is then replaced.
+    Wipe { target: Target, down_ms: u64 },
 }
 
 /// A step and how long the schedule runs after it, in simulated ms.
@@ -102,6 +115,44 @@ pub fn draw_timing(rng: &mut StdRng) -> Timing {
         t.lease_ms = rng.gen_range(3 * hb..=f - t.min_margin_ms());
     }
     t
+}
+
+/// Draws one step for the members `ids` as they are when it runs, membership changes among
+/// the kinds (a schedule with membership changes draws each step when it comes, since the
+/// members change).
+pub fn draw_with_members(rng: &mut StdRng, ids: &[NodeId], follower_lease_ms: u64) -> Timed {
+    let f = follower_lease_ms;
+    let step = if rng.gen_bool(0.3) {
+        membership_step(rng, ids, f)
+    } else {
+        step(rng, ids, f)
+    };
+    Timed {
+        step,
+        then_ms: rng.gen_range(f / 3..=8 * f),
+    }
+}
+
+/// Most members a schedule with membership changes grows to, and fewest it shrinks to.
+pub const MOST_MEMBERS: usize = 7;
+pub const FEWEST_MEMBERS: usize = 3;
+
+fn membership_step(rng: &mut StdRng, ids: &[NodeId], f: u64) -> Step {
+    match rng.gen_range(0..4) {
+        0 if ids.len() < MOST_MEMBERS => Step::Add,
+        0 | 1 if ids.len() > FEWEST_MEMBERS => Step::Remove {
+            target: target(rng, ids),
+            linger_ms: rng.gen_range(0..=3 * f),
+        },
+        0..=2 => Step::Replace {
+            target: target(rng, ids),
+            down_ms: rng.gen_range(0..=3 * f),
+        },
+        _ => Step::Wipe {
+            target: target(rng, ids),
+            down_ms: rng.gen_range(0..=3 * f),
+        },
+    }
 }
 
 /// Draws `steps` steps for members `1..=nodes` with timings around `follower_lease_ms`.
@@ -222,6 +273,21 @@ mod tests {
             .map(|s| format!("{:?}", discriminant(s)))
             .collect();
         assert_eq!(kinds.len(), 12, "kinds drawn: {kinds:?}");
+        // With membership changes, the four of those too, at every size between the bounds.
+        let mut members = 0;
+        for n in FEWEST_MEMBERS..=MOST_MEMBERS {
+            let ids: Vec<NodeId> = (1..=n as NodeId).collect();
+            for _ in 0..200 {
+                match draw_with_members(&mut rng, &ids, 150).step {
+                    Step::Add => assert!(n < MOST_MEMBERS, "an add at {n} members"),
+                    Step::Remove { .. } => assert!(n > FEWEST_MEMBERS, "a removal at {n}"),
+                    Step::Replace { .. } | Step::Wipe { .. } => {}
+                    _ => continue,
+                }
+                members += 1;
+            }
+        }
+        assert!(members > 200, "{members} membership steps of 1,000");
         for s in &steps {
             if let Step::Pause { ms, .. } = s {
                 assert!(*ms > 150, "a pause of {ms} ms is within the lease");
