@@ -12,6 +12,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 need_iptables chaos.sh
 . "$root/scripts/lib/postgres.sh"
 need_postgres chaos.sh
+. "$root/scripts/lib/faketime.sh"
+need_faketime chaos.sh
 . "$root/scripts/lib/build.sh"
 build_release
 cd "$root"

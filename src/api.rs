@@ -92,6 +92,10 @@ pub fn app(node: Arc<Node>) -> Router {
             "/v1/admin/members/{id}",
             axum::routing::delete(delete_member),
         )
+        .route_layer(middleware::from_fn_with_state(
+            node.clone(),
+            admin_client_cert,
+        ))
         .with_state(node)
         .merge(peer)
         .method_not_allowed_fallback(method_not_allowed)
@@ -257,18 +261,17 @@ async fn get_claim(State(node): State<Arc<Node>>) -> (StatusCode, Json<LeaderInf
 async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
     let now = node.clock.mono_ns();
     let peers = node
-        .cfg
-        .peers
-        .iter()
-        .filter(|p| p.id != node.cfg.id)
-        .map(|p| PeerStatus {
-            id: p.id,
-            addr: p.addr.clone(),
+        .members_in_force()
+        .into_iter()
+        .filter(|(id, _)| *id != node.cfg.id)
+        .map(|(id, addr)| PeerStatus {
+            id,
+            addr,
             last_contact_ms: node
                 .counters
-                .last_contact_ns(p.id)
+                .last_contact_ns(id)
                 .map(|t| now.saturating_sub(t) / 1_000_000),
-            clock_offset_ms: node.counters.clock_offset_ms(p.id),
+            clock_offset_ms: node.counters.clock_offset_ms(id),
         })
         .collect();
     let t = node.cfg.timing;
@@ -328,6 +331,30 @@ async fn get_metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
         .into_response()
 }
 
+/// With `tls.admin_client_cert`, an admin request must come on a connection that presented a
+/// client certificate (the handshake checked that the cluster CA signed it); 401
+/// `client_certificate_required` otherwise. The token is checked as well, by the handler.
+async fn admin_client_cert(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    let asks = node.tls.as_ref().is_some_and(|t| t.admin_client_cert());
+    let admin = req.uri().path().starts_with("/v1/admin/");
+    let presented = req
+        .extensions()
+        .get::<crate::tls::ClientCert>()
+        .is_some_and(|c| c.0.is_some());
+    if asks && admin && !presented {
+        return ApiError::unauthorized(
+            "client_certificate_required",
+            "the admin API of this node needs a client certificate signed by the cluster CA",
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
 /// Checks the admin bearer token; without one configured the admin API is disabled (403).
 fn check_admin(node: &Node, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &node.cfg.admin_token else {
@@ -373,10 +400,10 @@ async fn put_faults(
 ) -> Result<Json<FaultSet>, ApiError> {
     check_admin(&node, &headers)?;
     let set: FaultSet = read_json(&headers, body, None).await?;
-    set.validate(&node.cfg.member_ids())
-        .map_err(|(field, msg)| {
-            ApiError::bad_request("invalid_fault_set", format!("{field}: {msg}"))
-        })?;
+    let members: Vec<NodeId> = node.members_in_force().iter().map(|m| m.0).collect();
+    set.validate(&members).map_err(|(field, msg)| {
+        ApiError::bad_request("invalid_fault_set", format!("{field}: {msg}"))
+    })?;
     tracing::info!(faults = ?set, "fault set replaced");
     node.transport.faults.replace(set);
     Ok(Json(node.transport.faults.get()))
@@ -463,7 +490,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let done = stop.clone().cancelled_owned();
-        tokio::spawn(crate::server::serve(listener, app(node), done));
+        tokio::spawn(crate::server::serve(listener, app(node), None, done));
         (addr, stop)
     }
 

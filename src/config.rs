@@ -177,7 +177,28 @@ pub struct Config {
     /// follower leases if that is longer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_settle_ms: Option<u64>,
+    /// TLS for the API and the peer RPC (README, "TLS"); unset: plain HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsFiles>,
     pub peers: Vec<Peer>,
+}
+
+/// `[tls]`: the PEM files of a node's TLS (src/tls.rs), read at start and again on SIGHUP.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The cluster CA's certificate: every member's certificate is signed by it, and so is an
+    /// admin's client certificate.
+    pub ca: PathBuf,
+    /// This node's certificate (then any intermediates): valid for the host of its address
+    /// (clients and peers check it), naming its member id as the DNS name
+    /// `member-ID.electd.invalid` (peers check that), for both server and client use.
+    pub cert: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// The admin API also asks for a client certificate signed by the cluster CA.
+    #[serde(default)]
+    pub admin_client_cert: bool,
 }
 
 /// The default of [`Config::priority_settle_ms`] (unless two follower leases are longer).
@@ -291,9 +312,10 @@ impl Config {
         Self::resolve(Some(path), toml::Table::new())
     }
 
-    /// Whether the node runs among peers without a cluster secret (allowed by `insecure`).
+    /// Whether the node runs among peers that nothing authenticates: neither a cluster secret
+    /// nor TLS (allowed by `insecure`).
     pub fn runs_insecure(&self) -> bool {
-        self.peers.len() > 1 && self.cluster_secret.is_none()
+        self.peers.len() > 1 && self.cluster_secret.is_none() && self.tls.is_none()
     }
 
     /// The address this node binds.
@@ -486,8 +508,8 @@ impl Config {
                 "cluster_secret",
                 format!(
                     "a cluster of {} members needs one (its peers authenticate every request \
-                     with it): set cluster_secret (ELECTD_CLUSTER_SECRET), or insecure = true \
-                     (--insecure) to let any process that reaches a node vote",
+                     with it) unless it runs [tls]: set cluster_secret (ELECTD_CLUSTER_SECRET), \
+                     or insecure = true (--insecure) to let any process that reaches a node vote",
                     self.peers.len()
                 ),
             ));
@@ -668,6 +690,7 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
         max_watchers: DEFAULT_MAX_WATCHERS,
         join: None,
         priority_settle_ms: None,
+        tls: None,
         peers: vec![Peer {
             id: 1,
             addr: "127.0.0.1:9".into(),

@@ -59,6 +59,7 @@ mod mutex;
 mod node;
 mod page;
 mod server;
+pub mod tls;
 mod transport;
 mod watch;
 mod wire;

@@ -17,6 +17,7 @@ use crate::legacy::{Bully, Invitation, LegacyNode, Ring};
 use crate::mutex::{MutexNode, Store as MutexStore, StoreError};
 use crate::quorum::{Disk, QuorumError, QuorumNode, StateFile, Store};
 use crate::role::{Mode, NodeId, Resigned, View};
+use crate::tls::Tls;
 use crate::transport::Transport;
 use crate::wire::Wire;
 use electd_client::{LeaderInfo, LeaderRef};
@@ -35,12 +36,17 @@ pub enum NodeError {
     Quorum(#[from] QuorumError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The TLS files could not be read or do not fit together.
+    #[error("{0}")]
+    Tls(crate::config::ConfigError),
 }
 
 pub struct Node {
     pub(crate) cfg: Arc<Config>,
     engine: Arc<dyn Engine>,
     pub(crate) transport: Arc<Transport>,
+    /// TLS for the API and the peer RPC, when the config has `[tls]`.
+    pub tls: Option<Arc<Tls>>,
     pub(crate) events: Arc<EventLog>,
     /// The followers of `events` (`/v1/watch`), bounded by `cfg.max_watchers`.
     pub(crate) watchers: Watchers,
@@ -109,9 +115,13 @@ impl Node {
         let counters = Arc::new(Counters::default());
         let faults = Arc::new(Faults::new(seed));
         let clock = around.clock;
+        let tls = match &cfg.tls {
+            Some(files) => Some(Arc::new(Tls::load(files).map_err(NodeError::Tls)?)),
+            None => None,
+        };
         let transport = Arc::new(match around.wire {
             Some(wire) => Transport::with_wire(&cfg, faults, counters.clone(), wire, clock.clone()),
-            None => Transport::new(&cfg, faults, counters.clone(), clock.clone()),
+            None => Transport::new(&cfg, faults, counters.clone(), clock.clone(), tls.clone()),
         });
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
         let plumbing = Plumbing {
@@ -158,6 +168,7 @@ impl Node {
             cfg,
             engine,
             transport,
+            tls,
             events,
             counters,
             seed,
@@ -214,6 +225,22 @@ impl Node {
     /// The engine of the node's mode (membership changes go to it directly).
     pub(crate) fn engine(&self) -> &dyn Engine {
         &*self.engine
+    }
+
+    /// The members in force and their addresses, this node included: in quorum mode the
+    /// membership of the log (members added and removed at run time), else the config's.
+    pub fn members_in_force(&self) -> Vec<(NodeId, String)> {
+        match self.engine.members() {
+            Ok(m) if !m.members.is_empty() => {
+                m.members.into_iter().map(|m| (m.id, m.addr)).collect()
+            }
+            _ => self
+                .cfg
+                .peers
+                .iter()
+                .map(|p| (p.id, p.addr.clone()))
+                .collect(),
+        }
     }
 
     pub fn engine_status(&self) -> serde_json::Value {

@@ -30,10 +30,15 @@ use crate::counters::Counters;
 use crate::error::{ApiError, BODY_LIMIT};
 use crate::faults::{Faults, Verdict};
 use crate::role::NodeId;
+use crate::tls::{ClientCert, Tls};
 use crate::wire::{AddressBook, HttpWire, Wire, WireError};
 
 pub const HDR_CLUSTER: &str = "x-electd-cluster";
 pub const HDR_FROM: &str = "x-electd-from";
+/// The sender's own address (quorum mode): a member that has not yet applied the change that
+/// added the sender learns it from its requests, or it could never hear from a leader added
+/// while it was cut off (the address book is kept from the log, which that leader sends).
+pub const HDR_ADDR: &str = "x-electd-addr";
 /// Set on a response that the fault layer lost: the client treats it as silence.
 pub const HDR_LOST: &str = "x-electd-lost";
 
@@ -66,6 +71,12 @@ pub struct Transport {
     wire: Arc<dyn Wire>,
     /// Signs and verifies peer requests when a cluster secret is configured.
     auth: Option<PeerAuth>,
+    /// With TLS, a peer request must come with a certificate that names its sender.
+    tls: Option<Arc<Tls>>,
+    /// This node's address as its peers know it (sent in [`HDR_ADDR`]).
+    own_addr: String,
+    /// Quorum mode: a sender not in the address book that names its address is learned.
+    learns_senders: bool,
     pub faults: Arc<Faults>,
     pub counters: Arc<Counters>,
     /// Where the instants of contact are read.
@@ -80,11 +91,20 @@ impl Transport {
         faults: Arc<Faults>,
         counters: Arc<Counters>,
         clock: Arc<dyn Clock>,
+        tls: Option<Arc<Tls>>,
     ) -> Transport {
         let peers = AddressBook::new(cfg.peers.iter().map(|p| (p.id, p.addr.clone())).collect());
         let connect_timeout = Duration::from_millis(cfg.timing.follower_lease_ms / 2);
-        let wire = HttpWire::new(cfg.listen_addr(), peers.clone(), connect_timeout);
-        Transport::on(cfg, peers, faults, counters, Arc::new(wire), clock)
+        let wire = HttpWire::new(
+            cfg.listen_addr(),
+            peers.clone(),
+            connect_timeout,
+            tls.clone(),
+        );
+        Transport {
+            tls,
+            ..Transport::on(cfg, peers, faults, counters, Arc::new(wire), clock)
+        }
     }
 
     /// The transport over another wire (the lab's simulator carries requests in memory).
@@ -119,6 +139,9 @@ impl Transport {
             peers,
             wire,
             auth: cfg.cluster_secret.clone().map(PeerAuth::new),
+            tls: None,
+            own_addr: cfg.peer_addr(cfg.id).unwrap_or_default().to_string(),
+            learns_senders: cfg.mode == electd_client::Mode::Quorum,
             faults,
             counters,
             clock,
@@ -206,6 +229,7 @@ impl Transport {
         let mut builder = axum::http::Request::post(path)
             .header(HDR_CLUSTER, &self.cluster_id)
             .header(HDR_FROM, self.id.to_string())
+            .header(HDR_ADDR, self.own_addr.as_str())
             .header(HDR_TS, ts_ms)
             .header("content-type", "application/json");
         let mut signed_for = 0;
@@ -251,6 +275,12 @@ impl Transport {
         Ok((res, signed_for))
     }
 
+    /// The address a sender names in [`HDR_ADDR`], when this node learns senders from it.
+    fn sender_addr<'a>(&self, headers: &'a HeaderMap) -> Option<&'a str> {
+        let addr = headers.get(HDR_ADDR)?.to_str().ok()?;
+        (self.learns_senders && crate::config::is_host_port(addr)).then_some(addr)
+    }
+
     /// Checks a request's peer headers; returns the sender's id or the reason to refuse it.
     fn check_headers(&self, headers: &HeaderMap) -> Result<NodeId, ApiError> {
         let cluster = headers.get(HDR_CLUSTER).and_then(|v| v.to_str().ok());
@@ -276,6 +306,10 @@ impl Transport {
             .ok_or_else(|| {
                 ApiError::unauthorized("missing_sender", "peer request names no sender")
             })?;
+        if !self.peers.contains(from) && from != self.id && self.sender_addr(headers).is_some() {
+            // Learned once the request proves itself (`authenticate`).
+            return Ok(from);
+        }
         if !self.peers.contains(from) || from == self.id {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -288,10 +322,51 @@ impl Transport {
 }
 
 impl Transport {
-    /// Checks the cluster, the sender and (with a secret) the request's proof; gives back the
-    /// sender and the request, its body buffered because the proof covers it.
+    /// Checks the cluster, the sender, (with TLS) the certificate its connection presented and
+    /// (with a secret) the request's proof; gives back the sender and the request, its body
+    /// buffered because the proof covers it.
     async fn authenticate(&self, req: Request<Body>) -> Result<(NodeId, Request<Body>), ApiError> {
         let from = self.check_headers(req.headers())?;
+        let (from, req) = self.authenticated(from, req).await?;
+        if !self.peers.contains(from) {
+            if let Some(addr) = self.sender_addr(req.headers()) {
+                self.peers.learn(from, addr);
+            }
+        }
+        Ok((from, req))
+    }
+
+    /// [`Transport::authenticate`] past the headers: the certificate and the proof.
+    async fn authenticated(
+        &self,
+        from: NodeId,
+        req: Request<Body>,
+    ) -> Result<(NodeId, Request<Body>), ApiError> {
+        if let Some(tls) = &self.tls {
+            let cert = req
+                .extensions()
+                .get::<ClientCert>()
+                .and_then(|c| c.0.as_ref());
+            match cert {
+                None => {
+                    return Err(ApiError::unauthorized(
+                        "missing_client_cert",
+                        "a peer request needs a client certificate of the cluster (TLS)",
+                    ))
+                }
+                Some(c) if !tls.names_member(c, from) => {
+                    return Err(ApiError::new(
+                        StatusCode::FORBIDDEN,
+                        "wrong_client_cert",
+                        format!(
+                            "the client certificate does not name member {from} ({})",
+                            crate::tls::member_name(from)
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
         let Some(auth) = &self.auth else {
             return Ok((from, req));
         };

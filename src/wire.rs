@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -14,6 +14,7 @@ use axum::http::{Request, Response};
 use futures_util::future::BoxFuture;
 
 use crate::role::NodeId;
+use crate::tls::Tls;
 
 /// Why no answer came back.
 #[derive(Debug, thiserror::Error)]
@@ -71,25 +72,48 @@ impl AddressBook {
 }
 
 /// The network: HTTP to each member's `addr`, from the IP this node listens on (unless it
-/// listens on all addresses), so that kernel-level faults can tell nodes apart.
+/// listens on all addresses), so that kernel-level faults can tell nodes apart; with TLS,
+/// HTTPS, presenting this node's certificate and trusting only the cluster CA
+/// ([`crate::tls`]).
 pub struct HttpWire {
-    client: reqwest::Client,
+    listen: SocketAddr,
+    connect_timeout: Duration,
+    tls: Option<Arc<Tls>>,
+    /// The client, and the TLS generation it was built on (built again after a reload).
+    client: RwLock<(u64, reqwest::Client)>,
     peers: Arc<AddressBook>,
 }
 
 impl HttpWire {
-    pub fn new(listen: SocketAddr, peers: Arc<AddressBook>, connect_timeout: Duration) -> HttpWire {
-        // electd's client settings (idle connections dropped below the server's cut-off).
-        let mut builder = electd_client::http_client()
-            .pool_max_idle_per_host(8)
-            .connect_timeout(connect_timeout);
-        if !listen.ip().is_unspecified() {
-            builder = builder.local_address(listen.ip());
-        }
+    pub fn new(
+        listen: SocketAddr,
+        peers: Arc<AddressBook>,
+        connect_timeout: Duration,
+        tls: Option<Arc<Tls>>,
+    ) -> HttpWire {
+        let generation = tls.as_ref().map_or(0, |t| t.generation());
+        let client = build(listen, connect_timeout, tls.as_deref());
         HttpWire {
-            client: builder.build().expect("reqwest client builds"),
+            listen,
+            connect_timeout,
+            tls,
+            client: RwLock::new((generation, client)),
             peers,
         }
+    }
+
+    /// The client for the TLS files in force.
+    fn client(&self) -> reqwest::Client {
+        let generation = self.tls.as_ref().map_or(0, |t| t.generation());
+        {
+            let current = self.client.read().expect("wire client lock");
+            if current.0 == generation {
+                return current.1.clone();
+            }
+        }
+        let fresh = build(self.listen, self.connect_timeout, self.tls.as_deref());
+        *self.client.write().expect("wire client lock") = (generation, fresh.clone());
+        fresh
     }
 
     async fn round_trip(
@@ -108,9 +132,10 @@ impl HttpWire {
             .path_and_query()
             .map(|p| p.as_str())
             .unwrap_or("/");
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         let res = self
-            .client
-            .request(parts.method, format!("http://{addr}{path}"))
+            .client()
+            .request(parts.method, format!("{scheme}://{addr}{path}"))
             .headers(parts.headers)
             .body(body)
             .timeout(timeout)
@@ -124,6 +149,20 @@ impl HttpWire {
         let bytes = res.bytes().await.map_err(|e| classify(e, timeout))?;
         Ok(out.body(bytes).expect("a response from parts"))
     }
+}
+
+/// A client with electd's settings (idle connections dropped below the server's cut-off).
+fn build(listen: SocketAddr, connect_timeout: Duration, tls: Option<&Tls>) -> reqwest::Client {
+    let mut builder = electd_client::http_client()
+        .pool_max_idle_per_host(8)
+        .connect_timeout(connect_timeout);
+    if !listen.ip().is_unspecified() {
+        builder = builder.local_address(listen.ip());
+    }
+    if let Some(tls) = tls {
+        builder = builder.use_preconfigured_tls((*tls.client_config()).clone());
+    }
+    builder.build().expect("reqwest client builds")
 }
 
 fn classify(e: reqwest::Error, timeout: Duration) -> WireError {

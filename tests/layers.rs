@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The node's layers, lowest first: a module may import its own layer and those below.
 const NODE_LAYERS: &[&[&str]] = &[
     &["role", "config", "clock", "error", "lease"],
-    &["events", "faults", "auth", "counters", "wire"],
+    &["events", "faults", "auth", "counters", "tls", "wire"],
     &["transport"],
     &["engine"],
     &[
@@ -64,7 +64,13 @@ const LAB_LAYERS: &[&[&str]] = &[
         "sim::schedule",
         "sim::legacy",
     ],
-    &["cluster::configs", "cluster::secrets", "cluster::store"],
+    &[
+        "cluster::configs",
+        "cluster::secrets",
+        "cluster::store",
+        "cluster::wallclock",
+        "cluster::certs",
+    ],
     &["cluster::process"],
     &["cluster::control"],
     &["cluster::state"],

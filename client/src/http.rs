@@ -26,11 +26,32 @@ pub fn http_client() -> reqwest::ClientBuilder {
         .pool_idle_timeout(CLIENT_IDLE)
 }
 
+/// [`http_client`] over TLS: trusts only `ca_pem` (the cluster CA, PEM), not the system's
+/// roots; with `identity_pem` (a certificate chain and its private key, PEM) presents that
+/// client certificate, for an admin API that asks for one.
+pub fn tls_client(
+    ca_pem: &[u8],
+    identity_pem: Option<&[u8]>,
+) -> Result<reqwest::ClientBuilder, reqwest::Error> {
+    let mut builder = http_client()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false);
+    for cert in reqwest::Certificate::from_pem_bundle(ca_pem)? {
+        builder = builder.add_root_certificate(cert);
+    }
+    if let Some(identity) = identity_pem {
+        builder = builder.identity(reqwest::Identity::from_pem(identity)?);
+    }
+    Ok(builder)
+}
+
 /// The API of one node at `addr` (`ip:port`).
 #[derive(Clone, Debug)]
 pub struct Client {
     http: reqwest::Client,
     addr: String,
+    /// `http`, or `https` for a node that serves TLS.
+    scheme: &'static str,
     admin_token: Option<String>,
     /// Bound of each request (a watch stream: of its first answer), when the client sets one.
     timeout: Option<Duration>,
@@ -50,15 +71,39 @@ impl Client {
         }
     }
 
+    /// A client over TLS for the node at `addr`, trusting the cluster CA `ca_pem` (and
+    /// presenting `identity_pem`, see [`tls_client`]), whose every request ends after `timeout`.
+    pub fn new_tls(
+        addr: impl Into<String>,
+        timeout: Duration,
+        ca_pem: &[u8],
+        identity_pem: Option<&[u8]>,
+    ) -> Result<Client, reqwest::Error> {
+        let http = tls_client(ca_pem, identity_pem)?
+            .connect_timeout(timeout)
+            .build()?;
+        Ok(Client {
+            timeout: Some(timeout),
+            ..Client::with_http(http, addr).https()
+        })
+    }
+
     /// A client for the node at `addr` on a shared connection pool (whose settings bound
     /// its requests).
     pub fn with_http(http: reqwest::Client, addr: impl Into<String>) -> Client {
         Client {
             http,
             addr: addr.into(),
+            scheme: "http",
             admin_token: None,
             timeout: None,
         }
+    }
+
+    /// Speaks HTTPS to the node (its pool must trust the node's CA: [`tls_client`]).
+    pub fn https(mut self) -> Client {
+        self.scheme = "https";
+        self
     }
 
     /// Bounds each request by `timeout` instead.
@@ -78,7 +123,7 @@ impl Client {
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}://{}{path}", self.scheme, self.addr)
     }
 
     fn admin(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {

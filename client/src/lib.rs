@@ -5,7 +5,7 @@
 //! # Layout
 //! - [`wire`]: roles, modes, the (role, term, leader) [`View`], `/v1/leader`, `/v1/status`,
 //!   `/v1/events`, fault sets, resign, the error body.
-//! - [`http`]: [`Client`] for one node, and [`http_client`], the one place where electd's HTTP
+//! - [`http`]: [`Client`] for one node, and [`http_client`] (and [`tls_client`] over TLS), the one place where electd's HTTP
 //!   clients (peers included) are configured.
 //! - [`watch`]: [`Watch`], a `/v1/watch` stream read as views.
 
@@ -15,7 +15,7 @@ pub mod watch;
 pub mod wire;
 
 pub use error::Error;
-pub use http::{http_client, Client, CLIENT_IDLE};
+pub use http::{http_client, tls_client, Client, CLIENT_IDLE};
 pub use watch::{Watch, Watched, WATCH_SILENCE};
 pub use wire::{
     AddMember, Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Gap, Health,

@@ -37,6 +37,11 @@ pub enum CtlCmd {
         /// Run the nodes with this follower lease instead of their config's, e.g. 50.
         #[arg(long)]
         follower_lease_ms: Option<u64>,
+        /// Serve the API and the peer RPC over TLS: a CA of the cluster's own and a
+        /// certificate per member, made under run/tls/ (client commands: --cacert
+        /// cluster/run/tls/ca.pem). Without it, `up` removes them.
+        #[arg(long)]
+        tls: bool,
     },
     /// SIGTERM to every node, then SIGKILL to what is left; removes pid files.
     Down,
@@ -198,7 +203,8 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
             wait,
             heartbeat_ms,
             follower_lease_ms,
-        } => up(c, mode, wait, heartbeat_ms, follower_lease_ms).await,
+            tls,
+        } => up(c, mode, wait, heartbeat_ms, follower_lease_ms, tls).await,
         CtlCmd::Down => {
             c.down(Duration::from_secs(5));
             c.stop_detached_store();
@@ -254,6 +260,7 @@ async fn up(
     wait: u64,
     heartbeat_ms: Option<u64>,
     follower_lease_ms: Option<u64>,
+    tls: bool,
 ) -> Result<ExitCode, CtlError> {
     let mut flags = Vec::new();
     if let Some(v) = heartbeat_ms {
@@ -273,6 +280,12 @@ async fn up(
             c.mode().as_str()
         )));
     }
+    if !running.is_empty() && c.tls_ca().is_some() != tls {
+        return Err(CtlError::Usage(format!(
+            "nodes {running:?} are running {} TLS; run `down` first",
+            if tls { "without" } else { "with" }
+        )));
+    }
     if !running.is_empty() && c.extra_args != flags {
         return Err(CtlError::Usage(format!(
             "nodes {running:?} are running with timing flags {:?}; run `down` first",
@@ -281,6 +294,16 @@ async fn up(
     }
     c.set_timing_flags(flags)?;
     c.ensure_secrets()?;
+    if tls {
+        c.ensure_tls()?;
+        eprintln!(
+            "tls: CA {} (electd status --cacert {})",
+            c.tls_ca().unwrap_or_default().display(),
+            c.tls_ca().unwrap_or_default().display()
+        );
+    } else {
+        c.drop_tls()?;
+    }
     if mode == Mode::Mutex && c.store_url().is_none() {
         // The bundled cluster's store: beside the nodes, on 127.0.0.1:7009, until `down`.
         let ip = c.members[0]
@@ -516,7 +539,7 @@ pub struct ChaosArgs {
     /// One run of each scenario per mode (and per layer where it matters), seed 1.
     #[arg(long)]
     pub quick: bool,
-    /// Only this scenario (S1..S18); repeatable.
+    /// Only this scenario (S1..S19); repeatable.
     #[arg(long)]
     pub scenario: Vec<Scenario>,
     /// Only this mode; repeatable.
@@ -534,6 +557,10 @@ pub struct ChaosArgs {
     /// Output folder of report.json, report.md, the SVG timelines and the runs' logs.
     #[arg(long, default_value = "target/chaos")]
     pub out: PathBuf,
+    /// Every run over TLS: a CA of the run's own, the peers authenticated by their
+    /// certificates instead of the cluster secret.
+    #[arg(long)]
+    pub tls: bool,
     /// Run nothing: judge the stored runs of the report in --out again with this build's
     /// checkers (each run's `runs/*/runlog.json`) and rewrite report.json and report.md.
     #[arg(long)]
@@ -614,6 +641,7 @@ fn matrix(args: &ChaosArgs) -> Result<Matrix, ExitCode> {
         layers: (!layers.is_empty()).then_some(layers),
         seeds,
         out: args.out.clone(),
+        tls: args.tls,
     })
 }
 

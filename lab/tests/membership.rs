@@ -111,6 +111,18 @@ fn grow_three_to_five_and_shrink_back_under_load() {
         );
     }
     let grown = leaderless_ms(&tc, "grow 3 -> 5", t0);
+    // A node of the first three, whose config names only them, shows the members in force
+    // in /v1/status and takes a fault set that names a member added since.
+    let st = rt.block_on(tc.c.status(2)).unwrap();
+    let peers: Vec<NodeId> = st.peers.iter().map(|p| p.id).collect();
+    assert_eq!(peers, vec![1, 3, 4, 5], "node 2's peers in /v1/status");
+    let cut = electd_client::FaultSet {
+        block_to: [5].into(),
+        ..Default::default()
+    };
+    let set = rt.block_on(tc.c.set_faults(2, &cut));
+    assert!(set.is_ok(), "a fault set naming member 5: {set:?}");
+    rt.block_on(tc.c.clear_faults(2)).unwrap();
     // Shrink: the leader removes 5, then 4 (whichever leads; the leader removing itself
     // hands over first).
     let t1 = mono_ns();

@@ -78,6 +78,29 @@ fn schedules_part_4_with_membership_changes() {
     schedules(3, true);
 }
 
+/// Schedules with membership changes that the simulator once failed, each on a bug of the
+/// node it found: a wiped member that answered appends with an empty log tripped openraft's
+/// assertion in the leader (777000478); a joint config whose leader changed was never finished
+/// (777000457, 777000480); a member cut off while a new member was added never heard from it
+/// once it led, not knowing its address (888000032, 888000142); and two of the simulator's own
+/// (wiping a majority's disks: 888000146, 5764240481).
+#[test]
+fn membership_schedules_that_once_failed() {
+    for seed in [
+        777000457, 777000478, 777000480, 888000032, 888000142, 888000146, 5764240481,
+    ] {
+        let out = run(&Spec {
+            membership: true,
+            ..Spec::new(seed, 5)
+        });
+        assert!(
+            out.violations.is_empty(),
+            "seed {seed}: {:?} (replay: scripts/sim.sh --seed {seed} --membership)",
+            out.violations
+        );
+    }
+}
+
 /// Members change under the checkers, at the default timings: a member added; the leader
 /// removed (it hands over first); the leader replaced (removed, wiped, joined again); the
 /// leader's disk wiped and the node started again as the member it was, without join, twice.

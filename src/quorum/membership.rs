@@ -16,6 +16,7 @@
 //! ([`majority_of_each`]) need a majority of both voter sets.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -331,11 +332,59 @@ impl QuorumNode {
                     tokio::spawn(self.clone().say_hello(others, me.incarnation));
                 }
             }
+            if let Some(at) = self.joint_to_finish() {
+                tokio::spawn(self.clone().finish_joint(at));
+            }
             tokio::select! {
                 _ = stop.cancelled() => return,
                 r = metrics.changed() => if r.is_err() { return },
             }
         }
+    }
+}
+
+impl QuorumNode {
+    /// The log index of the joint membership in force, when this node leads, the entry is
+    /// committed and no completion is under way: openraft's leader that appended a joint
+    /// config goes on to the new one itself, but a leader elected while a joint config is in
+    /// force does not, and the cluster would stay in it (found by the simulator: a leader
+    /// removed while its successor was partitioned).
+    fn joint_to_finish(&self) -> Option<u64> {
+        let m = self.raft_metrics();
+        let eff = &m.membership_config;
+        let joint = eff.membership().get_joint_config().len() > 1;
+        let at = eff.log_id().filter(|l| Some(*l) <= m.last_applied)?;
+        (m.state == ServerState::Leader && joint && !self.finishing.swap(true, Relaxed))
+            .then_some(at.index)
+    }
+
+    /// After a follower lease, if the same joint config (at log index `at`) is still in force
+    /// and this node still leads, changes to its new voter set: the second half of the change
+    /// that an earlier leader began.
+    async fn finish_joint(self: Arc<Self>, at: u64) {
+        tokio::time::sleep(Duration::from_nanos(self.election.follower_lease_ns)).await;
+        let m = self.raft_metrics();
+        let eff = &m.membership_config;
+        let configs = eff.membership().get_joint_config();
+        let still = m.state == ServerState::Leader
+            && configs.len() > 1
+            && eff.log_id().map(|l| l.index) == Some(at);
+        if still {
+            let goal: BTreeSet<NodeId> = configs[configs.len() - 1].iter().copied().collect();
+            tracing::info!(
+                ?goal,
+                "finishing the membership change an earlier leader began"
+            );
+            let change = self
+                .raft
+                .change_membership(ChangeMembers::ReplaceAllVoters(goal), false);
+            match tokio::time::timeout(CHANGE_TIME, change).await {
+                Ok(Ok(_)) => tracing::info!("membership change finished"),
+                Ok(Err(e)) => tracing::warn!("could not finish the membership change: {e}"),
+                Err(_) => tracing::warn!("membership change not finished within {CHANGE_TIME:?}"),
+            }
+        }
+        self.finishing.store(false, Relaxed);
     }
 }
 

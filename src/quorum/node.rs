@@ -67,6 +67,8 @@ pub struct QuorumNode {
     pub(super) campaign: Mutex<Campaign>,
     /// The election driver's timings (from the config; the campaign holds a copy).
     pub(super) election: ElectionTiming,
+    /// A completion of a joint membership config is under way (membership.rs).
+    pub(super) finishing: std::sync::atomic::AtomicBool,
     /// The pre-vote this node granted last (or its own round), see [`Pledge`].
     pub(super) pledge: Mutex<Option<Pledge>>,
     /// The last leader whose AppendEntries this node accepted, and when (MONOTONIC).
@@ -153,6 +155,7 @@ impl QuorumNode {
             store,
             gate: Gate::new(started_ns),
             campaign: Mutex::new(Campaign::new(timing, seed)),
+            finishing: std::sync::atomic::AtomicBool::new(false),
             election: timing,
             pledge: Mutex::new(None),
             clock,
@@ -633,6 +636,7 @@ mod tests {
             faults,
             counters.clone(),
             crate::clock::system(),
+            None,
         ));
         let events = Arc::new(EventLog::open(dir, 1).unwrap());
         let store = match disk {

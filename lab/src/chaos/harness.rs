@@ -3,7 +3,8 @@
 //! fault and the heal).
 //!
 //! Layers: `app` (each node's fault set over the admin API), `kernel` (iptables on per-node
-//! loopback addresses, see [`super::kernel`]), `process` (signals only: S1, S2, S11). Delays
+//! loopback addresses, see [`super::kernel`]), `process` (signals only: S1, S2, S11; and the
+//! nodes' wall clocks, S19). Delays
 //! always come from the app layer: this kernel has no netem.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -246,9 +247,27 @@ impl Harness {
         self.apply(&label).await
     }
 
-    /// Clears every network fault; the next moment is the heal.
+    /// Jumps node `id`'s wall clock to `offset_s` seconds from the host's (S19), and opens a
+    /// fault window in which nobody is cut off.
+    pub(super) fn jump_wall_clock(&mut self, id: NodeId, offset_s: i64) -> Result<(), String> {
+        self.close_window();
+        self.c
+            .set_wall_clock(id, offset_s)
+            .map_err(|e| e.to_string())?;
+        let t = mono_ns();
+        self.mark_fault(t);
+        self.open = Some((t, format!("wall clock of {id} {offset_s:+} s"), Vec::new()));
+        Ok(())
+    }
+
+    /// Clears every network fault and sets every wall clock back; the next moment is the heal.
     pub(super) async fn heal(&mut self) -> Result<(), String> {
         self.close_window();
+        if self.c.wall_clocks.is_some() {
+            for id in self.ids() {
+                self.c.set_wall_clock(id, 0).map_err(|e| e.to_string())?;
+            }
+        }
         self.cuts.clear();
         self.loss = 0.0;
         self.delays.clear();

@@ -206,9 +206,10 @@ impl PromisePoller {
         for id in c.ids() {
             // A connection pool of its own: a pool shared with another runtime would hand it
             // connections driven there.
-            let Ok(member) = c.member(id) else { continue };
-            let client =
-                electd_client::Client::new(member.addr.clone(), Duration::from_millis(200));
+            let http = c.http_for(Duration::from_millis(200));
+            let Ok(client) = http.and_then(|http| c.client_on(http, id)) else {
+                continue;
+            };
             let (promises, stop) = (promises.clone(), stop.clone());
             tasks.push(tokio::spawn(async move {
                 let mut tick = tokio::time::interval(POLL_EVERY);

@@ -36,6 +36,9 @@ pub struct RunSpec {
     pub scenario: Scenario,
     pub layer: Layer,
     pub seed: u64,
+    /// The nodes serve the API and the peer RPC over TLS, their peers authenticated by their
+    /// certificates instead of the cluster secret (README, "TLS").
+    pub tls: bool,
 }
 
 const DIR_PREFIX: &str = "electd-chaos-";
@@ -179,7 +182,15 @@ fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, String> {
         "warn".into(),
     ];
     c.die_with_parent = true;
+    if spec.scenario.moves_wall_clocks() {
+        c.wall_clocks = Some(crate::cluster::libfaketime()?);
+    }
     c.ensure_secrets().map_err(|e| e.to_string())?;
+    if spec.tls {
+        let secret = c.run.join("cluster-secret");
+        std::fs::remove_file(&secret).map_err(|e| format!("{}: {e}", secret.display()))?;
+        c.ensure_tls().map_err(|e| e.to_string())?;
+    }
     let h = Harness {
         c,
         mode: spec.mode,
@@ -350,6 +361,8 @@ pub struct Matrix {
     pub layers: Option<Vec<Layer>>,
     pub seeds: Vec<u64>,
     pub out: PathBuf,
+    /// Every run over TLS ([`RunSpec::tls`]).
+    pub tls: bool,
 }
 
 /// Runs the matrix, writes the report; returns whether every run passed (skips aside).
@@ -375,6 +388,7 @@ pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
                         scenario: *s,
                         layer: *layer,
                         seed: *seed,
+                        tls: m.tls,
                     };
                     let (res, log) = run_one(&spec, bin, Some(&keep)).await;
                     println!(

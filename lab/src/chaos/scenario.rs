@@ -1,4 +1,5 @@
-//! The scenarios of `docs/design/chaos.md`, S1–S14, and the store's of mutex mode, S15–S18:
+//! The scenarios of `docs/design/chaos.md`, S1–S14, the store's of mutex mode, S15–S18, and
+//! wall-clock jumps, S19:
 //! each one a variant of [`Scenario`] and one `async fn` below that runs its schedule on a
 //! warmed-up cluster through the harness ([`super::harness`]).
 //!
@@ -39,11 +40,12 @@ pub enum Scenario {
     S16,
     S17,
     S18,
+    S19,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 18] = [
+    pub const ALL: [Scenario; 19] = [
         Scenario::S1,
         Scenario::S2,
         Scenario::S3,
@@ -62,9 +64,10 @@ impl Scenario {
         Scenario::S16,
         Scenario::S17,
         Scenario::S18,
+        Scenario::S19,
     ];
 
-    /// `"S1"` … `"S18"`.
+    /// `"S1"` … `"S19"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::S1 => "S1",
@@ -85,6 +88,7 @@ impl Scenario {
             Scenario::S16 => "S16",
             Scenario::S17 => "S17",
             Scenario::S18 => "S18",
+            Scenario::S19 => "S19",
         }
     }
 
@@ -111,7 +115,16 @@ impl Scenario {
             Scenario::S16 => "mutex: the store killed (SIGKILL), restarted after the hold",
             Scenario::S17 => "mutex: the store paused (SIGSTOP) for three follower leases",
             Scenario::S18 => "mutex: a minority (2 of 5, the leader among them) cut from the store",
+            Scenario::S19 => {
+                "wall clocks jump: the leader's and followers' by a minute, an hour, a day"
+            }
         }
+    }
+
+    /// Whether the scenario moves the nodes' wall clocks: its nodes run under libfaketime
+    /// (`crate::cluster::libfaketime`; a run without it is skipped).
+    pub fn moves_wall_clocks(self) -> bool {
+        self == Scenario::S19
     }
 
     /// Whether the scenario faults the store, which only mutex mode has (the matrix runs it
@@ -126,9 +139,12 @@ impl Scenario {
     /// The layers where the scenario's faults live.
     pub fn layers(self) -> &'static [Layer] {
         match self {
-            Scenario::S1 | Scenario::S2 | Scenario::S11 | Scenario::S16 | Scenario::S17 => {
-                &[Layer::Process]
-            }
+            Scenario::S1
+            | Scenario::S2
+            | Scenario::S11
+            | Scenario::S16
+            | Scenario::S17
+            | Scenario::S19 => &[Layer::Process],
             Scenario::S9 => &[Layer::App],
             _ => &[Layer::App, Layer::Kernel],
         }
@@ -157,6 +173,7 @@ impl Scenario {
             Scenario::S16 => store_crash(h).await,
             Scenario::S17 => store_paused(h).await,
             Scenario::S18 => minority_cut_from_store(h, l).await,
+            Scenario::S19 => wall_clock_jumps(h, l).await,
         }
     }
 }
@@ -174,7 +191,7 @@ impl FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S18"))
+            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S19"))
     }
 }
 
@@ -456,6 +473,28 @@ async fn minority_cut_from_store(h: &mut Harness, l: NodeId) -> Result<(), Strin
     h.heal().await
 }
 
+/// S19: wall clocks jump, Jepsen's clock nemesis: the leader's a minute ahead, a follower's a
+/// minute behind, the leader's an hour ahead, a second follower's a day behind, a third's ten
+/// minutes ahead, each held four follower leases; then every clock back (the heal). Nobody is
+/// cut off, and the monotonic clocks on which every lease is judged do not move: nothing
+/// should change (README, "Hardening": peer authentication needs no clock agreement).
+async fn wall_clock_jumps(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let each = Duration::from_millis(4 * h.timing.follower_lease_ms);
+    let mut others = h.others(&[l]);
+    others.shuffle(&mut h.rng);
+    for (id, offset_s) in [
+        (l, 60),
+        (others[0], -60),
+        (l, 3_600),
+        (others[1], -86_400),
+        (others[2], 600),
+    ] {
+        h.jump_wall_clock(id, offset_s)?;
+        sleep(each).await;
+    }
+    h.heal().await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,7 +503,7 @@ mod tests {
     #[test]
     fn names_parse_back_and_are_in_order() {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=18).map(|i| format!("S{i}")).collect();
+        let expected: Vec<String> = (1..=19).map(|i| format!("S{i}")).collect();
         assert_eq!(names, expected);
         for s in Scenario::ALL {
             assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
@@ -473,18 +512,18 @@ mod tests {
             assert!(!s.description().is_empty());
         }
         assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S19".parse::<Scenario>().is_err());
+        assert!("S20".parse::<Scenario>().is_err());
         assert!("s5".parse::<Scenario>().is_err());
         assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
     }
 
     #[test]
     fn layers_as_documented() {
-        // chaos.md: crashes and the store's process faults (S16 killed, S17 paused) have no
-        // network layer; S9 (clock pause) is app-only.
+        // chaos.md: crashes, the store's process faults (S16 killed, S17 paused) and wall-clock
+        // jumps (S19) have no network layer; S9 (clock pause) is app-only.
         for s in Scenario::ALL {
             let want: &[Layer] = match s.as_str() {
-                "S1" | "S2" | "S11" | "S16" | "S17" => &[Layer::Process],
+                "S1" | "S2" | "S11" | "S16" | "S17" | "S19" => &[Layer::Process],
                 "S9" => &[Layer::App],
                 _ => &[Layer::App, Layer::Kernel],
             };

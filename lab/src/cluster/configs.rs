@@ -58,6 +58,7 @@ impl Cluster {
                 max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
                 join: None,
                 priority_settle_ms: None,
+                tls: None,
                 peers: peers.clone(),
             };
             let path = dir.join(format!("node{}.toml", p.id));

@@ -10,7 +10,8 @@ use super::dir::{Cluster, CtlError};
 impl Cluster {
     /// The API client of node `id` (with the admin token, when the cluster has one).
     pub fn client(&self, id: NodeId) -> Result<Client, CtlError> {
-        Ok(Client::with_http(self.http.clone(), &self.member(id)?.addr)
+        Ok(self
+            .client_on(self.http.clone(), id)?
             .admin_token(self.admin_token()))
     }
 

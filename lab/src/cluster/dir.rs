@@ -40,6 +40,9 @@ pub enum CtlError {
     /// The cluster's store (mutex mode) could not be started.
     #[error("store: {0}")]
     Store(String),
+    /// The cluster's TLS files could not be made or read.
+    #[error("tls: {0}")]
+    Tls(String),
 }
 
 pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CtlError + '_ {
@@ -110,7 +113,7 @@ impl Cluster {
         let extra_args = fs::read_to_string(run.join(TIMING_FLAGS))
             .map(|s| s.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default();
-        Ok(Cluster {
+        let mut c = Cluster {
             dir: dir.to_path_buf(),
             run,
             bin: bin.to_path_buf(),
@@ -124,7 +127,10 @@ impl Cluster {
                 .build()
                 .expect("client"),
             store: None,
-        })
+        };
+        // Over TLS when an earlier `up --tls` made the cluster's certificates (certs.rs).
+        c.http = c.http_for(Duration::from_millis(800))?;
+        Ok(c)
     }
 
     pub fn member(&self, id: NodeId) -> Result<&Member, CtlError> {

@@ -11,12 +11,14 @@
 //! - [`dir`]: the cluster directory, its members and runtime files, [`CtlError`];
 //! - [`control`]: the members' API through the typed client (faults, partitions, heals);
 //! - [`wallclock`]: each node's wall clock, moved apart from the host's (libfaketime);
+//! - [`certs`]: the cluster's CA and its members' certificates (`up --tls`);
 //! - `postgres`: a PostgreSQL server of the lab's own; `store`: the cluster's store (mutex
 //!   mode).
 //!
 //! This file only declares the parts and re-exports what callers use.
 
 mod addr;
+mod certs;
 mod configs;
 mod control;
 mod dir;

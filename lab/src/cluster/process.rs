@@ -63,6 +63,12 @@ impl Cluster {
         if let Some(url) = self.store_url() {
             cmd.env("ELECTD_STORE_URL", url);
         }
+        if let Some(ca) = self.tls_ca() {
+            let (cert, key) = self.tls_files(id);
+            cmd.env("ELECTD_TLS_CA", ca)
+                .env("ELECTD_TLS_CERT", cert)
+                .env("ELECTD_TLS_KEY", key);
+        }
         // Own process group: a Ctrl-C in the shell that ran `up` does not reach the nodes.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         if self.die_with_parent {

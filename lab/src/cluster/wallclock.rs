@@ -15,8 +15,7 @@ use std::process::Command;
 
 use electd_client::NodeId;
 
-use super::dir::io;
-use super::{Cluster, CtlError};
+use super::dir::{io, Cluster, CtlError};
 
 /// Where Debian's libfaketime package puts the library.
 const LIBFAKETIME: &[&str] = &[

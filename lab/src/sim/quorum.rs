@@ -218,6 +218,12 @@ struct Sim {
     ever: Arc<Mutex<Vec<NodeId>>>,
     /// Members whose removal completed (and who were not added again).
     removed: BTreeSet<NodeId>,
+    /// Members whose last change did not answer done: it may still complete (or not), so
+    /// the end checks neither way for them.
+    uncertain: BTreeSet<NodeId>,
+    /// Wiped members stopped whose removal did not complete yet: removed and joined again as
+    /// soon as the cluster lets (an operator would retry too).
+    to_replace: BTreeSet<NodeId>,
     added: u64,
     removals: u64,
     refused: u64,
@@ -252,6 +258,8 @@ impl Sim {
             ever: Arc::new(Mutex::new(ids.clone())),
             ids,
             removed: BTreeSet::new(),
+            uncertain: BTreeSet::new(),
+            to_replace: BTreeSet::new(),
             added: 0,
             removals: 0,
             refused: 0,
@@ -391,7 +399,15 @@ impl Sim {
     }
 
     async fn apply_faults(&self, id: NodeId) {
-        let body = serde_json::to_vec(&self.fault_set(id)).expect("a fault set");
+        let mut set = self.fault_set(id);
+        if self.spec.membership {
+            // A node takes cuts only for the members it knows: a new member it has not heard
+            // of yet, a removed one it forgot, are none of its business.
+            let known = self.known_members(id).await;
+            set.block_to.retain(|p| known.contains(p));
+            set.block_from.retain(|p| known.contains(p));
+        }
+        let body = serde_json::to_vec(&set).expect("a fault set");
         let req = admin(Request::put("/v1/admin/faults"))
             .header("content-type", "application/json")
             .body(Body::from(body))
@@ -401,6 +417,20 @@ impl Sim {
             matches!(answer, Some((200, _))),
             "node {id} refused its fault set: {answer:?}"
         );
+    }
+
+    /// The members node `id` knows (`GET /v1/status`'s peers, which the fault layer checks
+    /// its sets against).
+    async fn known_members(&self, id: NodeId) -> BTreeSet<NodeId> {
+        let req = Request::get("/v1/status")
+            .body(Body::empty())
+            .expect("a request");
+        match self.net.ask(id, req).await {
+            Some((200, b)) => serde_json::from_slice::<electd_client::Status>(&b)
+                .map(|st| st.peers.iter().map(|p| p.id).collect())
+                .unwrap_or_default(),
+            _ => BTreeSet::new(),
+        }
     }
 
     async fn apply_all_faults(&self) {
@@ -464,8 +494,8 @@ impl Sim {
     }
 
     /// Starts `id` on an empty disk with `join` and asks the claimant to add it; a member of
-    /// the simulation's once the add completed. A node whose add did not complete is stopped
-    /// (it may still have become a learner or a voter: the membership at the end says).
+    /// the simulation's once the add completed. A node whose add did not complete runs on (it
+    /// may still become a learner or a voter: the membership at the end says).
     async fn join(&mut self, id: NodeId) {
         self.wipe(id);
         {
@@ -482,12 +512,15 @@ impl Sim {
                 self.ids.push(id);
                 self.ids.sort_unstable();
                 self.removed.remove(&id);
+                self.uncertain.remove(&id);
                 self.added += 1;
                 self.note(format!("add {id}: a voter"));
             }
             other => {
-                self.note(format!("add {id} did not complete ({other:?}): stopped"));
-                self.crash(id);
+                // It may still complete: the node runs on, a member or not (the membership at
+                // the end says).
+                self.note(format!("add {id} did not complete ({other:?})"));
+                self.uncertain.insert(id);
             }
         }
     }
@@ -502,7 +535,10 @@ impl Sim {
         if done {
             self.ids.retain(|&m| m != id);
             self.removed.insert(id);
+            self.uncertain.remove(&id);
             self.removals += 1;
+        } else {
+            self.uncertain.insert(id);
         }
         let said = match &answer {
             Some((status, body)) => match serde_json::from_str::<Members>(body) {
@@ -544,6 +580,16 @@ impl Sim {
                     self.join(n).await;
                 }
             }
+            Step::Wipe { .. } if !self.to_replace.is_empty() || self.ids.len() < 3 => {
+                // One lost disk at a time, among three members or more: two of four lost, or
+                // one of two, would be a majority whose data is gone, where no leader may be
+                // elected (and none is).
+                self.note(format!(
+                    "wipe: none ({} members, {:?} still to replace)",
+                    self.ids.len(),
+                    self.to_replace
+                ));
+            }
             Step::Wipe { target, down_ms } => {
                 let n = self.resolve(*target);
                 self.note(format!("wipe {n} ({target}), restart it without join"));
@@ -554,13 +600,23 @@ impl Sim {
                 self.watch_wiped(n, 20 * f).await;
                 // Then as an operator would: remove it and let it join again.
                 self.crash(n);
-                if self.remove(n).await {
-                    self.join(n).await;
-                }
+                self.to_replace.insert(n);
+                self.replace_wiped().await;
             }
             _ => return false,
         }
         true
+    }
+
+    /// Removes each wiped member still waiting for it and lets it join again.
+    async fn replace_wiped(&mut self) {
+        for n in std::mem::take(&mut self.to_replace) {
+            if self.remove(n).await {
+                self.join(n).await;
+            } else {
+                self.to_replace.insert(n);
+            }
+        }
     }
 
     /// For `ms` of simulated time, member `n`, started on a wiped disk as the member it was:
@@ -805,9 +861,11 @@ impl Sim {
                 let t = draw_with_members(&mut self.rng, &self.ids, f);
                 self.apply(&t.step).await;
                 tokio::time::sleep(Duration::from_millis(t.then_ms)).await;
+                self.replace_wiped().await;
             }
         }
         self.apply(&Step::Heal).await;
+        self.replace_wiped().await;
         self.converge().await;
         sampler.abort();
         for r in self.running.values() {
@@ -862,10 +920,16 @@ impl Sim {
         if !m.committed {
             return Err(format!("{l}: membership {voters:?} not committed"));
         }
-        if let Some(x) = self.ids.iter().find(|i| !voters.contains(i)) {
+        let sure = |i: &&NodeId| !self.uncertain.contains(i);
+        if let Some(x) = self.ids.iter().filter(sure).find(|i| !voters.contains(i)) {
             return Err(format!("{l}: {x} added but not a voter of {voters:?}"));
         }
-        if let Some(x) = self.removed.iter().find(|i| voters.contains(i)) {
+        if let Some(x) = self
+            .removed
+            .iter()
+            .filter(sure)
+            .find(|i| voters.contains(i))
+        {
             return Err(format!("{l}: {x} removed but a voter of {voters:?}"));
         }
         let members: Vec<NodeId> = m

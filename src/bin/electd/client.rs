@@ -37,7 +37,7 @@ pub struct NodeArgs {
 
 impl NodeArgs {
     fn client(&self) -> Client {
-        Client::new(self.at.addr.clone(), Duration::from_millis(self.timeout_ms))
+        self.at.client(Duration::from_millis(self.timeout_ms))
     }
 }
 

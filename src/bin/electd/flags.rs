@@ -140,6 +140,42 @@ pub struct Fields {
     #[command(flatten)]
     #[serde(skip_serializing_if = "TimingFields::is_empty")]
     timing: TimingFields,
+    #[command(flatten)]
+    #[serde(skip_serializing_if = "TlsFields::is_empty")]
+    tls: TlsFields,
+}
+
+/// `[tls]` as flags and environment variables (README, "TLS").
+#[derive(clap::Args, Debug, Serialize)]
+pub struct TlsFields {
+    /// The cluster CA's certificate (PEM): serve the API and the peer RPC over TLS.
+    #[arg(long = "tls-ca", value_name = "FILE", env = "ELECTD_TLS_CA")]
+    #[serde(rename = "ca", skip_serializing_if = "Option::is_none")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// This node's certificate (PEM), signed by the cluster CA.
+    #[arg(long = "tls-cert", value_name = "FILE", env = "ELECTD_TLS_CERT")]
+    #[serde(rename = "cert", skip_serializing_if = "Option::is_none")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long = "tls-key", value_name = "FILE", env = "ELECTD_TLS_KEY")]
+    #[serde(rename = "key", skip_serializing_if = "Option::is_none")]
+    tls_key: Option<std::path::PathBuf>,
+    /// The admin API also asks for a client certificate signed by the cluster CA.
+    #[arg(long = "tls-admin-client-cert", env = "ELECTD_TLS_ADMIN_CLIENT_CERT")]
+    #[serde(
+        rename = "admin_client_cert",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    tls_admin_client_cert: bool,
+}
+
+impl TlsFields {
+    fn is_empty(&self) -> bool {
+        self.tls_ca.is_none()
+            && self.tls_cert.is_none()
+            && self.tls_key.is_none()
+            && !self.tls_admin_client_cert
+    }
 }
 
 /// `[timing]` as flags and environment variables.

@@ -29,7 +29,7 @@ pub async fn ask_to_be_added(cfg: &Config) {
         return;
     };
     for attempt in 0..TRIES {
-        let leader = match Client::new(join.clone(), Duration::from_secs(2))
+        let leader = match client_of(cfg, join.clone(), Duration::from_secs(2))
             .leader()
             .await
         {
@@ -37,7 +37,7 @@ pub async fn ask_to_be_added(cfg: &Config) {
             Err(_) => None,
         };
         if let Some(leader) = leader {
-            let client = Client::new(leader.clone(), Duration::from_secs(6))
+            let client = client_of(cfg, leader.clone(), Duration::from_secs(6))
                 .admin_token(Some(token.clone()));
             match client.add_member(cfg.id, &me).await {
                 Ok(_) => {
@@ -57,4 +57,23 @@ pub async fn ask_to_be_added(cfg: &Config) {
         tokio::time::sleep(EVERY).await;
     }
     tracing::error!("not added to the cluster after {TRIES} attempts through {join}: giving up");
+}
+
+/// A client of the member at `addr`: over TLS when the node runs it, trusting the cluster CA
+/// and presenting the node's own certificate (an admin API may ask for one).
+fn client_of(cfg: &Config, addr: String, timeout: Duration) -> Client {
+    let Some(tls) = &cfg.tls else {
+        return Client::new(addr, timeout);
+    };
+    let read = |p: &std::path::Path| std::fs::read(p).unwrap_or_default();
+    let mut identity = read(&tls.cert);
+    identity.extend_from_slice(&read(&tls.key));
+    match Client::new_tls(addr.clone(), timeout, &read(&tls.ca), Some(&identity)) {
+        Ok(client) => client,
+        Err(e) => {
+            // The node read these files at start: one changed since. The request fails.
+            tracing::warn!("joining: the TLS files do not make a client: {e}");
+            Client::new(addr, timeout)
+        }
+    }
 }

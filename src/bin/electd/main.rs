@@ -86,6 +86,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// Reads the TLS files again on every SIGHUP; a reload that fails keeps what was loaded.
+async fn reload_on_sighup(tls: std::sync::Arc<electd::tls::Tls>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: TLS files are read at start only");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        match tls.reload() {
+            Ok(()) => tracing::info!("SIGHUP: TLS files read again; new connections use them"),
+            Err(e) => tracing::error!("SIGHUP: TLS files not reloaded, the old ones stay: {e}"),
+        }
+    }
+}
+
 async fn run(cfg: Config) -> Result<(), String> {
     let seed = cfg.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -123,7 +138,17 @@ async fn run(cfg: Config) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let app = electd::app(node.clone());
     let server_stop = CancellationToken::new();
-    let server = tokio::spawn(serve(listener, app, server_stop.clone().cancelled_owned()));
+    let server = tokio::spawn(serve(
+        listener,
+        app,
+        node.tls.clone(),
+        server_stop.clone().cancelled_owned(),
+    ));
+    // SIGHUP: read the TLS files again (the claim and open connections are untouched).
+    let reloads = node
+        .tls
+        .clone()
+        .map(|tls| tokio_util::task::AbortOnDropHandle::new(tokio::spawn(reload_on_sighup(tls))));
     let joining = {
         let cfg = node_cfg;
         tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
@@ -138,6 +163,7 @@ async fn run(cfg: Config) -> Result<(), String> {
         _ = fatal.cancelled() => true,
     };
     drop(joining);
+    drop(reloads);
     // Step down first (stop claiming, stop heartbeats), then stop serving.
     let _ = tokio::time::timeout(std::time::Duration::from_millis(1500), node.shutdown()).await;
     server_stop.cancel();

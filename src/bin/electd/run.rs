@@ -499,10 +499,9 @@ async fn until_boot(due_ns: Option<u64>) {
 /// `electd run`.
 pub async fn run(args: RunArgs) -> ExitCode {
     use tokio::signal::unix::{signal as on, SignalKind};
-    let client = Client::new(
-        args.node.addr.clone(),
-        Duration::from_millis(args.poll_ms.max(1) * 2),
-    );
+    let client = args
+        .node
+        .client(Duration::from_millis(args.poll_ms.max(1) * 2));
     let mut sup = Supervisor {
         plan: Plan::new(args.grace_ms, args.poll_ms),
         args,
@@ -518,7 +517,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let changed = std::sync::Arc::new(tokio::sync::Notify::new());
     let _follower = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(follow(
-        sup.args.node.addr.clone(),
+        sup.args.node.clone(),
         changed.clone(),
     )));
     loop {
@@ -554,8 +553,8 @@ pub async fn run(args: RunArgs) -> ExitCode {
 /// node's view: a claim begun or ended). The events carry no promise: the supervisor asks
 /// `GET /v1/claim` for one. Reconnects after a pause that doubles up to a second while the
 /// node cannot be reached; the polls go on meanwhile.
-async fn follow(addr: String, changed: std::sync::Arc<tokio::sync::Notify>) {
-    let client = Client::new(addr, Duration::from_secs(1));
+async fn follow(at: NodeAddr, changed: std::sync::Arc<tokio::sync::Notify>) {
+    let client = at.client(Duration::from_secs(1));
     let mut pause = Duration::from_millis(50);
     loop {
         if let Ok(mut stream) = client.watch(None).await {

@@ -1,0 +1,164 @@
+//! TLS (README, "TLS") on real processes: a quorum cluster whose peers authenticate by their
+//! certificates alone (no cluster secret) elects, fails over and serves the API over HTTPS;
+//! the client commands and `electd run` take `--cacert`; a peer request without a member's
+//! certificate, or with one that names another member, is refused; plain HTTP gets nowhere;
+//! SIGHUP reads the files again without a leader change, and a broken file is refused while
+//! the node goes on with what it had.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{TestCluster, TEST_TIMING};
+use electd_client::{Client, Mode};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A cluster of `n` with TLS and without a cluster secret, started.
+fn tls_cluster(n: usize) -> TestCluster {
+    let mut tc = TestCluster::configure(Mode::Quorum, n, TEST_TIMING);
+    std::fs::remove_file(tc.c.run.join("cluster-secret")).unwrap();
+    tc.c.ensure_tls().unwrap();
+    for id in tc.c.ids() {
+        tc.start_node(id);
+    }
+    tc
+}
+
+fn electd() -> std::path::PathBuf {
+    electd_lab::bin::electd_bin().expect("the electd binary")
+}
+
+/// A peer request to `addr` presenting `identity` (PEM cert and key), as member `from`.
+async fn peer_request(tc: &TestCluster, addr: &str, identity: Option<&[u8]>, from: u64) -> u16 {
+    let ca = std::fs::read(tc.c.tls_ca().unwrap()).unwrap();
+    let http = electd_client::tls_client(&ca, identity)
+        .unwrap()
+        .build()
+        .unwrap();
+    let res = http
+        .post(format!("https://{addr}/peer/raft/vote"))
+        .header(electd::HDR_CLUSTER, "electd-test")
+        .header(electd::HDR_FROM, from)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .expect("an answer over TLS");
+    let status = res.status().as_u16();
+    let body = res.text().await.unwrap_or_default();
+    eprintln!("peer request as {from}: {status} {body}");
+    status
+}
+
+#[test]
+fn peers_authenticate_by_certificate_and_clients_by_the_cluster_ca() {
+    let mut tc = tls_cluster(3);
+    let rt = TestCluster::rt();
+    rt.block_on(async {
+        let leader =
+            tc.c.wait_agreed(WAIT)
+                .await
+                .expect("an agreed leader over TLS");
+        let follower = tc.c.ids().into_iter().find(|&i| i != leader).unwrap();
+        let addr = tc.c.member(follower).unwrap().addr.clone();
+        let st = tc.c.status(follower).await.unwrap();
+        assert!(!st.insecure, "TLS authenticates the peers: not insecure");
+
+        // Plain HTTP to a TLS port gets no answer.
+        let plain = Client::new(addr.clone(), Duration::from_secs(2));
+        assert!(plain.leader().await.is_err(), "plain HTTP was answered");
+
+        // A peer request must present a member's certificate naming its sender.
+        let dir = tc.c.run.join("tls");
+        let member = |id: u64| {
+            let mut pem = std::fs::read(dir.join(format!("node{id}.pem"))).unwrap();
+            pem.extend(std::fs::read(dir.join(format!("node{id}-key.pem"))).unwrap());
+            pem
+        };
+        let admin = std::fs::read(dir.join("admin.pem")).unwrap();
+        assert_eq!(peer_request(&tc, &addr, None, leader).await, 401);
+        assert_eq!(peer_request(&tc, &addr, Some(&admin), leader).await, 403);
+        assert_eq!(
+            peer_request(&tc, &addr, Some(&member(leader)), 99).await,
+            403,
+            "an unknown sender"
+        );
+        let third =
+            tc.c.ids()
+                .into_iter()
+                .find(|&i| i != leader && i != follower)
+                .unwrap();
+        assert_eq!(
+            peer_request(&tc, &addr, Some(&member(third)), leader).await,
+            403,
+            "member {third}'s certificate used as member {leader}"
+        );
+        // Its own certificate passes authentication (and `{}` is no vote request: 400).
+        assert_eq!(
+            peer_request(&tc, &addr, Some(&member(leader)), leader).await,
+            400
+        );
+
+        // The client commands take --cacert.
+        let ca = tc.c.tls_ca().unwrap();
+        let out = Command::new(electd())
+            .args(["leader", "--node", &addr, "--cacert"])
+            .arg(&ca)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&leader.to_string()),
+            "{out:?}"
+        );
+        let out = Command::new(electd())
+            .args(["leader", "--node", &addr])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "without --cacert: {out:?}");
+
+        // SIGHUP: the files read again, the leader and its term unchanged.
+        let term = tc.c.leader_info(leader).await.unwrap().term;
+        for id in tc.c.ids() {
+            assert!(tc.c.signal(id, rustix::process::Signal::HUP));
+        }
+        let log = |id| std::fs::read_to_string(tc.c.log_file(id)).unwrap_or_default();
+        let until = Instant::now() + WAIT;
+        while !tc
+            .c
+            .ids()
+            .into_iter()
+            .all(|id| log(id).contains("TLS files read again"))
+        {
+            assert!(Instant::now() < until, "no reload logged");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        // A broken key: refused, the node goes on with the files it had.
+        let (_, key) = tc.c.tls_files(follower);
+        let good = std::fs::read(&key).unwrap();
+        std::fs::write(&key, "not a key").unwrap();
+        assert!(tc.c.signal(follower, rustix::process::Signal::HUP));
+        let until = Instant::now() + WAIT;
+        while !log(follower).contains("TLS files not reloaded") {
+            assert!(Instant::now() < until, "no refused reload logged");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        std::fs::write(&key, good).unwrap();
+        let now = tc.c.wait_agreed(WAIT).await.expect("still agreed");
+        let info = tc.c.leader_info(now).await.unwrap();
+        assert_eq!(
+            (now, info.term),
+            (leader, term),
+            "a reload changed the leader"
+        );
+        assert!(tc.c.status(follower).await.is_ok(), "the follower serves");
+
+        // Failover over TLS.
+        tc.kill(leader);
+        let next = tc.c.wait_agreed(WAIT).await.expect("a new leader over TLS");
+        assert_ne!(next, leader);
+    });
+    tc.assert_safe();
+}
