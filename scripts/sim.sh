@@ -5,6 +5,8 @@
 #   scripts/sim.sh [--seeds N] [--first S] [--nodes K] [--steps N]   N schedules (default 200)
 #   scripts/sim.sh --seed S [--nodes K] [--steps N]                  replay one, print its timeline
 #   scripts/sim.sh --unsafe …                                        a broken node: must fail
+#   scripts/sim.sh --membership …                                    members added, removed,
+#                                                                    replaced, disks wiped
 # Prints one line per failing schedule with its replay command, and ends with
 # "sim: N schedules, V violations"; exits 1 when V > 0.
 set -euo pipefail

@@ -172,6 +172,40 @@ fn removing_the_leader_hands_over_first() {
     tc.assert_safe();
 }
 
+/// A member removed, its disk wiped, and started again as before, without `--join`: its config
+/// still names it among the peers, so it would bootstrap a membership of its own; the members
+/// do not count it among theirs, and it stops with a message that says how to rejoin. (Before,
+/// the members recorded the incarnation they had forgotten with the removal, and it ran on,
+/// campaigning with an empty log.)
+#[test]
+fn a_removed_member_restarted_on_a_wiped_disk_without_join_refuses_to_run() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 5);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+    let gone = (1..=5).find(|i| *i != leader).unwrap();
+    rt.block_on(admin(&tc, leader).remove_member(gone))
+        .expect("removed");
+    let rest: Vec<NodeId> = (1..=5).filter(|i| *i != gone).collect();
+    assert!(rt.block_on(until_voters(&tc, leader, &rest)));
+    tc.kill(gone);
+    let logged_before = std::fs::metadata(tc.c.log_file(gone)).map_or(0, |m| m.len() as usize);
+    std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, gone)).unwrap();
+    tc.start_node(gone);
+    assert!(
+        tc.c.wait_exit(gone, Duration::from_secs(20)),
+        "the removed, wiped node {gone} is still running"
+    );
+    let whole = std::fs::read_to_string(tc.c.log_file(gone)).unwrap();
+    let log = whole.get(logged_before..).unwrap_or_default();
+    assert!(
+        log.contains("do not count it among") && log.contains("--join"),
+        "no refusal in node {gone}'s log:\n{log}"
+    );
+    let now = rt.block_on(tc.c.wait_agreed(WAIT)).expect("the four agree");
+    assert_ne!(now, gone);
+    tc.assert_safe();
+}
+
 #[test]
 fn a_dead_member_is_replaced_on_a_new_data_dir() {
     let rt = TestCluster::rt();

@@ -11,7 +11,7 @@ use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
 
 use super::election::{self, prevote_retry_after_us, rank, Pledge};
-use super::identity::{confirmations_needed, replaced_message};
+use super::identity::{confirmations_needed, not_a_member_message, replaced_message};
 use super::membership::majority_of_each;
 use super::node::QuorumNode;
 use super::protocol::{
@@ -137,6 +137,8 @@ impl QuorumNode {
         };
         let deadline = Duration::from_nanos(self.election.follower_lease_ns);
         let mut recorded = BTreeSet::new();
+        // Members whose committed membership does not name this node.
+        let mut strangers = BTreeSet::new();
         let mut pause = Duration::from_nanos(self.election.heartbeat_ns);
         let mut rounds = 0u32;
         loop {
@@ -167,6 +169,14 @@ impl QuorumNode {
                 match answer {
                     Ok(HelloAnswer { accepted: true, .. }) => {
                         recorded.insert(from);
+                    }
+                    Ok(HelloAnswer { member: false, .. }) => {
+                        // One member that has not applied this node's addition yet is no
+                        // proof; as many as would confirm it are.
+                        strangers.insert(from);
+                        if strangers.len() >= need {
+                            return Err(not_a_member_message(self.id, &strangers));
+                        }
                     }
                     Ok(HelloAnswer { known, .. }) => {
                         return Err(replaced_message(

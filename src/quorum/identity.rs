@@ -93,6 +93,18 @@ pub fn replaced_message(id: NodeId, by: NodeId, was: u64, now: u64) -> String {
     )
 }
 
+/// Why a node on a new data dir stops when the members do not count it among them: it was
+/// removed (and its disk wiped since), and a start without `--join` would bootstrap the
+/// membership of its config, in which it still is.
+pub fn not_a_member_message(id: NodeId, by: &std::collections::BTreeSet<NodeId>) -> String {
+    format!(
+        "node {id} started on a new data dir, but members {by:?} do not count it among the \
+         cluster's members (it was removed): refusing to run. To rejoin: start it on an empty \
+         data dir with --join HOST:PORT of a member, and add it (electd member add {id} ADDR \
+         --node LEADER; with the admin token it asks itself)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -287,6 +287,7 @@ impl QuorumNode {
                 if let Ok(HelloAnswer {
                     accepted: false,
                     known,
+                    member: true,
                 }) = r
                 {
                     tracing::error!(

@@ -500,6 +500,21 @@ impl QuorumPeer for QuorumNode {
     /// Records `from`'s incarnation if this node knows none; refuses another one than it
     /// knows (identity.rs).
     async fn on_hello(self: Arc<Self>, from: NodeId, hello: Hello) -> Result<HelloAnswer, String> {
+        let members = self.members_now();
+        if members.committed
+            && !members.voter_sets.is_empty()
+            && !members.members.iter().any(|m| m.id == from)
+        {
+            tracing::warn!(
+                peer = from,
+                "node {from} said hello but is no member of the membership in force: not recorded"
+            );
+            return Ok(HelloAnswer {
+                accepted: false,
+                known: None,
+                member: false,
+            });
+        }
         let r = self
             .store
             .recognise_peer(from, hello.incarnation)
@@ -525,6 +540,7 @@ impl QuorumPeer for QuorumNode {
                 Recognition::Replaced { was } => Some(was),
                 _ => None,
             },
+            member: true,
         })
     }
 }
@@ -808,7 +824,8 @@ mod tests {
             a,
             HelloAnswer {
                 accepted: true,
-                known: None
+                known: None,
+                member: true,
             }
         );
         let a = q.clone().on_hello(2, hello(7)).await.unwrap();

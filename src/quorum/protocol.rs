@@ -74,12 +74,19 @@ pub struct Hello {
 }
 
 /// The answer to a [`Hello`]: whether the receiver recorded (or already knew) that
-/// incarnation, and the other one it knows if not.
+/// incarnation, and the other one it knows if not; `member: false` when the receiver's
+/// committed membership does not name the sender (it records nothing then).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HelloAnswer {
     pub accepted: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known: Option<u64>,
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub member: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A pre-vote request: "would you vote for me in `term`?" No durable state changes.
