@@ -188,15 +188,14 @@ fn a_removed_member_restarted_on_a_wiped_disk_without_join_refuses_to_run() {
     let rest: Vec<NodeId> = (1..=5).filter(|i| *i != gone).collect();
     assert!(rt.block_on(until_voters(&tc, leader, &rest)));
     tc.kill(gone);
-    let logged_before = std::fs::metadata(tc.c.log_file(gone)).map_or(0, |m| m.len() as usize);
+    let logged_before = tc.log_len(gone);
     std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, gone)).unwrap();
     tc.start_node(gone);
     assert!(
         tc.c.wait_exit(gone, Duration::from_secs(20)),
         "the removed, wiped node {gone} is still running"
     );
-    let whole = std::fs::read_to_string(tc.c.log_file(gone)).unwrap();
-    let log = whole.get(logged_before..).unwrap_or_default();
+    let log = tc.log_since(gone, logged_before);
     assert!(
         log.contains("do not count it among") && log.contains("--join"),
         "no refusal in node {gone}'s log:\n{log}"

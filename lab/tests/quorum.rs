@@ -230,7 +230,7 @@ fn a_wiped_follower_refuses_to_run(order: WipeOrder) {
     let wiped = tc.c.ids().into_iter().find(|i| *i != leader).unwrap();
     tc.kill(wiped);
     // What the wiped node logs from its restart on (its log file goes on across starts).
-    let logged_before = std::fs::metadata(tc.c.log_file(wiped)).map_or(0, |m| m.len() as usize);
+    let logged_before = tc.log_len(wiped);
     let data = tc.c.data_dir(Mode::Quorum, wiped);
     std::fs::remove_dir_all(&data).unwrap();
     match order {
@@ -250,8 +250,7 @@ fn a_wiped_follower_refuses_to_run(order: WipeOrder) {
         tc.c.wait_exit(wiped, Duration::from_secs(20)),
         "{order:?}: the wiped node {wiped} is still running"
     );
-    let whole = std::fs::read_to_string(tc.c.log_file(wiped)).unwrap();
-    let log = whole.get(logged_before..).unwrap_or_default();
+    let log = tc.log_since(wiped, logged_before);
     assert!(
         log.contains("knows it by an earlier one") && log.contains("To rejoin"),
         "{order:?}: no refusal in node {wiped}'s log:\n{log}"

@@ -124,7 +124,7 @@ fn peers_authenticate_by_certificate_and_clients_by_the_cluster_ca() {
         for id in tc.c.ids() {
             assert!(tc.c.signal(id, rustix::process::Signal::HUP));
         }
-        let log = |id| std::fs::read_to_string(tc.c.log_file(id)).unwrap_or_default();
+        let log = |id| tc.log_since(id, 0);
         let until = Instant::now() + WAIT;
         while !tc
             .c

@@ -103,6 +103,18 @@ impl TestCluster {
         self.rec.stop(&self.c, id, Duration::from_secs(5));
     }
 
+    /// How long node `id`'s log is now; [`TestCluster::log_since`] reads what it logs after.
+    pub fn log_len(&self, id: NodeId) -> usize {
+        std::fs::metadata(self.c.log_file(id)).map_or(0, |m| m.len() as usize)
+    }
+
+    /// What node `id` logged once its log was `from` bytes long (the file goes on across
+    /// restarts).
+    pub fn log_since(&self, id: NodeId, from: usize) -> String {
+        let whole = std::fs::read_to_string(self.c.log_file(id)).unwrap_or_default();
+        whole.get(from..).unwrap_or_default().to_string()
+    }
+
     pub fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
