@@ -332,8 +332,9 @@ async fn get_metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
 }
 
 /// With `tls.admin_client_cert`, an admin request must come on a connection that presented a
-/// client certificate (the handshake checked that the cluster CA signed it); 401
-/// `client_certificate_required` otherwise. The token is checked as well, by the handler.
+/// client certificate (the handshake checked that the cluster CA signed it); 403
+/// `client_certificate_required` otherwise (no HTTP challenge can ask for one). The token is
+/// checked as well, by the handler.
 async fn admin_client_cert(
     State(node): State<Arc<Node>>,
     req: axum::extract::Request,
@@ -346,7 +347,8 @@ async fn admin_client_cert(
         .get::<crate::tls::ClientCert>()
         .is_some_and(|c| c.0.is_some());
     if asks && admin && !presented {
-        return ApiError::unauthorized(
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
             "client_certificate_required",
             "the admin API of this node needs a client certificate signed by the cluster CA",
         )

@@ -67,10 +67,11 @@ pub fn render(node: &Node, openmetrics: bool) -> String {
     register_timings(&mut reg, &node.counters.timings);
     let contact = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     let now = node.clock.mono_ns();
-    for p in node.cfg.peers.iter().filter(|p| p.id != node.cfg.id) {
-        if let Some(at) = node.counters.last_contact_ns(p.id) {
+    let peers = node.members_in_force();
+    for (id, _) in peers.iter().filter(|(id, _)| *id != node.cfg.id) {
+        if let Some(at) = node.counters.last_contact_ns(*id) {
             contact
-                .get_or_create(&vec![("peer".into(), p.id.to_string())])
+                .get_or_create(&vec![("peer".into(), id.to_string())])
                 .set(now.saturating_sub(at) as f64 / 1e9);
         }
     }

@@ -15,11 +15,13 @@ use electd_client::{Client, Mode};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// A cluster of `n` with TLS and without a cluster secret, started.
+/// A cluster of `n` with TLS and without a cluster secret, whose admin API asks for a client
+/// certificate, started.
 fn tls_cluster(n: usize) -> TestCluster {
     let mut tc = TestCluster::configure(Mode::Quorum, n, TEST_TIMING);
     std::fs::remove_file(tc.c.run.join("cluster-secret")).unwrap();
     tc.c.ensure_tls().unwrap();
+    tc.c.extra_args.push("--tls-admin-client-cert".into());
     for id in tc.c.ids() {
         tc.start_node(id);
     }
@@ -99,6 +101,23 @@ fn peers_authenticate_by_certificate_and_clients_by_the_cluster_ca() {
         assert_eq!(
             peer_request(&tc, &addr, Some(&member(leader)), leader).await,
             400
+        );
+
+        // The admin API asks for a client certificate besides the token: the lab's clients
+        // present the cluster's admin certificate; one with the token alone gets 403.
+        assert!(tc.c.client(follower).unwrap().faults().await.is_ok());
+        let ca_pem = std::fs::read(tc.c.tls_ca().unwrap()).unwrap();
+        let bare = Client::new_tls(addr.clone(), Duration::from_secs(2), &ca_pem, None)
+            .unwrap()
+            .admin_token(tc.c.admin_token());
+        let e = bare
+            .faults()
+            .await
+            .expect_err("an admin request without a certificate");
+        assert_eq!(
+            (e.status(), e.code()),
+            (Some(403), Some("client_certificate_required")),
+            "{e}"
         );
 
         // The client commands take --cacert.
