@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
-use crate::tls::{ClientCert, Tls};
+use crate::tls::{ClientCert, PeerCert, Tls};
 
 /// How long a client has to send a request's headers; also how long a kept-alive connection
 /// may sit idle before the next request.
@@ -73,7 +73,7 @@ pub async fn serve(
                 .1
                 .peer_certificates()
                 .and_then(|c| c.first())
-                .map(|c| c.clone().into_owned());
+                .map(|c| Arc::new(PeerCert::new(c.clone().into_owned())));
             let app = app.layer(Extension(ClientCert(cert)));
             let _ = watcher.watch(http(stream, app)).await;
         });

@@ -40,7 +40,24 @@ pub fn member_name(id: NodeId) -> String {
 /// The certificate the client of a connection presented (`None`: none, or no TLS), in the
 /// extensions of each request on it.
 #[derive(Clone, Debug, Default)]
-pub struct ClientCert(pub Option<CertificateDer<'static>>);
+pub struct ClientCert(pub Option<Arc<PeerCert>>);
+
+/// A certificate a connection presented, and the member it was found to name: checked on the
+/// connection's first peer request, not again on each heartbeat after it.
+#[derive(Debug)]
+pub struct PeerCert {
+    pub der: CertificateDer<'static>,
+    named: std::sync::OnceLock<NodeId>,
+}
+
+impl PeerCert {
+    pub fn new(der: CertificateDer<'static>) -> PeerCert {
+        PeerCert {
+            der,
+            named: std::sync::OnceLock::new(),
+        }
+    }
+}
 
 /// What one load of the files made.
 struct Loaded {
@@ -152,15 +169,23 @@ impl Tls {
         self.loaded.read().expect("tls lock").client.clone()
     }
 
-    /// Whether `cert` chains to the cluster CA and names member `id` ([`member_name`]).
-    pub fn names_member(&self, cert: &CertificateDer<'_>, id: NodeId) -> bool {
+    /// Whether `cert` chains to the cluster CA and names member `id` ([`member_name`]); a
+    /// connection's certificate is checked once for the member it names.
+    pub fn names_member(&self, cert: &PeerCert, id: NodeId) -> bool {
+        if cert.named.get() == Some(&id) {
+            return true;
+        }
         let Ok(name) = ServerName::try_from(member_name(id)) else {
             return false;
         };
         let members = self.loaded.read().expect("tls lock").members.clone();
-        members
-            .verify_server_cert(cert, &[], &name, &[], UnixTime::now())
-            .is_ok()
+        let named = members
+            .verify_server_cert(&cert.der, &[], &name, &[], UnixTime::now())
+            .is_ok();
+        if named {
+            let _ = cert.named.set(id);
+        }
+        named
     }
 
     /// Whether the admin API asks for a client certificate.
