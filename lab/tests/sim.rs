@@ -24,18 +24,8 @@ fn first_seed() -> u64 {
         })
 }
 
-/// The membership part's seeds are fixed for now, not drawn per run: seed 5819240593 (drawn
-/// in a CI run of the final change) leaves four live members of five without a leader after
-/// the final heal, a liveness failure not yet understood (no promise broken, C1/C2 clean);
-/// replay it with `scripts/sim.sh --seed 5819240593 --membership`. These 150 pass.
-const MEMBERSHIP_FIRST: u64 = 5_764_240_300;
-
 fn schedules(part: u64, membership: bool) {
-    let first = if membership {
-        MEMBERSHIP_FIRST
-    } else {
-        first_seed() + part * PER_TEST
-    };
+    let first = first_seed() + part * PER_TEST;
     let flag = if membership { " --membership" } else { "" };
     eprintln!("sim: seeds {first}..{}{flag}", first + PER_TEST - 1);
     let mut failed = Vec::new();
@@ -92,12 +82,18 @@ fn schedules_part_4_with_membership_changes() {
 /// node it found: a wiped member that answered appends with an empty log tripped openraft's
 /// assertion in the leader (777000478); a joint config whose leader changed was never finished
 /// (777000457, 777000480); a member cut off while a new member was added never heard from it
-/// once it led, not knowing its address (888000032, 888000142); and two of the simulator's own
-/// (wiping a majority's disks: 888000146, 5764240481).
+/// once it led, not knowing its address (888000032, 888000142); a member behind the log
+/// refused a node added back, which stopped, or a node that joined while it caught up
+/// (5819240593, 6100000302, 6100000437, 6100000545); a voter added before its incarnation was
+/// confirmed left the live members without a majority that may vote (5819240593 again); a
+/// member replaced twice over never recorded a confirmed member's incarnation, whose wiped
+/// successor was then confirmed (6100000904, with hellos not asked again); and two of the
+/// simulator's own (wiping a majority's disks: 888000146, 5764240481).
 #[test]
 fn membership_schedules_that_once_failed() {
     for seed in [
-        777000457, 777000478, 777000480, 888000032, 888000142, 888000146, 5764240481,
+        777000457, 777000478, 777000480, 888000032, 888000142, 888000146, 5764240481, 5819240593,
+        6100000302, 6100000437, 6100000545, 6100000904,
     ] {
         let out = run(&Spec {
             membership: true,
@@ -157,6 +153,59 @@ fn members_change_and_wiped_disks_refuse_under_the_checkers() {
     assert_eq!(
         (out.added, out.removed, out.refused),
         (4, 4, 2),
+        "{}",
+        out.timeline.join("\n")
+    );
+}
+
+/// A member that has not applied the log up to a node's removal still knows the node's old
+/// incarnation; when the node is added back on a new data dir, that member must not refuse it
+/// (identity.rs, rule 3). Node 3 is reachable but hears no appends while node 5 is replaced:
+/// node 5 must be confirmed by the others, and after the heal every member names one leader.
+/// Before the rule, node 3's answer made node 5 refuse to run, and the members left without a
+/// leader (seed 5819240593 of the membership schedules).
+#[test]
+fn a_member_behind_the_log_does_not_refuse_a_node_added_back() {
+    use electd::quorum::{PATH_APPEND, PATH_SNAPSHOT};
+    use electd_lab::sim::net::{Effect, Leg, Rule};
+    let starved = [1, 2, 4, 5, 6]
+        .into_iter()
+        .flat_map(|from| {
+            [PATH_APPEND, PATH_SNAPSHOT].map(|path| Rule {
+                from,
+                to: 3,
+                path,
+                leg: Leg::Request,
+                effect: Effect::Drop,
+            })
+        })
+        .collect();
+    let at = |step, then_ms| Timed { step, then_ms };
+    let out = run(&Spec {
+        profile: Profile::Default,
+        membership: true,
+        script: Some(vec![
+            at(Step::Heal, 600),
+            at(Step::Rules(starved), 300),
+            at(
+                Step::Replace {
+                    target: Target::Node(5),
+                    down_ms: 100,
+                },
+                1_500,
+            ),
+        ]),
+        ..Spec::new(12, 5)
+    });
+    assert!(
+        out.violations.is_empty(),
+        "{:?}\n{}",
+        out.violations,
+        out.timeline.join("\n")
+    );
+    assert_eq!(
+        (out.added, out.removed),
+        (1, 1),
         "{}",
         out.timeline.join("\n")
     );

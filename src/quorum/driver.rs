@@ -118,8 +118,10 @@ impl QuorumNode {
 
     /// Until this data dir's incarnation is confirmed: says hello to the other members, every
     /// beat at first and then less often, until ⌈n/2⌉ of them recorded it (identity.rs), then
-    /// marks it confirmed, durably. `Err` when a member knows this node by an earlier one;
-    /// `Ok` at once when it was confirmed before, and when the node stops.
+    /// marks it confirmed, durably. `Err` when a member knows this node by an earlier one, or
+    /// as many members as would confirm it do not count it among the members; a node that
+    /// joins logs that and goes on asking instead. `Ok` at once when it was confirmed before,
+    /// and when the node stops.
     async fn confirm_identity(&self, stop: &CancellationToken) -> Result<(), String> {
         use futures_util::StreamExt;
         let Some(me) = self.store.identity().filter(|i| !i.confirmed) else {
@@ -132,13 +134,12 @@ impl QuorumNode {
                 .await
                 .map_err(|e| format!("cannot record the confirmed incarnation: {e}"));
         }
-        let hello = Hello {
-            incarnation: me.incarnation,
-        };
         let deadline = Duration::from_nanos(self.election.follower_lease_ns);
         let mut recorded = BTreeSet::new();
         // Members whose committed membership does not name this node.
         let mut strangers = BTreeSet::new();
+        // Members whose refusal a joining node has logged.
+        let mut warned = BTreeSet::new();
         let mut pause = Duration::from_nanos(self.election.heartbeat_ns);
         let mut rounds = 0u32;
         loop {
@@ -154,39 +155,56 @@ impl QuorumNode {
             if known && recorded.len() >= need {
                 break;
             }
+            let hello = Hello {
+                incarnation: me.incarnation,
+                membership: self.membership_index(),
+            };
+            let hello = &hello;
             let mut asks: futures_util::stream::FuturesUnordered<_> = members
                 .iter()
                 .filter(|id| **id != self.id && !recorded.contains(*id))
                 .map(|&to| async move {
                     let r: Result<HelloAnswer, _> = self
                         .transport
-                        .call(to, PATH_HELLO, "hello", &hello, deadline)
+                        .call(to, PATH_HELLO, "hello", hello, deadline)
                         .await;
                     (to, r)
                 })
                 .collect();
             while let Some((from, answer)) = asks.next().await {
-                match answer {
-                    Ok(HelloAnswer { accepted: true, .. }) => {
+                let refusal = match answer {
+                    Ok(a @ HelloAnswer { accepted: true, .. }) => {
+                        self.record_answer(from, &a).await;
                         recorded.insert(from);
+                        continue;
                     }
+                    // It has not applied the log up to this node's membership: asked again
+                    // in the next round (identity.rs, rule 3).
+                    Ok(HelloAnswer { behind: true, .. }) | Err(_) => continue,
                     Ok(HelloAnswer { member: false, .. }) => {
-                        // One member that has not applied this node's addition yet is no
-                        // proof; as many as would confirm it are.
+                        // A member that applied this node's membership and does not name
+                        // it: as many as would confirm it are proof that it was removed.
                         strangers.insert(from);
-                        if strangers.len() >= need {
-                            return Err(not_a_member_message(self.id, &strangers));
+                        if strangers.len() < need {
+                            continue;
                         }
+                        not_a_member_message(self.id, &strangers)
                     }
                     Ok(HelloAnswer { known, .. }) => {
-                        return Err(replaced_message(
-                            self.id,
-                            from,
-                            known.unwrap_or_default(),
-                            me.incarnation,
-                        ))
+                        replaced_message(self.id, from, known.unwrap_or_default(), me.incarnation)
                     }
-                    Err(_) => {}
+                };
+                if !self.joins {
+                    return Err(refusal);
+                }
+                // A node that joins catches up from the leader meanwhile: the log its hello
+                // names may be older than its own addition, which the member then judges by
+                // what it knew before. It waits, unconfirmed, and asks again.
+                if warned.insert(from) {
+                    tracing::warn!(
+                        member = from,
+                        "{refusal} (this node joins: it waits without voting, and asks again)"
+                    );
                 }
             }
             rounds += 1;

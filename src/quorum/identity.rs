@@ -21,6 +21,21 @@
 //! first time, is known to nobody and confirmed by the first ⌈n/2⌉ members it reaches. The
 //! argument needs the recording members to keep their own disks; a wiped recorder is itself a
 //! new incarnation, confirmed the same way.
+//!
+//! 3. A member forgets a node's incarnation when it applies the node's removal, so that the
+//!    node can be added back on a new data dir; it counts a node as a member once it applies
+//!    the node's addition. A member that has not applied the log that far still knows the old
+//!    incarnation, or does not know the node yet, and would refuse a node the cluster has
+//!    since removed and added back, or just added. So a hello names the membership entry its
+//!    sender's log is at, and a member that has not applied that entry answers that it is
+//!    behind ([`is_behind`]): it neither records nor refuses, and does not count.
+//! 4. Members change, and the argument needs every member's incarnation recorded by the
+//!    members of the membership in force, new ones included. So a member answers a hello
+//!    with its own confirmed incarnation, which the sender records in turn; a confirmed node
+//!    says hello to every member at start and whenever the membership changes, asking again
+//!    those that did not answer or were behind (membership.rs, `say_hello`); and a learner is
+//!    promoted to voter only once its own incarnation is confirmed (`until_confirmed`), so
+//!    that no voter counts against a majority it may not vote in. Abstaining never confirms anyone, so the argument above is unchanged.
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +67,17 @@ impl Recognition {
     }
 }
 
+/// Whether a member that applied its log up to `applied` is behind a hello whose sender's log
+/// names the membership of entry `membership` (rule 3): it has not applied that entry, nor so
+/// perhaps the sender's addition and any removal before it. The initial membership (entry 0,
+/// which every member of a new cluster writes from its own config), or none yet: never behind.
+pub fn is_behind(applied: Option<u64>, membership: Option<u64>) -> bool {
+    match membership {
+        None | Some(0) => false,
+        Some(m) => applied.is_none_or(|a| a < m),
+    }
+}
+
 /// The recognition of `incarnation` by a member that recorded `known` for its sender.
 pub fn recognise(known: Option<u64>, incarnation: u64) -> Recognition {
     match known {
@@ -75,8 +101,13 @@ pub fn confirmations_needed(members: usize) -> usize {
 /// A new incarnation for the data dir of node `id`, from the node's seed and the instant it
 /// starts (two starts with the same `--seed` still draw different ones).
 pub fn draw_incarnation(seed: u64, id: NodeId, now_ns: u64) -> u64 {
-    let mut x = seed ^ id.rotate_left(32) ^ now_ns.rotate_left(17);
-    // splitmix64's finaliser
+    // Each input mixed in after the last is scrambled, so that no combination of them cancels
+    // another (a seed that itself is some x ^ id << 32 would, with a plain XOR).
+    mix(mix(mix(seed) ^ id) ^ now_ns)
+}
+
+/// splitmix64's finaliser.
+fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
@@ -118,6 +149,19 @@ mod tests {
         assert!(!Recognition::Replaced { was: 7 }.accepted());
     }
 
+    #[test]
+    fn a_member_behind_the_senders_membership_cannot_judge() {
+        // The first start of a cluster: the initial membership has nothing before it.
+        assert!(!is_behind(None, None));
+        assert!(!is_behind(None, Some(0)));
+        // Added (back) at entry 18, its removal before it: a member must have applied 18.
+        assert!(is_behind(None, Some(18)));
+        assert!(is_behind(Some(12), Some(18)));
+        assert!(is_behind(Some(17), Some(18)));
+        assert!(!is_behind(Some(18), Some(18)));
+        assert!(!is_behind(Some(30), Some(18)));
+    }
+
     /// The safety argument: the members that recorded an old incarnation and those that
     /// confirm a new one always share a member, for every cluster size.
     #[test]
@@ -145,5 +189,11 @@ mod tests {
         assert_ne!(a, draw_incarnation(1, 1, 1001));
         assert_ne!(a, draw_incarnation(2, 1, 1000));
         assert_eq!(a, draw_incarnation(1, 1, 1000));
+        // A seed derived from the id (as the simulator derives its nodes' seeds) does not
+        // cancel the id out.
+        assert_ne!(
+            draw_incarnation(9 ^ (2 << 32), 2, 1000),
+            draw_incarnation(9 ^ (4 << 32), 4, 1000)
+        );
     }
 }

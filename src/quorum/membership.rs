@@ -25,6 +25,7 @@ use openraft::{BasicNode, ChangeMembers, ServerState};
 use tokio_util::sync::CancellationToken;
 
 use super::handover::matched_index;
+use super::identity::Recognition;
 use super::node::QuorumNode;
 use super::protocol::{Hello, HelloAnswer, RemoveRequest, PATH_HELLO, PATH_REMOVE};
 use crate::engine::MembershipError;
@@ -34,6 +35,10 @@ use electd_client::{AddMember, Member, Members};
 /// How long a change may take in all, below the API's request limit (5 s, `src/error.rs`), so
 /// that the caller hears why it did not complete rather than a 408.
 const CHANGE_TIME: Duration = Duration::from_millis(4000);
+
+/// How many rounds of hellos a confirmed node sends the members of one membership: from a
+/// beat apart to a second apart, about 15 s in all at the default timings.
+const HELLO_ROUNDS: u32 = 20;
 
 /// The time left until `until`.
 fn left(until: tokio::time::Instant) -> Duration {
@@ -99,6 +104,14 @@ impl QuorumNode {
         }
     }
 
+    /// The log index of the membership this node's log names (`None` before it names one).
+    pub(super) fn membership_index(&self) -> Option<u64> {
+        self.raft_metrics()
+            .membership_config
+            .log_id()
+            .map(|l| l.index)
+    }
+
     /// `Err(NotLeader)` naming the leader unless this node leads.
     fn must_lead(&self) -> Result<(), MembershipError> {
         let m = self.raft_metrics();
@@ -151,7 +164,11 @@ impl QuorumNode {
             .add_learner(add.id, BasicNode::new(&add.addr), false);
         changed(self.id, tokio::time::timeout(left(until), learner).await)?;
         self.until_caught_up(add.id, until).await?;
-        tracing::info!(member = add.id, "learner caught up: promoting it to voter");
+        self.until_confirmed(add.id, until).await?;
+        tracing::info!(
+            member = add.id,
+            "learner caught up and confirmed: promoting it to voter"
+        );
         let voters = BTreeSet::from([add.id]);
         let promote = self
             .raft
@@ -245,6 +262,38 @@ impl QuorumNode {
         }
     }
 
+    /// Waits until learner `id`'s incarnation is confirmed (it may vote: identity.rs), asking
+    /// it every beat: a voter that may not vote would count against every majority, and could
+    /// leave the live members without one (a member behind the log cannot help confirm it
+    /// until a leader brings it up to date, and that leader might need the new voter's vote).
+    async fn until_confirmed(
+        &self,
+        id: NodeId,
+        until: tokio::time::Instant,
+    ) -> Result<(), MembershipError> {
+        let hello = Hello {
+            incarnation: self.store.identity().map_or(0, |i| i.incarnation),
+            membership: self.membership_index(),
+        };
+        let beat = Duration::from_nanos(self.election.heartbeat_ns);
+        loop {
+            let answer: Result<HelloAnswer, _> = self
+                .transport
+                .call(id, PATH_HELLO, "hello", &hello, left(until))
+                .await;
+            if answer.is_ok_and(|a| a.incarnation.is_some()) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() + beat >= until {
+                return Err(MembershipError::Failed(format!(
+                    "node {id} caught up, but ⌈n/2⌉ members did not record its data dir's                      incarnation within {} ms (see its log); it stays a learner: add it again,                      or remove it",
+                    CHANGE_TIME.as_millis()
+                )));
+            }
+            tokio::time::sleep(beat).await;
+        }
+    }
+
     /// Waits until the leader's replication to `id` has reached its last log entry.
     async fn until_caught_up(
         &self,
@@ -274,31 +323,90 @@ impl QuorumNode {
         }
     }
 
-    /// Tells `to` this node's incarnation once; a member that knows another one is logged.
-    async fn say_hello(self: Arc<Self>, to: Vec<NodeId>, incarnation: u64) {
+    /// Records the incarnation a member that accepted this node's hello answered with, as if
+    /// that member had said hello (identity.rs, rule 4).
+    pub(super) async fn record_answer(&self, from: NodeId, answer: &HelloAnswer) {
+        let Some(incarnation) = answer.incarnation.filter(|_| answer.accepted) else {
+            return;
+        };
+        match self.store.recognise_peer(from, incarnation).await {
+            Ok(Recognition::New) => tracing::info!(
+                peer = from,
+                incarnation = format!("{incarnation:#x}"),
+                "recorded a member's incarnation from its answer"
+            ),
+            Ok(Recognition::Same) => {}
+            Ok(Recognition::Replaced { was }) => tracing::warn!(
+                peer = from,
+                incarnation = format!("{incarnation:#x}"),
+                known = format!("{was:#x}"),
+                "member {from} answered with another incarnation than the one recorded"
+            ),
+            Err(e) => tracing::warn!(peer = from, error = %e, "cannot record an incarnation"),
+        }
+    }
+
+    /// Tells `to` this node's incarnation, and records theirs from the answers (identity.rs,
+    /// rules 3 and 4): asks again, less and less often, those that did not answer or were
+    /// behind, for at most [`HELLO_ROUNDS`] rounds, while the membership is the one of entry
+    /// `at` and `stop` is not cancelled (a change starts another round of hellos). A member
+    /// that knows another incarnation is logged.
+    async fn say_hello(
+        self: Arc<Self>,
+        mut to: Vec<NodeId>,
+        incarnation: u64,
+        at: Option<u64>,
+        stop: CancellationToken,
+    ) {
         let deadline = Duration::from_nanos(self.election.follower_lease_ns);
-        let hello = Hello { incarnation };
-        let asks = to.into_iter().map(|peer| {
-            let transport = self.transport.clone();
-            async move {
-                let r: Result<HelloAnswer, _> = transport
-                    .call(peer, PATH_HELLO, "hello", &hello, deadline)
-                    .await;
-                if let Ok(HelloAnswer {
-                    accepted: false,
-                    known,
-                    member: true,
-                }) = r
-                {
-                    tracing::error!(
+        let hello = Hello {
+            incarnation,
+            membership: at,
+        };
+        let mut pause = Duration::from_nanos(self.election.heartbeat_ns);
+        for _ in 0..HELLO_ROUNDS {
+            let asks = to.iter().map(|&peer| {
+                let transport = self.transport.clone();
+                let hello = &hello;
+                async move {
+                    let r: Result<HelloAnswer, _> = transport
+                        .call(peer, PATH_HELLO, "hello", hello, deadline)
+                        .await;
+                    (peer, r)
+                }
+            });
+            let mut again = Vec::new();
+            for (peer, r) in futures_util::future::join_all(asks).await {
+                match r {
+                    Ok(a @ HelloAnswer { accepted: true, .. }) => {
+                        self.record_answer(peer, &a).await
+                    }
+                    Ok(HelloAnswer { behind: true, .. }) | Err(_) => again.push(peer),
+                    Ok(HelloAnswer {
+                        member: true,
+                        known,
+                        ..
+                    }) => tracing::error!(
                         peer,
                         known = format!("{:#x}", known.unwrap_or_default()),
                         "a member knows this node by another incarnation"
-                    );
+                    ),
+                    Ok(_) => {}
                 }
             }
-        });
-        futures_util::future::join_all(asks).await;
+            to = again;
+            if to.is_empty() {
+                return;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(pause) => {}
+            }
+            if self.membership_index() != at {
+                return;
+            }
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
     }
 
     /// Keeps the transport's address book in step with the members the log names. Runs until
@@ -330,7 +438,11 @@ impl QuorumNode {
                 // added since records it, and so does every member again after this node was
                 // removed and added back (they forgot it then).
                 if let Some(me) = self.store.identity().filter(|i| i.confirmed) {
-                    tokio::spawn(self.clone().say_hello(others, me.incarnation));
+                    let at = seen.flatten().map(|l| l.index);
+                    tokio::spawn(
+                        self.clone()
+                            .say_hello(others, me.incarnation, at, stop.clone()),
+                    );
                 }
             }
             if let Some(at) = self.joint_to_finish() {

@@ -36,7 +36,7 @@ mod storage;
 mod types;
 
 pub use self::node::{QuorumError, QuorumNode};
-pub use self::protocol::{PATH_APPEND, PATH_VOTE};
+pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE};
 pub use self::storage::{Disk, MemDisk, StateFile, Store, StoreError, SLOT_FILES, STATE_FILE};
 // For the fuzz targets' decoders (`fuzzing.rs`).
 pub(crate) use self::protocol::{Hello, PreVoteRequest, Resign};

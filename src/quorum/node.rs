@@ -69,6 +69,8 @@ pub struct QuorumNode {
     pub(super) election: ElectionTiming,
     /// A completion of a joint membership config is under way (membership.rs).
     pub(super) finishing: std::sync::atomic::AtomicBool,
+    /// Started with `join`: a member's refusal of its incarnation is not final (driver.rs).
+    pub(super) joins: bool,
     /// The pre-vote this node granted last (or its own round), see [`Pledge`].
     pub(super) pledge: Mutex<Option<Pledge>>,
     /// The last leader whose AppendEntries this node accepted, and when (MONOTONIC).
@@ -156,6 +158,7 @@ impl QuorumNode {
             gate: Gate::new(started_ns),
             campaign: Mutex::new(Campaign::new(timing, seed)),
             finishing: std::sync::atomic::AtomicBool::new(false),
+            joins: cfg.join.is_some(),
             election: timing,
             pledge: Mutex::new(None),
             clock,
@@ -500,6 +503,27 @@ impl QuorumPeer for QuorumNode {
     /// Records `from`'s incarnation if this node knows none; refuses another one than it
     /// knows (identity.rs).
     async fn on_hello(self: Arc<Self>, from: NodeId, hello: Hello) -> Result<HelloAnswer, String> {
+        let mine = HelloAnswer {
+            member: true,
+            incarnation: self
+                .store
+                .identity()
+                .filter(|i| i.confirmed)
+                .map(|i| i.incarnation),
+            ..HelloAnswer::default()
+        };
+        // Applied entries only grow, so a member not behind now is not behind when it records.
+        if identity::is_behind(self.store.applied_index(), hello.membership) {
+            tracing::debug!(
+                peer = from,
+                membership = hello.membership,
+                "node {from} said hello from a membership this node has not applied yet"
+            );
+            return Ok(HelloAnswer {
+                behind: true,
+                ..mine
+            });
+        }
         let members = self.members_now();
         if members.committed
             && !members.voter_sets.is_empty()
@@ -510,9 +534,8 @@ impl QuorumPeer for QuorumNode {
                 "node {from} said hello but is no member of the membership in force: not recorded"
             );
             return Ok(HelloAnswer {
-                accepted: false,
-                known: None,
                 member: false,
+                ..mine
             });
         }
         let r = self
@@ -540,7 +563,7 @@ impl QuorumPeer for QuorumNode {
                 Recognition::Replaced { was } => Some(was),
                 _ => None,
             },
-            member: true,
+            ..mine
         })
     }
 }
@@ -818,20 +841,49 @@ mod tests {
     async fn a_member_records_a_peers_first_incarnation_and_refuses_another() {
         let dir = tempfile::tempdir().unwrap();
         let (q, stop) = node_of(dir.path(), 3, Flaws::default()).await;
-        let hello = |incarnation| Hello { incarnation };
+        let hello = |incarnation| Hello {
+            incarnation,
+            membership: None,
+        };
+        // Node 1 applied nothing yet (no leader): a hello from a log whose membership is
+        // entry 5 is one it cannot judge (identity.rs, rule 3): it records nothing.
+        let later = Hello {
+            incarnation: 6,
+            membership: Some(5),
+        };
+        let a = q.clone().on_hello(2, later).await.unwrap();
+        assert!(a.behind && !a.accepted && a.known.is_none(), "{a:?}");
         let a = q.clone().on_hello(2, hello(7)).await.unwrap();
+        // The answer names node 1's own incarnation (confirmed by node_of), for node 2 to
+        // record in turn (rule 4).
+        let mine = q.store.identity().unwrap().incarnation;
         assert_eq!(
             a,
             HelloAnswer {
                 accepted: true,
                 known: None,
                 member: true,
+                behind: false,
+                incarnation: Some(mine),
             }
         );
         let a = q.clone().on_hello(2, hello(7)).await.unwrap();
         assert!(a.accepted);
         let a = q.clone().on_hello(3, hello(9)).await.unwrap();
         assert!(a.accepted);
+        // Node 1 records what an accepting member answers with: its own incarnation.
+        let answer = |incarnation| HelloAnswer {
+            accepted: true,
+            member: true,
+            incarnation: Some(incarnation),
+            ..HelloAnswer::default()
+        };
+        q.record_answer(3, &answer(9)).await;
+        q.record_answer(3, &answer(10)).await;
+        assert_eq!(
+            q.store.recognise_peer(3, 9).await.unwrap(),
+            Recognition::Same
+        );
         stop.cancel();
         q.shutdown().await;
         drop(q);

@@ -71,18 +71,29 @@ pub struct RemoveRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
     pub incarnation: u64,
+    /// The log index of the membership the sender's log names (identity.rs, rule 3); absent
+    /// from a sender that predates it, and then judged as the initial membership.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<u64>,
 }
 
 /// The answer to a [`Hello`]: whether the receiver recorded (or already knew) that
 /// incarnation, and the other one it knows if not; `member: false` when the receiver's
-/// committed membership does not name the sender (it records nothing then).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// committed membership does not name the sender (it records nothing then); `behind` when
+/// the receiver has not applied its log up to the sender's membership (it neither records
+/// nor refuses; identity.rs, rule 3). `incarnation` is the receiver's own, once confirmed:
+/// the sender records it in turn (rule 4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HelloAnswer {
     pub accepted: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known: Option<u64>,
     #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
     pub member: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub behind: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<u64>,
 }
 
 fn yes() -> bool {

@@ -445,6 +445,12 @@ impl Store {
         Ok(r)
     }
 
+    /// The index of the last log entry applied: what this node has forgotten and recorded
+    /// goes with it (identity.rs, rule 3).
+    pub fn applied_index(&self) -> Option<u64> {
+        self.read(|s| s.last_applied.map(|l| l.index))
+    }
+
     /// The id of the last log entry (or of the last purged one): what a pre-vote compares.
     pub fn last_log_id(&self) -> Option<LogId<NodeId>> {
         self.read(|s| {

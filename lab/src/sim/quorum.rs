@@ -14,7 +14,8 @@
 //! - **terms never go back**, across restarts too;
 //! - **convergence**: after the final heal, one leader that every member names, within 10 s;
 //!   with membership changes, its membership committed, every member the simulation added (and
-//!   did not remove) a voter and every member it removed not one.
+//!   did not remove) a voter and every member it removed not one; no member stopped on a
+//!   refusal, and every voter's incarnation confirmed (it may vote).
 //!
 //! With [`Spec::membership`], schedules also add, remove and replace members (the leader
 //! included) through the admin API as an operator would, and wipe a member's disk and start it
@@ -433,6 +434,28 @@ impl Sim {
         }
     }
 
+    /// The smallest voter set of the latest membership any running member's log names (two
+    /// sets during a joint change): a change that did not answer may have left one smaller
+    /// than the members the simulation counts.
+    async fn smallest_voter_set(&self) -> usize {
+        let mut latest: Option<Members> = None;
+        for &id in self.running.keys() {
+            let req = Request::get("/v1/members")
+                .body(Body::empty())
+                .expect("a request");
+            if let Some((200, b)) = self.net.ask(id, req).await {
+                if let Ok(m) = serde_json::from_slice::<Members>(&b) {
+                    if latest.as_ref().is_none_or(|l| m.log_index > l.log_index) {
+                        latest = Some(m);
+                    }
+                }
+            }
+        }
+        latest
+            .and_then(|m| m.voter_sets.iter().map(Vec::len).min())
+            .unwrap_or(0)
+    }
+
     async fn apply_all_faults(&self) {
         for &id in self.running.keys() {
             self.apply_faults(id).await;
@@ -580,12 +603,18 @@ impl Sim {
                     self.join(n).await;
                 }
             }
-            Step::Wipe { .. } if !self.to_replace.is_empty() || self.ids.len() < 3 => {
-                // One lost disk at a time, among three members or more: two of four lost, or
-                // one of two, would be a majority whose data is gone, where no leader may be
-                // elected (and none is).
+            Step::Wipe { .. }
+                if !self.to_replace.is_empty()
+                    || self.ids.len() < 3
+                    || self.smallest_voter_set().await < 3 =>
+            {
+                // One lost disk at a time, among three voters or more in every voter set in
+                // force: two of four lost, or one of two (the new set of a joint change that
+                // did not complete), would be a majority whose data is gone, where no leader
+                // may be elected (and none is).
                 self.note(format!(
-                    "wipe: none ({} members, {:?} still to replace)",
+                    "wipe: none ({} members, {:?} still to replace, or a voter set of fewer \
+                     than 3 in force)",
                     self.ids.len(),
                     self.to_replace
                 ));
@@ -890,6 +919,20 @@ impl Sim {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // For the replay's timeline: how each running node sees itself and the membership.
+        for (id, r) in &self.running {
+            let req = Request::get("/v1/members")
+                .body(Body::empty())
+                .expect("a request");
+            let members = match self.net.ask(*id, req).await {
+                Some((_, b)) => String::from_utf8_lossy(&b).into_owned(),
+                None => "no answer".into(),
+            };
+            self.note(format!(
+                "{id}: {} members {members}",
+                r.node.engine_status()
+            ));
+        }
         self.watch.lock().expect("watch").violations.push(format!(
             "no leader agreed by all members within 10 s of the final heal: {last}"
         ));
@@ -938,6 +981,17 @@ impl Sim {
             .map(|x| x.id)
             .filter(|id| running.contains(id))
             .collect();
+        // A member that stopped on a refusal, or a voter that may not vote, is no live member
+        // even when it still follows the leader.
+        for id in &members {
+            let r = &self.running[id];
+            if r.fatal.is_cancelled() {
+                return Err(format!("{id} stopped: it refused to run"));
+            }
+            if voters.contains(id) && r.node.engine_status()["identity"]["confirmed"] != true {
+                return Err(format!("{id}: a voter whose incarnation is not confirmed"));
+            }
+        }
         let disagree: Vec<NodeId> = members
             .iter()
             .copied()
