@@ -138,6 +138,29 @@ fn peers_authenticate_by_certificate_and_clients_by_the_cluster_ca() {
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "without --cacert: {out:?}");
 
+        // `electd run --cacert` beside the leader starts its child, and stops it at SIGINT.
+        let started = tc.c.run.join("run-over-tls");
+        let leader_addr = tc.c.member(leader).unwrap().addr.clone();
+        let mut run = Command::new(electd())
+            .args(["run", "--node", &leader_addr, "--cacert"])
+            .arg(&ca)
+            .args(["--", "sh", "-c", "touch \"$0\"; exec sleep 60"])
+            .arg(&started)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + WAIT;
+        while !started.exists() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let ran = started.exists();
+        let pid = rustix::process::Pid::from_raw(run.id() as i32).unwrap();
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+        let out = run.wait_with_output().unwrap();
+        assert!(ran, "electd run --cacert started no child: {out:?}");
+        assert_eq!(out.status.code(), Some(0), "electd run at SIGINT: {out:?}");
+
         // SIGHUP: the files read again, the leader and its term unchanged.
         let term = tc.c.leader_info(leader).await.unwrap().term;
         for id in tc.c.ids() {
