@@ -141,7 +141,7 @@ fn peers_authenticate_by_certificate_and_clients_by_the_cluster_ca() {
         // `electd run --cacert` beside the leader starts its child, and stops it at SIGINT.
         let started = tc.c.run.join("run-over-tls");
         let leader_addr = tc.c.member(leader).unwrap().addr.clone();
-        let mut run = Command::new(electd())
+        let run = Command::new(electd())
             .args(["run", "--node", &leader_addr, "--cacert"])
             .arg(&ca)
             .args(["--", "sh", "-c", "touch \"$0\"; exec sleep 60"])
