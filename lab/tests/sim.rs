@@ -107,6 +107,16 @@ fn membership_schedules_that_once_failed() {
     }
 }
 
+/// No violation in `out`; else the violations and the timeline, after `what`.
+fn assert_kept(out: &Outcome, what: &str) {
+    assert!(
+        out.violations.is_empty(),
+        "{what}{:?}\n{}",
+        out.violations,
+        out.timeline.join("\n")
+    );
+}
+
 /// Members change under the checkers, at the default timings: a member added; the leader
 /// removed (it hands over first); the leader replaced (removed, wiped, joined again); the
 /// leader's disk wiped and the node started again as the member it was, without join, twice.
@@ -142,12 +152,7 @@ fn member_changes(flaw: Option<Flaw>) -> Outcome {
 #[test]
 fn members_change_and_wiped_disks_refuse_under_the_checkers() {
     let out = member_changes(None);
-    assert!(
-        out.violations.is_empty(),
-        "{:?}\n{}",
-        out.violations,
-        out.timeline.join("\n")
-    );
+    assert_kept(&out, "");
     // The add, the replacement and the two wiped members joined again; the removal, the
     // replacement and the two wiped members removed first.
     assert_eq!(
@@ -197,12 +202,7 @@ fn a_member_behind_the_log_does_not_refuse_a_node_added_back() {
         ]),
         ..Spec::new(12, 5)
     });
-    assert!(
-        out.violations.is_empty(),
-        "{:?}\n{}",
-        out.violations,
-        out.timeline.join("\n")
-    );
+    assert_kept(&out, "");
     assert_eq!(
         (out.added, out.removed),
         (1, 1),
@@ -314,12 +314,7 @@ fn a_leader_never_votes_inside_its_own_promise() {
             out.timeline.join("\n")
         );
         assert_eq!(out.granted_inside_promise, 0);
-        assert!(
-            out.violations.is_empty(),
-            "hold {hold} delay {delay}: {:?}\n{}",
-            out.violations,
-            out.timeline.join("\n")
-        );
+        assert_kept(&out, &format!("hold {hold} delay {delay}: "));
     }
 }
 

@@ -14,9 +14,7 @@ use super::election::{self, prevote_retry_after_us, rank, Pledge};
 use super::identity::{confirmations_needed, not_a_member_message, replaced_message};
 use super::membership::majority_of_each;
 use super::node::QuorumNode;
-use super::protocol::{
-    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, PATH_HELLO, PATH_PREVOTE,
-};
+use super::protocol::{Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, PATH_PREVOTE};
 
 impl QuorumNode {
     /// The election driver (election.rs): campaigns when the follower lease has run out, a
@@ -163,18 +161,11 @@ impl QuorumNode {
             let mut asks: futures_util::stream::FuturesUnordered<_> = members
                 .iter()
                 .filter(|id| **id != self.id && !recorded.contains(*id))
-                .map(|&to| async move {
-                    let r: Result<HelloAnswer, _> = self
-                        .transport
-                        .call(to, PATH_HELLO, "hello", hello, deadline)
-                        .await;
-                    (to, r)
-                })
+                .map(|&to| async move { (to, self.ask_hello(to, hello, deadline).await) })
                 .collect();
             while let Some((from, answer)) = asks.next().await {
                 let refusal = match answer {
-                    Ok(a @ HelloAnswer { accepted: true, .. }) => {
-                        self.record_answer(from, &a).await;
+                    Ok(HelloAnswer { accepted: true, .. }) => {
                         recorded.insert(from);
                         continue;
                     }

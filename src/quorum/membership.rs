@@ -30,6 +30,7 @@ use super::node::QuorumNode;
 use super::protocol::{Hello, HelloAnswer, RemoveRequest, PATH_HELLO, PATH_REMOVE};
 use crate::engine::MembershipError;
 use crate::role::NodeId;
+use crate::transport::TransportError;
 use electd_client::{AddMember, Member, Members};
 
 /// How long a change may take in all, below the API's request limit (5 s, `src/error.rs`), so
@@ -277,16 +278,15 @@ impl QuorumNode {
         };
         let beat = Duration::from_nanos(self.election.heartbeat_ns);
         loop {
-            let answer: Result<HelloAnswer, _> = self
-                .transport
-                .call(id, PATH_HELLO, "hello", &hello, left(until))
-                .await;
+            let answer = self.ask_hello(id, &hello, left(until)).await;
             if answer.is_ok_and(|a| a.incarnation.is_some()) {
                 return Ok(());
             }
             if tokio::time::Instant::now() + beat >= until {
                 return Err(MembershipError::Failed(format!(
-                    "node {id} caught up, but ⌈n/2⌉ members did not record its data dir's                      incarnation within {} ms (see its log); it stays a learner: add it again,                      or remove it",
+                    "node {id} caught up, but ⌈n/2⌉ members did not record its data dir's \
+                     incarnation within {} ms (see its log); it stays a learner: add it again, \
+                     or remove it",
                     CHANGE_TIME.as_millis()
                 )));
             }
@@ -323,8 +323,24 @@ impl QuorumNode {
         }
     }
 
-    /// Records the incarnation a member that accepted this node's hello answered with, as if
-    /// that member had said hello (identity.rs, rule 4).
+    /// Says `hello` to `to` and, when it accepts, records the incarnation it answers with, as
+    /// if that member had said hello (identity.rs, rule 4): every hello this node sends goes
+    /// through here.
+    pub(super) async fn ask_hello(
+        &self,
+        to: NodeId,
+        hello: &Hello,
+        deadline: Duration,
+    ) -> Result<HelloAnswer, TransportError> {
+        let answer: HelloAnswer = self
+            .transport
+            .call(to, PATH_HELLO, "hello", hello, deadline)
+            .await?;
+        self.record_answer(to, &answer).await;
+        Ok(answer)
+    }
+
+    /// Records the incarnation a member that accepted this node's hello answered with.
     pub(super) async fn record_answer(&self, from: NodeId, answer: &HelloAnswer) {
         let Some(incarnation) = answer.incarnation.filter(|_| answer.accepted) else {
             return;
@@ -365,22 +381,14 @@ impl QuorumNode {
         };
         let mut pause = Duration::from_nanos(self.election.heartbeat_ns);
         for _ in 0..HELLO_ROUNDS {
-            let asks = to.iter().map(|&peer| {
-                let transport = self.transport.clone();
-                let hello = &hello;
-                async move {
-                    let r: Result<HelloAnswer, _> = transport
-                        .call(peer, PATH_HELLO, "hello", hello, deadline)
-                        .await;
-                    (peer, r)
-                }
-            });
+            let (me, hello) = (&*self, &hello);
+            let asks = to
+                .iter()
+                .map(|&peer| async move { (peer, me.ask_hello(peer, hello, deadline).await) });
             let mut again = Vec::new();
             for (peer, r) in futures_util::future::join_all(asks).await {
                 match r {
-                    Ok(a @ HelloAnswer { accepted: true, .. }) => {
-                        self.record_answer(peer, &a).await
-                    }
+                    Ok(HelloAnswer { accepted: true, .. }) => {}
                     Ok(HelloAnswer { behind: true, .. }) | Err(_) => again.push(peer),
                     Ok(HelloAnswer {
                         member: true,

@@ -56,6 +56,11 @@ use crate::chaos::record::{ProcEvent, ProcKind, Promise, RunLog};
 /// The simulated nodes' admin token.
 const SIM_ADMIN_TOKEN: &str = "simulation-admin-token";
 
+/// A GET of `path`, as a client would send it.
+fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).expect("a request")
+}
+
 /// An admin request of the simulation (the nodes' admin API needs the token).
 fn admin(req: axum::http::request::Builder) -> axum::http::request::Builder {
     req.header("authorization", format!("Bearer {SIM_ADMIN_TOKEN}"))
@@ -423,9 +428,7 @@ impl Sim {
     /// The members node `id` knows (`GET /v1/status`'s peers, which the fault layer checks
     /// its sets against).
     async fn known_members(&self, id: NodeId) -> BTreeSet<NodeId> {
-        let req = Request::get("/v1/status")
-            .body(Body::empty())
-            .expect("a request");
+        let req = get("/v1/status");
         match self.net.ask(id, req).await {
             Some((200, b)) => serde_json::from_slice::<electd_client::Status>(&b)
                 .map(|st| st.peers.iter().map(|p| p.id).collect())
@@ -440,9 +443,7 @@ impl Sim {
     async fn smallest_voter_set(&self) -> usize {
         let mut latest: Option<Members> = None;
         for &id in self.running.keys() {
-            let req = Request::get("/v1/members")
-                .body(Body::empty())
-                .expect("a request");
+            let req = get("/v1/members");
             if let Some((200, b)) = self.net.ask(id, req).await {
                 if let Ok(m) = serde_json::from_slice::<Members>(&b) {
                     if latest.as_ref().is_none_or(|l| m.log_index > l.log_index) {
@@ -921,9 +922,7 @@ impl Sim {
         }
         // For the replay's timeline: how each running node sees itself and the membership.
         for (id, r) in &self.running {
-            let req = Request::get("/v1/members")
-                .body(Body::empty())
-                .expect("a request");
+            let req = get("/v1/members");
             let members = match self.net.ask(*id, req).await {
                 Some((_, b)) => String::from_utf8_lossy(&b).into_owned(),
                 None => "no answer".into(),
@@ -950,9 +949,7 @@ impl Sim {
         let [l] = claimants[..] else {
             return Err(format!("claimants {claimants:?}: {}", describe(&seen)));
         };
-        let req = Request::get("/v1/members")
-            .body(Body::empty())
-            .expect("a request");
+        let req = get("/v1/members");
         let m: Members = match self.net.ask(l, req).await {
             Some((200, b)) => serde_json::from_slice(&b).map_err(|e| e.to_string())?,
             other => return Err(format!("{l} /v1/members: {other:?}")),
@@ -1088,9 +1085,7 @@ pub fn sample_every(follower_lease_ms: u64) -> Duration {
 async fn answers(net: &Net, ids: &[NodeId]) -> BTreeMap<NodeId, LeaderInfo> {
     let mut out = BTreeMap::new();
     for &id in ids {
-        let req = Request::get("/v1/leader")
-            .body(Body::empty())
-            .expect("a request");
+        let req = get("/v1/leader");
         if let Some((200, bytes)) = net.ask(id, req).await {
             if let Ok(info) = serde_json::from_slice::<LeaderInfo>(&bytes) {
                 out.insert(id, info);
