@@ -183,4 +183,8 @@ pub struct Flaws {
     /// members recording it: a wiped disk votes again as the member it was (the identity check
     /// of README's safety step 10 left out).
     pub trust_new_incarnation: bool,
+    /// Quorum mode: the role loop as it was before it kept the event log in step during a
+    /// probe: a claim that ends while a probe is out is recorded only when the probe returns,
+    /// up to a probe timeout late (`role_loop.rs`, `probe_recording`).
+    pub record_between_probes: bool,
 }

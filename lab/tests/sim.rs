@@ -334,3 +334,44 @@ fn a_leader_voting_inside_its_promise_is_caught() {
         );
     }
 }
+
+/// The leader cut off from everyone at the default timings: each probe it sends waits for its
+/// deadline (50 ms), and its claim ends while one is out; after 1 s the cut heals.
+fn isolated_leader(flaw: Option<Flaw>) -> Outcome {
+    run(&Spec {
+        flaw,
+        profile: Profile::Default,
+        script: Some(vec![Timed {
+            step: Step::Isolate(Target::Leader),
+            then_ms: 1_000,
+        }]),
+        ..Spec::new(13, 5)
+    })
+}
+
+/// A claim that ends while a probe is out reaches the leader's event log (`/v1/events`,
+/// `/v1/watch`) at its instant. Before the fix the role loop recorded only between probes:
+/// the log said the leader claimed for up to a probe timeout after its answers stopped
+/// (the sampler's check), and a schedule that ended then showed two claimants in the event
+/// logs (seed 720002798: node 5 cut off by a bridge, node 1 elected 204 ms after node 5's
+/// claim ended, node 5's end still unrecorded).
+#[test]
+fn the_end_of_a_claim_reaches_the_event_log_at_once() {
+    assert_kept(&isolated_leader(None), "");
+    assert_kept(&run(&Spec::new(720002798, 5)), "seed 720002798: ");
+}
+
+/// The broken variant (the role loop recording only between probes) is caught by the
+/// sampler's event-log check.
+#[test]
+fn an_event_log_that_trails_the_claim_is_caught() {
+    let out = isolated_leader(Some(Flaw::RecordBetweenProbes));
+    assert!(
+        out.violations
+            .iter()
+            .any(|v| v.contains("event log has said")),
+        "the flaw went unseen: {:?}\n{}",
+        out.violations,
+        out.timeline.join("\n")
+    );
+}

@@ -6,12 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::ServerState;
+use openraft::{BasicNode, RaftMetrics, ServerState};
 use tokio_util::sync::CancellationToken;
 
 use super::node::QuorumNode;
 use super::quiet::Quiet;
 use crate::clock::ms;
+use crate::role::NodeId;
 
 /// openraft's own heartbeat (which also pushes missing log entries to a lagging follower)
 /// goes out with every this many probes.
@@ -88,7 +89,10 @@ impl QuorumNode {
                     }
                     probes += 1;
                     let t0 = self.clock.boot_ns();
-                    if self.probe(m.current_term, lease_ns).await {
+                    if self
+                        .probe_recording(m.current_term, lease_ns, &mut metrics)
+                        .await
+                    {
                         quiet.acked(t0);
                         let took = self.clock.boot_ns().saturating_sub(t0);
                         self.counters
@@ -111,6 +115,42 @@ impl QuorumNode {
                 if m.state != ServerState::Leader {
                     self.lease.lock().expect("lease").revoke(now);
                 }
+            }
+            self.record_view();
+        }
+    }
+
+    /// [`QuorumNode::probe`], keeping the event log in step while the round is out (up to a
+    /// third of a follower lease when no majority answers): should the claim end, or openraft
+    /// step this node down, meanwhile, the change is recorded at its instant, not when the round
+    /// gives up. (Recorded only between probes, the end of a claim reached `/v1/events` and
+    /// `/v1/watch` up to a probe timeout late, stamped right but after another node had begun
+    /// to claim: sim seed 720002798.)
+    async fn probe_recording(
+        &self,
+        term: u64,
+        lease_ns: u64,
+        metrics: &mut tokio::sync::watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    ) -> bool {
+        let probe = self.probe(term, lease_ns);
+        if self.flaws.record_between_probes {
+            return probe.await;
+        }
+        tokio::pin!(probe);
+        let mut raft_running = true;
+        loop {
+            let claim_left = {
+                let now = self.clock.boot_ns();
+                let lease = self.lease.lock().expect("lease");
+                lease
+                    .current(term, now)
+                    .map(|c| Duration::from_nanos(c.until_ns - now))
+            };
+            tokio::select! {
+                biased;
+                granted = &mut probe => return granted,
+                r = metrics.changed(), if raft_running => raft_running = r.is_ok(),
+                _ = tokio::time::sleep(claim_left.unwrap_or_default()), if claim_left.is_some() => {}
             }
             self.record_view();
         }

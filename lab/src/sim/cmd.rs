@@ -38,8 +38,13 @@ pub struct SimArgs {
     /// Run deliberately broken nodes that vote at once on a new data dir, without the members
     /// recording its incarnation (README's safety step 10 left out): with `--membership`, a
     /// member restarted on a wiped disk must be reported as voting again.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "record_between_probes")]
     pub trust_new_incarnation: bool,
+    /// Run deliberately broken nodes that record the end of a claim only between probes (the
+    /// role loop before it kept the event log in step during a probe): the sampler must report
+    /// an event log that says a node claims while its answers say not.
+    #[arg(long)]
+    pub record_between_probes: bool,
     /// Timings: drawn per schedule from its seed across the range the config accepts (from
     /// heartbeat 2 / follower lease 12 to heartbeat 100 / follower lease 1000), or the defaults.
     #[arg(long, value_enum, default_value_t = Profile::Drawn)]
@@ -59,6 +64,8 @@ impl SimArgs {
             Some(Flaw::VoteWhileLeading)
         } else if self.trust_new_incarnation {
             Some(Flaw::TrustNewIncarnation)
+        } else if self.record_between_probes {
+            Some(Flaw::RecordBetweenProbes)
         } else {
             None
         }
@@ -71,6 +78,7 @@ impl SimArgs {
             Some(Flaw::LongLease) => f += " --unsafe",
             Some(Flaw::VoteWhileLeading) => f += " --vote-while-leading",
             Some(Flaw::TrustNewIncarnation) => f += " --trust-new-incarnation",
+            Some(Flaw::RecordBetweenProbes) => f += " --record-between-probes",
             None => {}
         }
         if self.timing == Profile::Default {

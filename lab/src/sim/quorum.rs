@@ -12,6 +12,9 @@
 //! - **one leader per term** and **never two claimants** over the members' event logs (the
 //!   chaos checkers C1 and C2, which judge claim intervals exactly, not by sampling);
 //! - **terms never go back**, across restarts too;
+//! - **the event log keeps up**: a member's last recorded event (`GET /v1/events`, what a
+//!   watcher is told) says it claims exactly when its answers do; a mismatch may last no longer
+//!   than the instant of the change (two samples in a row are a violation);
 //! - **convergence**: after the final heal, one leader that every member names, within 10 s;
 //!   with membership changes, its membership committed, every member the simulation added (and
 //!   did not remove) a voter and every member it removed not one; no member stopped on a
@@ -39,7 +42,7 @@ use electd::config::{Config, Peer};
 use electd::quorum::{Disk, MemDisk};
 use electd::quorum::{PATH_APPEND, PATH_VOTE};
 use electd::{Flaws, Node, Surroundings, Timing};
-use electd_client::{FaultSet, LeaderInfo, Members, Role};
+use electd_client::{EventsPage, FaultSet, LeaderInfo, Members, Role};
 use electd_client::{Mode, NodeId};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -99,6 +102,10 @@ pub enum Flaw {
     /// restarted on a wiped disk votes again as the member it was (README's safety step 10
     /// left out; `--trust-new-incarnation`).
     TrustNewIncarnation,
+    /// A leader records the end of its claim only between probes, up to a probe timeout after
+    /// it ended: the event log says it claims while its answers say not (the role loop before
+    /// `probe_recording`; `--record-between-probes`).
+    RecordBetweenProbes,
 }
 
 /// Where a schedule's timings come from.
@@ -201,6 +208,17 @@ struct Watch {
     claimants: Vec<NodeId>,
     /// Every claiming answer, as the promise it makes.
     promises: Vec<Promise>,
+    /// Each member's event log as the sampler has read it.
+    logs: BTreeMap<NodeId, LogCursor>,
+}
+
+/// How far the sampler has read a member's event log (`GET /v1/events?since=`), whether its
+/// last event claims, and since when its answers have said otherwise.
+#[derive(Default)]
+struct LogCursor {
+    next: u64,
+    claims: bool,
+    disagrees_since: Option<u64>,
 }
 
 struct Running {
@@ -278,6 +296,7 @@ impl Sim {
             flaws: Flaws {
                 vote_while_leading: spec.flaw == Some(Flaw::VoteWhileLeading),
                 trust_new_incarnation: spec.flaw == Some(Flaw::TrustNewIncarnation),
+                record_between_probes: spec.flaw == Some(Flaw::RecordBetweenProbes),
                 ..Flaws::default()
             },
             squeezes: 0,
@@ -1124,6 +1143,20 @@ async fn sample(
         let sent_ns = clock.now_ns();
         let ids = ids.lock().expect("ever").clone();
         let seen = answers(&net, &ids).await;
+        let froms: Vec<(NodeId, u64)> = {
+            let w = watch.lock().expect("watch");
+            seen.keys()
+                .map(|&id| (id, w.logs.get(&id).map_or(0, |c| c.next)))
+                .collect()
+        };
+        let mut pages = BTreeMap::new();
+        for (id, since) in froms {
+            if let Some((200, b)) = net.ask(id, get(&format!("/v1/events?since={since}"))).await {
+                if let Ok(page) = serde_json::from_slice::<EventsPage>(&b) {
+                    pages.insert(id, page);
+                }
+            }
+        }
         let claimants: Vec<NodeId> = seen
             .iter()
             .filter(|(_, i)| i.role == Role::Leader)
@@ -1131,6 +1164,30 @@ async fn sample(
             .collect();
         let t = clock.elapsed_ms();
         let mut w = watch.lock().expect("watch");
+        for (id, page) in pages {
+            let answered = seen[&id].role == Role::Leader;
+            let c = w.logs.entry(id).or_default();
+            if let Some(last) = page.events.last() {
+                c.claims = last.view.claims();
+            }
+            c.next = page.next;
+            let (lagged, since) = match (c.claims == answered, c.disagrees_since) {
+                (true, _) => (None, None),
+                (false, None) => (None, Some(t)),
+                (false, Some(since)) => (Some((since, c.claims)), None),
+            };
+            c.disagrees_since = since;
+            if let Some((since, claims)) = lagged {
+                let v = format!(
+                    "at {t} ms node {id}'s event log has said since {since} ms that it {}, its \
+                     answers the opposite",
+                    if claims { "claims" } else { "does not claim" }
+                );
+                if w.violations.len() < 20 {
+                    w.violations.push(v);
+                }
+            }
+        }
         for (&node, info) in seen.iter().filter(|(_, i)| i.role == Role::Leader) {
             w.promises.push(Promise {
                 node,
