@@ -7,12 +7,15 @@ use crate::wire::{ErrorBody, Gap};
 /// Why a request to a node failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// No answer: connection refused, timeout, reset.
-    #[error("{addr}: {source}")]
+    /// No answer: connection refused, timeout, reset, a TLS handshake that failed. Said with
+    /// every cause (reqwest's own line names only the URL), and a hint when the causes point
+    /// at TLS spoken to a plain node or the other way round.
+    #[error("{addr}: {}{}", causes(source), hint.map(|h| format!(" ({h})")).unwrap_or_default())]
     Http {
         addr: String,
         #[source]
         source: reqwest::Error,
+        hint: Option<&'static str>,
     },
     /// The node answered with an error status and the contract's error body.
     #[error("{addr}: {status} {}: {}", body.error.code, body.error.message)]
@@ -53,4 +56,47 @@ impl Error {
             Error::Http { .. } | Error::Silent { .. } | Error::Gap { .. } => None,
         }
     }
+}
+
+impl Error {
+    /// [`Error::Http`] for a request to `addr` over TLS (`tls`) or plain HTTP.
+    pub(crate) fn http(addr: &str, source: reqwest::Error, tls: bool) -> Error {
+        let said = causes(&source).to_lowercase();
+        let hint =
+            if tls && (said.contains("invalidcontenttype") || said.contains("corrupt message")) {
+                Some("the node does not seem to serve TLS: leave out --cacert")
+            } else if tls && said.contains("certificate") {
+                Some("is --cacert the CA that signed the node's certificate?")
+            } else if !tls
+                && (said.contains("connection closed")
+                    || said.contains("reset")
+                    || said.contains("invalid http version"))
+            {
+                Some("if the node serves TLS, pass --cacert with its CA")
+            } else {
+                None
+            };
+        Error::Http {
+            addr: addr.to_string(),
+            source,
+            hint,
+        }
+    }
+}
+
+/// `e` and each of its causes, joined by ": " (a cause that repeats the one before it once).
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut last = out.clone();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !last.contains(&said) {
+            out.push_str(": ");
+            out.push_str(&said);
+        }
+        last = said;
+        cause = c.source();
+    }
+    out
 }

@@ -134,10 +134,7 @@ impl Client {
     }
 
     pub(crate) fn http_error(&self, source: reqwest::Error) -> Error {
-        Error::Http {
-            addr: self.addr.clone(),
-            source,
-        }
+        Error::http(&self.addr, source, self.scheme == "https")
     }
 
     /// `req` bounded by the client's timeout, if it has one.

@@ -80,6 +80,8 @@ impl Watch {
                 .map_err(|source| Error::Http {
                     addr: self.addr.clone(),
                     source,
+                    // A stream that broke after it began: no handshake to blame.
+                    hint: None,
                 })?;
             match chunk {
                 Some(bytes) => self.parser.feed(&bytes),

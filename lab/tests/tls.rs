@@ -70,7 +70,11 @@ fn peers_authenticate_by_certificate_and_clients_by_the_cluster_ca() {
 
         // Plain HTTP to a TLS port gets no answer.
         let plain = Client::new(addr.clone(), Duration::from_secs(2));
-        assert!(plain.leader().await.is_err(), "plain HTTP was answered");
+        let err = plain.leader().await.expect_err("plain HTTP was answered");
+        assert!(
+            err.to_string().contains("pass --cacert"),
+            "the error does not say what to do: {err}"
+        );
 
         // A peer request must present a member's certificate naming its sender.
         let dir = tc.c.run.join("tls");
@@ -137,6 +141,21 @@ fn peers_authenticate_by_certificate_and_clients_by_the_cluster_ca() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "without --cacert: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("if the node serves TLS, pass --cacert"),
+            "{out:?}"
+        );
+        // A node's certificate given as --cacert is not the CA that signed it: said so.
+        let out = Command::new(electd())
+            .args(["leader", "--node", &addr, "--cacert"])
+            .arg(dir.join(format!("node{leader}.pem")))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is --cacert the CA"),
+            "{out:?}"
+        );
 
         // `electd run --cacert` beside the leader starts its child, and stops it at SIGINT.
         let started = tc.c.run.join("run-over-tls");
