@@ -49,16 +49,6 @@ impl Error {
         }
     }
 
-    /// The HTTP status, when the node answered.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            Error::Api { status, .. } | Error::Decode { status, .. } => Some(*status),
-            Error::Http { .. } | Error::Silent { .. } | Error::Gap { .. } => None,
-        }
-    }
-}
-
-impl Error {
     /// [`Error::Http`] for a request to `addr` over TLS (`tls`) or plain HTTP.
     pub(crate) fn http(addr: &str, source: reqwest::Error, tls: bool) -> Error {
         let said = causes(&source).to_lowercase();
@@ -80,6 +70,14 @@ impl Error {
             addr: addr.to_string(),
             source,
             hint,
+        }
+    }
+
+    /// The HTTP status, when the node answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api { status, .. } | Error::Decode { status, .. } => Some(*status),
+            Error::Http { .. } | Error::Silent { .. } | Error::Gap { .. } => None,
         }
     }
 }

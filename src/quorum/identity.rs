@@ -35,7 +35,8 @@
 //!    says hello to every member at start and whenever the membership changes, asking again
 //!    those that did not answer or were behind (membership.rs, `say_hello`); and a learner is
 //!    promoted to voter only once its own incarnation is confirmed (`until_confirmed`), so
-//!    that no voter counts against a majority it may not vote in. Abstaining never confirms anyone, so the argument above is unchanged.
+//!    that no voter counts against a majority it may not vote in. Abstaining never confirms
+//!    anyone, so the argument above is unchanged.
 
 use serde::{Deserialize, Serialize};
 

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::node::QuorumNode;
 use super::quiet::Quiet;
 use crate::clock::ms;
+use crate::lease::Lease;
 use crate::role::NodeId;
 
 /// openraft's own heartbeat (which also pushes missing log entries to a lagging follower)
@@ -45,9 +46,7 @@ impl QuorumNode {
                 let now = self.clock.boot_ns();
                 let m = metrics.borrow();
                 let lease = self.lease.lock().expect("lease");
-                let claim = lease
-                    .current(m.current_term, now)
-                    .map(|c| Duration::from_nanos(c.until_ns - now));
+                let claim = claim_left(&lease, m.current_term, now);
                 let probing = m.state == ServerState::Leader
                     && !lease.is_closed()
                     && !lease.is_fenced(m.current_term)
@@ -139,18 +138,16 @@ impl QuorumNode {
         tokio::pin!(probe);
         let mut raft_running = true;
         loop {
-            let claim_left = {
-                let now = self.clock.boot_ns();
-                let lease = self.lease.lock().expect("lease");
-                lease
-                    .current(term, now)
-                    .map(|c| Duration::from_nanos(c.until_ns - now))
-            };
+            let left = claim_left(
+                &self.lease.lock().expect("lease"),
+                term,
+                self.clock.boot_ns(),
+            );
             tokio::select! {
                 biased;
                 granted = &mut probe => return granted,
                 r = metrics.changed(), if raft_running => raft_running = r.is_ok(),
-                _ = tokio::time::sleep(claim_left.unwrap_or_default()), if claim_left.is_some() => {}
+                _ = tokio::time::sleep(left.unwrap_or_default()), if left.is_some() => {}
             }
             self.record_view();
         }
@@ -187,4 +184,11 @@ impl QuorumNode {
         }
         granted
     }
+}
+
+/// How long the claim in `term` still runs at `now` (`CLOCK_BOOTTIME`), if one does.
+fn claim_left(lease: &Lease, term: u64, now: u64) -> Option<Duration> {
+    lease
+        .current(term, now)
+        .map(|c| Duration::from_nanos(c.until_ns - now))
 }

@@ -212,6 +212,15 @@ struct Watch {
     logs: BTreeMap<NodeId, LogCursor>,
 }
 
+impl Watch {
+    /// A violation seen by sampling: kept up to 20 (one that lasts is seen at every sample).
+    fn sampled_violation(&mut self, v: String) {
+        if self.violations.len() < 20 {
+            self.violations.push(v);
+        }
+    }
+}
+
 /// How far the sampler has read a member's event log (`GET /v1/events?since=`), whether its
 /// last event claims, and since when its answers have said otherwise.
 #[derive(Default)]
@@ -1171,21 +1180,21 @@ async fn sample(
                 c.claims = last.view.claims();
             }
             c.next = page.next;
-            let (lagged, since) = match (c.claims == answered, c.disagrees_since) {
-                (true, _) => (None, None),
-                (false, None) => (None, Some(t)),
-                (false, Some(since)) => (Some((since, c.claims)), None),
-            };
-            c.disagrees_since = since;
-            if let Some((since, claims)) = lagged {
-                let v = format!(
+            let lagged = if c.claims == answered {
+                c.disagrees_since = None;
+                None
+            } else if let Some(since) = c.disagrees_since.take() {
+                Some(format!(
                     "at {t} ms node {id}'s event log has said since {since} ms that it {}, its \
                      answers the opposite",
-                    if claims { "claims" } else { "does not claim" }
-                );
-                if w.violations.len() < 20 {
-                    w.violations.push(v);
-                }
+                    if c.claims { "claims" } else { "does not claim" }
+                ))
+            } else {
+                c.disagrees_since = Some(t);
+                None
+            };
+            if let Some(v) = lagged {
+                w.sampled_violation(v);
             }
         }
         for (&node, info) in seen.iter().filter(|(_, i)| i.role == Role::Leader) {
@@ -1197,10 +1206,7 @@ async fn sample(
             });
         }
         if claimants.len() > 1 {
-            let v = format!("at {t} ms two nodes claim: {}", describe(&seen));
-            if w.violations.len() < 20 {
-                w.violations.push(v);
-            }
+            w.sampled_violation(format!("at {t} ms two nodes claim: {}", describe(&seen)));
         }
         for (id, info) in &seen {
             let before = w.terms.get(id).copied().unwrap_or(0);
