@@ -29,5 +29,6 @@ pub mod cost;
 pub mod crashloop;
 pub mod ctl;
 pub mod sim;
+pub mod skip;
 pub mod stamp;
 pub mod versus;

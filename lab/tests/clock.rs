@@ -17,12 +17,13 @@ use electd_lab::cluster::{claimants, libfaketime};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// libfaketime is needed; without it the test says so and counts as skipped.
+/// libfaketime is needed; without it the test is skipped, and recorded as such
+/// ([`electd_lab::skip`]).
 fn skip() -> bool {
     match libfaketime() {
         Ok(_) => false,
         Err(why) => {
-            eprintln!("SKIPPED wall-clock test: {why}");
+            electd_lab::skip::skip(&why);
             true
         }
     }

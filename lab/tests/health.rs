@@ -55,7 +55,7 @@ fn fill(path: &std::path::Path) {
 #[test]
 fn a_full_disk_makes_the_node_unhealthy_and_its_events_wait_for_the_disk() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED full-disk test: a tmpfs of the node's own needs root");
+        electd_lab::skip::skip("a tmpfs of the node's own needs root (mount)");
         return;
     }
     let rt = TestCluster::rt();

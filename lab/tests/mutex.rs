@@ -1,7 +1,8 @@
 //! Mutex mode on real processes and a real PostgreSQL server of the lab's own: one holder,
 //! failover after a kill, the store gone and back, and the start-up errors of a bad
-//! `store_url`. Without PostgreSQL (`scripts/test.sh` installs it as root) each test prints
-//! why and counts as skipped.
+//! `store_url`. Without PostgreSQL (`scripts/test.sh` installs it as root) each test is
+//! skipped, and recorded as such ([`electd_lab::skip`]); a PostgreSQL that is installed and does
+//! not start fails the test.
 
 mod common;
 
@@ -19,10 +20,11 @@ use electd_lab::cluster::claimants;
 
 const WAIT: Duration = Duration::from_secs(15);
 
+/// Whether the test skips: PostgreSQL is not installed (and the skip is recorded).
 fn skip() -> bool {
     match no_postgres() {
         Some(why) => {
-            eprintln!("SKIPPED mutex mode test: {why}");
+            electd_lab::skip::skip(&why);
             true
         }
         None => false,

@@ -4,7 +4,8 @@
 //!
 //! Chromium is driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: fd 3 in,
 //! fd 4 out, messages ended by NUL), so the test opens no port of its own. Without Chromium
-//! (`scripts/test.sh` installs it as root) the test prints why and counts as skipped.
+//! (`scripts/test.sh` installs it as root) the test is skipped, and recorded as such
+//! ([`electd_lab::skip`]).
 
 mod common;
 
@@ -209,9 +210,7 @@ fn wait_eval(
 #[test]
 fn the_status_page_shows_the_leader_and_follows_a_kill() {
     let Some(bin) = chromium() else {
-        eprintln!(
-            "SKIPPED status page test: no chromium on PATH (scripts/test.sh installs it as root)"
-        );
+        electd_lab::skip::skip("no chromium on PATH (scripts/test.sh installs it as root)");
         return;
     };
     let rt = TestCluster::rt();

@@ -9,11 +9,26 @@
 
 use std::process::Command;
 
-/// Why the kernel layer cannot run here (reported as a skip, never as a pass).
-pub fn unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
+/// Why the kernel layer's tool is missing here: not root, or no iptables program. Only this is
+/// a reason to skip a kernel-layer run or test; an iptables that is there and fails as root
+/// fails the run (then [`Chain::create`] says why).
+pub fn missing() -> Option<String> {
     if !rustix::process::geteuid().is_root() {
         return Some("kernel layer needs root (iptables)".into());
+    }
+    match Command::new("iptables").arg("--version").output() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some("kernel layer needs iptables, which is not installed".into())
+        }
+        _ => None,
+    }
+}
+
+/// Why the kernel layer cannot run here: [`missing`], or an iptables that does not work. For
+/// measurements that go without it (the cost benchmark's peer traffic).
+pub fn unavailable() -> Option<String> {
+    if let Some(why) = missing() {
+        return Some(why);
     }
     match Command::new("iptables").arg("-L").arg("-n").output() {
         Ok(o) if o.status.success() => None,
@@ -206,8 +221,8 @@ mod tests {
     /// A chain left by a dead runner (with its jump) is removed; a live one is kept.
     #[test]
     fn sweep_removes_only_dead_runners_chains() {
-        if let Some(why) = unavailable() {
-            eprintln!("SKIPPED: {why}");
+        if let Some(why) = missing() {
+            crate::skip::skip(&why);
             return;
         }
         // A pid that is not running: a child we started and reaped.

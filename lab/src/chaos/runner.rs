@@ -100,13 +100,15 @@ fn addresses(n: usize) -> (AddrBlock, Vec<String>, BTreeMap<NodeId, String>) {
 pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunResult, RunLog) {
     let mut run = match set_up(spec, bin) {
         Ok(run) => run,
-        Err(why) => return skipped(spec, why),
+        Err(NotRun::Missing(why)) => return skipped(spec, why),
+        Err(NotRun::Failed(why)) => return not_done(spec, why),
     };
     let start_ns = mono_ns();
     for id in run.h.ids() {
         if let Err(e) = run.h.start(id) {
+            // Everything it needs is there: a node that does not start is a failure.
             run.h.c.down(Duration::from_secs(2));
-            return skipped(spec, e);
+            return not_done(spec, format!("node {id} does not start: {e}"));
         }
     }
     let poller = PromisePoller::start(&run.h.c);
@@ -122,7 +124,28 @@ pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunRes
     (res, log)
 }
 
-/// The row of a run that could not be done, and an empty log.
+/// Why a run was not done: a tool it needs is missing here and cannot be had (a skip), or
+/// anything else (a failure: the run was meant to happen and did not).
+enum NotRun {
+    Missing(String),
+    Failed(String),
+}
+
+/// What fails a run's set-up.
+fn failed<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> NotRun + '_ {
+    move |e| NotRun::Failed(format!("{what}: {e}"))
+}
+
+/// The row of a run that failed before its nodes ran, with why, and an empty log.
+fn not_done(spec: &RunSpec, why: String) -> (RunResult, RunLog) {
+    let (mut res, log) = skipped(spec, String::new());
+    res.skipped = None;
+    res.passed = false;
+    res.notes.push(format!("{HARNESS_NOTE}{why}"));
+    (res, log)
+}
+
+/// The row of a run that could not be done for want of a tool, and an empty log.
 fn skipped(spec: &RunSpec, why: String) -> (RunResult, RunLog) {
     (
         RunResult::skipped(
@@ -146,13 +169,15 @@ struct Run {
 
 /// Everything before the nodes start: the iptables chain (kernel layer), a temp dir marked as
 /// this runner's, the configs on an address block of the run's own, the cluster and its
-/// secrets. `Err` says why the run is skipped.
-fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, String> {
+/// secrets. `Err` says why the run is skipped (a missing tool: not root for iptables, no
+/// PostgreSQL, no libfaketime) or failed (anything else, such as an iptables chain that root
+/// cannot make or a PostgreSQL that is installed and does not start).
+fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, NotRun> {
     let chain = if spec.layer == Layer::Kernel {
-        if let Some(why) = kernel::unavailable() {
-            return Err(why);
+        if let Some(why) = kernel::missing() {
+            return Err(NotRun::Missing(why));
         }
-        Some(Chain::create()?)
+        Some(Chain::create().map_err(failed("the iptables chain"))?)
     } else {
         None
     };
@@ -160,19 +185,19 @@ fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, String> {
     let dir = tempfile::Builder::new()
         .prefix(DIR_PREFIX)
         .tempdir()
-        .map_err(|e| format!("temp dir: {e}"))?;
+        .map_err(failed("temp dir"))?;
     std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
-        .map_err(|e| format!("temp dir: {e}"))?;
+        .map_err(failed("temp dir"))?;
     let timing = Timing::default();
     let (block, addrs, mut ips) = addresses(5);
     Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos")
-        .map_err(|e| e.to_string())?;
-    let mut c = Cluster::open(dir.path(), bin).map_err(|e| e.to_string())?;
+        .map_err(failed("configs"))?;
+    let mut c = Cluster::open(dir.path(), bin).map_err(failed("cluster"))?;
     if spec.mode == Mode::Mutex {
         // The store on an address of the run's own block; kernel rules reach it too.
-        crate::cluster::postgres_bin_dir()?;
+        crate::cluster::postgres_bin_dir().map_err(NotRun::Missing)?;
         c.start_store(&block.store_ip(), crate::cluster::BLOCK_STORE_PORT)
-            .map_err(|e| e.to_string())?;
+            .map_err(failed("PostgreSQL is installed and does not start"))?;
         ips.insert(STORE, block.store_ip());
     }
     c.extra_args = vec![
@@ -183,13 +208,14 @@ fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, String> {
     ];
     c.die_with_parent = true;
     if spec.scenario.moves_wall_clocks() {
-        c.wall_clocks = Some(crate::cluster::libfaketime()?);
+        c.wall_clocks = Some(crate::cluster::libfaketime().map_err(NotRun::Missing)?);
     }
-    c.ensure_secrets().map_err(|e| e.to_string())?;
+    c.ensure_secrets().map_err(failed("secrets"))?;
     if spec.tls {
         let secret = c.run.join("cluster-secret");
-        std::fs::remove_file(&secret).map_err(|e| format!("{}: {e}", secret.display()))?;
-        c.ensure_tls().map_err(|e| e.to_string())?;
+        std::fs::remove_file(&secret)
+            .map_err(|e| NotRun::Failed(format!("TLS set-up: {}: {e}", secret.display())))?;
+        c.ensure_tls().map_err(failed("TLS set-up"))?;
     }
     let h = Harness {
         c,
@@ -354,6 +380,22 @@ fn keep_logs(keep: &Path, spec: &RunSpec, c: &Cluster, log: &RunLog) {
     );
 }
 
+/// What the harness itself failed at in a run (a node that did not start, a step of the
+/// scenario), for the run's line: empty when nothing.
+fn harness_notes(res: &RunResult) -> String {
+    let notes: Vec<&str> = res
+        .notes
+        .iter()
+        .filter(|n| n.starts_with(HARNESS_NOTE))
+        .map(String::as_str)
+        .collect();
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", notes.join("; "))
+    }
+}
+
 /// The whole matrix for `electd-lab chaos`.
 pub struct Matrix {
     pub modes: Vec<Mode>,
@@ -365,7 +407,7 @@ pub struct Matrix {
     pub tls: bool,
 }
 
-/// Runs the matrix, writes the report; returns whether every run passed (skips aside).
+/// Runs the matrix, writes the report; returns whether every run passed (a skipped run did not).
 pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
     std::fs::create_dir_all(&m.out)?;
     let keep = m.out.join("runs");
@@ -403,9 +445,10 @@ pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
                         res.failover_ms.map(|x| format!("{x:.0} ms")).unwrap_or("-".into()),
                         res.converge_ms.map(|x| format!("{x:.0} ms")).unwrap_or("-".into()),
                         if res.skipped.is_some() { "SKIPPED " } else if res.passed { "ok" } else { "FAILED" },
-                        res.skipped.clone().unwrap_or_default(),
+                        res.skipped.clone().unwrap_or_else(|| harness_notes(&res)),
                     );
-                    if k == 0 && res.skipped.is_none() {
+                    // A run that failed before its nodes ran has no log to draw.
+                    if k == 0 && res.skipped.is_none() && !log.nodes.is_empty() {
                         timelines.push((
                             format!("{}-{}-{}", s.as_str(), mode.as_str(), layer.as_str()),
                             log,
@@ -423,5 +466,12 @@ pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
         }
     }
     super::report::write_report(&m.out, &results, &timelines)?;
-    Ok(results.iter().all(|r| r.passed || r.skipped.is_some()))
+    let skipped = results.iter().filter(|r| r.skipped.is_some()).count();
+    let passed = results.iter().filter(|r| r.passed).count();
+    println!(
+        "chaos: {passed} passed, {} failed, {skipped} skipped",
+        results.len() - passed - skipped
+    );
+    // A skipped run tested nothing: the matrix did not pass.
+    Ok(passed == results.len())
 }
