@@ -1,9 +1,10 @@
 //! `docs/openapi.yaml` against a live node, by schemathesis (a property-based API tester from
 //! PyPI that nobody here wrote; `scripts/test.sh` installs it into `target/py`): every
 //! operation, with the admin token, positive and negative inputs (its configuration:
-//! `lab/tests/schemathesis.toml`). Passes only with 0 server errors, every response matching its schema, and bad
-//! input getting a documented 4xx. Without schemathesis the test is skipped, and recorded as such ([`electd_lab::skip`]); a
-//! schemathesis that is there and does not run fails it.
+//! `lab/tests/schemathesis.toml`). Passes only with 0 server errors, every response matching its
+//! schema, and bad input getting a documented 4xx. Without schemathesis the test is skipped, and
+//! recorded as such ([`electd_lab::skip`]); a schemathesis that is there and does not run fails
+//! it.
 
 mod common;
 

@@ -86,21 +86,8 @@ fn the_child_of_electd_run_lives_only_inside_its_nodes_claim() {
     wait_stamps(&file(l3), "the third leader's child starts", |s| {
         s.iter().filter(|st| !seen.contains(&st.2)).count() > 50
     });
-    // The killed node's child has stopped: its file no longer grows.
-    let until = Instant::now() + WAIT;
-    let mut last = stamps(&file(l2)).len();
-    loop {
-        std::thread::sleep(Duration::from_millis(300));
-        let now = stamps(&file(l2)).len();
-        if now == last {
-            break;
-        }
-        assert!(
-            Instant::now() < until,
-            "the killed node's child keeps running"
-        );
-        last = now;
-    }
+    // The killed node's child has stopped: its process is gone.
+    wait_gone(&file(l2), "the killed node's child");
     let codes = sups.interrupt_all();
     for (id, code) in &codes {
         assert_eq!(*code, Some(0), "electd run beside node {id} at SIGINT");
@@ -192,22 +179,63 @@ fn supervise(tc: &TestCluster, id: NodeId, dir: &Path, flags: &[&str], script: &
         .expect("electd run starts")
 }
 
-/// Waits until `path` stops growing (no new stamp for 300 ms), at most [`WAIT`]; answers its
-/// last stamp's instant.
-fn wait_still(path: &Path, what: &str) -> u64 {
+/// The state letter and the start time (clock ticks after boot) of process `pid`, from
+/// `/proc/<pid>/stat`; `None` once the process has no entry there.
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`: the comm may hold spaces, so read after its ')'; the start
+    // time is the 22nd field, the 20th after the comm. A line that does not parse is no
+    // answer (not "gone"), or every process would pass for gone.
+    let parsed = st.rsplit_once(')').and_then(|(_, rest)| {
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        Some((f.first()?.chars().next()?, f.get(19)?.parse().ok()?))
+    });
+    Some(parsed.unwrap_or_else(|| panic!("/proc/{pid}/stat does not parse: {st}")))
+}
+
+/// [`proc_stat`] sees a running process, and no longer one that was killed and reaped.
+#[test]
+fn a_process_is_seen_until_it_is_gone() {
+    let mut child = Command::new("sleep")
+        .arg("10")
+        .spawn()
+        .expect("sleep starts");
+    let pid = child.id();
+    let (state, start) = proc_stat(pid).expect("a running process has a /proc entry");
+    assert!(!matches!(state, 'Z' | 'X'), "state {state}");
+    assert!(start > 0);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert_eq!(proc_stat(pid), None);
+}
+
+/// Waits until every process that stamped into `path` is gone, at most [`WAIT`]; answers the
+/// last stamp's instant. Gone is judged by pid, not by a pause in the stamps: a child starved
+/// of CPU on a busy host can stamp nothing for a while and still be running. A process is gone
+/// when `/proc` has no entry for its pid, when it is a zombie (dead; whoever inherited it has
+/// not reaped it yet), or when its pid names a process started later than the one first seen
+/// there (the pid was reused).
+fn wait_gone(path: &Path, what: &str) -> u64 {
     let until = Instant::now() + WAIT;
-    let mut last = stamps(path).len();
+    // Start time of each pid when first seen running.
+    let mut born: BTreeMap<u32, u64> = BTreeMap::new();
     loop {
-        std::thread::sleep(Duration::from_millis(300));
-        let now = stamps(path).len();
-        if now == last {
+        let pids: BTreeSet<u32> = stamps(path).into_iter().map(|s| s.2).collect();
+        let running: Vec<u32> = pids
+            .into_iter()
+            .filter(|&pid| match proc_stat(pid) {
+                None | Some(('Z' | 'X', _)) => false,
+                Some((_, start)) => *born.entry(pid).or_insert(start) == start,
+            })
+            .collect();
+        if running.is_empty() {
             return stamps(path).last().map_or(0, |s| s.0);
         }
         assert!(
             Instant::now() < until,
-            "{what}: still running after {WAIT:?}"
+            "{what}: pid {running:?} still running after {WAIT:?}"
         );
-        last = now;
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -265,7 +293,7 @@ fn a_child_that_ignores_sigterm_is_killed_before_the_deadline() {
     )]);
     wait_stamps(&file, "the child starts", |s| s.len() > 50);
     tc.rec.pause(&tc.c, l);
-    let last = wait_still(&file, "a child that ignores SIGTERM");
+    let last = wait_gone(&file, "a child that ignores SIGTERM");
     tc.rec.resume(&tc.c, l);
     sups.interrupt_all();
     let log = dir.path().join(format!("run{l}.log"));
@@ -333,8 +361,8 @@ fn a_grandchild_is_gone_when_the_claim_ends() {
     let client = tc.c.client(l).unwrap();
     rt.block_on(client.resign(None))
         .expect("the leader resigns");
-    let last_child = wait_still(&f.child, "the child");
-    let last_grandchild = wait_still(&f.grandchild, "the grandchild");
+    let last_child = wait_gone(&f.child, "the child");
+    let last_grandchild = wait_gone(&f.grandchild, "the grandchild");
     f.sups.interrupt_all();
     let tc = &f.tc;
     let next = rt.block_on(leader_other_than(tc, l));
@@ -368,8 +396,8 @@ fn a_killed_supervisor_takes_its_child_with_it() {
     let killed = electd::clock::mono_ns();
     sup.wait().expect("reaped");
     let (child, grandchild) = (&f.child, &f.grandchild);
-    let last_child = wait_still(child, "the child of a killed supervisor");
-    let last_grandchild = wait_still(grandchild, "the grandchild of a killed supervisor");
+    let last_child = wait_gone(child, "the child of a killed supervisor");
+    let last_grandchild = wait_gone(grandchild, "the grandchild of a killed supervisor");
     for (who, last) in [("child", last_child), ("grandchild", last_grandchild)] {
         eprintln!(
             "the {who} stopped {:.1} ms after the supervisor was killed",
