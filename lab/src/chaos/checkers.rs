@@ -11,6 +11,13 @@
 //! claiming; a promise it gave earlier may run on past that instant.
 //!
 //! # How a node's state is read from the log
+//! - A node's events are read in `seq` order, the order in which the node decided them; each
+//!   applies at its stamp `t_mono_ns`. The API promises that a stamp never goes back with `seq`
+//!   (api-v1.md); an event whose stamp does ([`time_goes_back`]) fails the run on its own, and
+//!   is read as applying at the latest stamp before it (as the node's own log would have stamped
+//!   it), so that the other checkers still see the node's changes in the node's order. (Ordered
+//!   by stamp instead, such a log showed the node's states in an order it never went through,
+//!   and failed as "never converged", or passed, for a reason that was not the log's.)
 //! - A node's state at time `t` is the one given by its latest event at or before `t` (changes
 //!   apply at their instant; intervals are half-open `[from, to)`). Before its first event a node
 //!   is *unknown*: it claims nothing and reports no leader.
@@ -21,7 +28,8 @@
 //!   a `Start`'s time stamp *before* it spawns the process, or the node's first event may be lost.
 //! - `Pause` (SIGSTOP) keeps whatever state the node had, its claim included, until its own next
 //!   event: a paused bully coordinator still believes it leads, and the log says so. `Resume`
-//!   (SIGCONT) ends the pause. [`cap_paused_claims`] offers the lease-bound reading for quorum mode.
+//!   (SIGCONT) ends the pause. [`cap_paused_claims`] offers the lease-bound reading for the
+//!   leased modes, for a node that never ran again after its pause.
 //! - When several changes share one instant, `Start` and `Resume` apply first, then events (in
 //!   `seq` order), then `Kill`, `Stop` and `Pause`.
 //! - A *claim interval* is a maximal interval during which a node is up with role leader (a change
@@ -47,8 +55,10 @@ use electd_client::{NodeId, Role, View};
 
 use super::record::{ProcKind, Promise, RunLog};
 
-/// How long the converged state must hold for C4 to accept it (or until the end of the window,
-/// when that comes first; a note then says how long it held).
+/// How long the converged state must hold for C4 to accept it. A window that ends sooner does
+/// not converge: one agreed instant is no evidence that the cluster settled (a leader elected
+/// and deposed at once agrees for a moment), and the runner observes 1.2 s after agreement, so a
+/// run that converged has the whole second in its window.
 pub const STABLE_NS: u64 = 1_000_000_000;
 
 /// A promise that another node broke: `intruder` claimed (a claim interval of its event log,
@@ -64,12 +74,29 @@ pub struct BrokenPromise {
 /// C6 result.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PromiseKeeping {
-    /// Promises judged.
+    /// Promises judged (the answers with a lease).
     pub promises: u64,
+    /// Claiming answers without a lease ([`Promise::unleased`]); in a leased mode each breaks
+    /// the API's contract.
+    pub unleased: u64,
+    /// The first of them.
+    pub first_unleased: Option<Promise>,
     /// Each promise broken, with the first intrusion into it.
     pub broken: Vec<BrokenPromise>,
     /// Total time during which some promise was broken (the union of the intrusions).
     pub broken_ns: u64,
+}
+
+/// An event stamped before an event its node recorded earlier (lower `seq`): the event log's
+/// time goes back, which the API rules out (`t_mono_ns` never decreases with `seq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeBack {
+    pub node: NodeId,
+    pub seq: u64,
+    pub t_mono_ns: u64,
+    /// The event of lower `seq` with the latest stamp.
+    pub after_seq: u64,
+    pub after_t_mono_ns: u64,
 }
 
 /// A node's state as the log tells it.
@@ -164,14 +191,26 @@ pub struct Availability {
 }
 
 /// C4 result.
+///
+/// Who must agree: every member not taken down by the harness (a recorded `Kill` or `Stop`
+/// without a later `Start`), paused ones aside (they cannot answer; a paused claimant is no
+/// agreed leader either). A node that died on its own has no such record: the log keeps it up
+/// with its last view, so it is not left out; it counts as agreeing only if that view named
+/// the agreed leader, which a dead node's last view does not say any more than a live one's.
+/// The log cannot tell the two apart: a death the harness did not cause leaves no trace in
+/// it (the run log has no record for one yet; the harness would have to note it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Convergence {
     /// From heal to the first instant at which exactly one node claims, it is running, every
-    /// running node reports it as leader, and this holds with the same leader for [`STABLE_NS`]
-    /// (or until the window ends). `None` if never.
+    /// running node reports it as leader, and this holds with the same leader for the whole
+    /// [`STABLE_NS`]. `None` if never, also when the window ended before an agreement had held
+    /// that long.
     pub converge_ns: Option<u64>,
+    /// The converged leader; when `converge_ns` is `None`, the leader of an agreement still
+    /// running when the window ended, if any.
     pub leader: Option<NodeId>,
-    /// How long it held, at most [`STABLE_NS`]; shorter only when the window ended first.
+    /// How long the agreement held: [`STABLE_NS`] when converged, else how long the one
+    /// running at the window's end had held (0 if none).
     pub stable_ns: u64,
     /// Where C4 started measuring: `heal_ns`, or `start_ns` for a run without any fault.
     pub from_ns: Option<u64>,
@@ -195,12 +234,17 @@ pub fn disruption(log: &RunLog) -> Disruption {
     let majority = nodes.len() / 2 + 1;
     let mut windows = log.faults.clone();
     windows.sort_by_key(|w| w.start_ns);
+    let in_order: BTreeMap<NodeId, Vec<(u64, &Event)>> =
+        nodes.iter().map(|&n| (n, node_events(log, n))).collect();
     let term_at = |node: NodeId, t: u64| {
-        log.events
-            .iter()
-            .filter(|e| e.node_id == node && e.t_mono_ns <= t)
-            .max_by_key(|e| (e.t_mono_ns, e.seq))
-            .map_or(0, |e| e.view.term)
+        in_order.get(&node).map_or(0, |evs| {
+            let n = evs.partition_point(|&(at, _)| at <= t);
+            if n == 0 {
+                0
+            } else {
+                evs[n - 1].1.view.term
+            }
+        })
     };
     let claims = claim_intervals(log);
     let mut out = Disruption::default();
@@ -288,8 +332,10 @@ pub fn split_brain(log: &RunLog) -> SplitBrain {
     Sweep::new(log).split_brain()
 }
 
-/// C6: no node claims inside another node's promise. `None` when the log holds no promise
-/// (a mode without leases, or a run without a client).
+/// C6: no node claims inside another node's promise. `None` when the log holds no claiming
+/// answer (a mode without leases, or a run without a client). An answer without a lease is no
+/// promise to judge, but it is a claim: given inside another node's promise, it breaks that one.
+/// That a leased-mode run gave answers without a lease, or none at all, is the verdict's to fail.
 pub fn promise_keeping(log: &RunLog) -> Option<PromiseKeeping> {
     if log.promises.is_empty() {
         return None;
@@ -298,11 +344,13 @@ pub fn promise_keeping(log: &RunLog) -> Option<PromiseKeeping> {
     let mut answers: Vec<Promise> = log.promises.clone();
     answers.sort_by_key(|p| p.from_ns);
     let mut out = PromiseKeeping {
-        promises: answers.len() as u64,
+        promises: answers.iter().filter(|p| p.is_leased()).count() as u64,
+        unleased: answers.iter().filter(|p| !p.is_leased()).count() as u64,
+        first_unleased: answers.iter().find(|p| !p.is_leased()).copied(),
         ..PromiseKeeping::default()
     };
     let mut intrusions: Vec<(u64, u64)> = Vec::new();
-    for p in &answers {
+    for p in answers.iter().filter(|p| p.is_leased()) {
         let mut first: Option<BrokenPromise> = None;
         let mut note = |intruder: NodeId, from_ns: u64, to_ns: u64| {
             intrusions.push((from_ns, to_ns));
@@ -328,6 +376,7 @@ pub fn promise_keeping(log: &RunLog) -> Option<PromiseKeeping> {
             .take_while(|q| q.from_ns < p.until_ns)
             .filter(|q| q.node != p.node)
         {
+            // An answer without a lease (`until_ns` 0) intrudes for its instant.
             note(
                 q.node,
                 q.from_ns,
@@ -452,16 +501,32 @@ pub fn node_segments(log: &RunLog) -> Vec<(NodeId, Vec<Segment>)> {
         .collect()
 }
 
-/// The lease-bound reading of pauses, for quorum mode: a node paused while leading stops claiming
-/// `lease_ns` after the pause if it is still paused then (its lease, renewed no later than the
-/// pause, has run out in real time; the API would no longer answer "leader"). Returns a copy of the
-/// log with a synthetic follower event (same term, no leader, `seq = u64::MAX`) at that instant.
-/// The default reading, used when this is not called, keeps the claim until the node's own next
-/// event.
+/// The lease-bound reading of pauses, for the leased modes (quorum, mutex): a node paused while
+/// leading that never ran again before it was killed or stopped, or before the window ended,
+/// stops claiming `lease_ns` after the pause. Returns a copy of the log with a synthetic
+/// follower event (same term, no leader) at that instant, ordered right after the node's last
+/// event before the pause. The default reading, used when this is not called, keeps the claim
+/// until the node's own next event (or its kill).
+///
+/// Why the cap is sound for a node that never ran again: a frozen process answers nothing and
+/// renews nothing, so every claim it can be acted on is an answer it gave before the pause,
+/// and that answer's promise ends by the pause plus the lease (C6 judges each promise with the
+/// `lease_ms` the node really answered, so a node whose lease is longer than `lease_ns` is still
+/// caught there). Without the cap, a leader paused and then killed would claim in the log until
+/// its kill, long after any answer it gave had run out.
+///
+/// Why it is not applied to a node that was resumed (SIGCONT): then the node itself tells when
+/// its claim ended. A leased engine records the end of a claim stamped at the claim's end
+/// (`Lease::stamp_change`), also when it writes it after the pause, so the default reading
+/// already ends a correct node's claim within the lease; a node that resumes and records no
+/// end, or an end stamped later, is still claiming by its own word, and C2 must see that.
+/// (Capping at the pause plus the lease regardless, as this did before, hid a node that
+/// resumed still claiming while another node claimed meanwhile.)
 pub fn cap_paused_claims(log: &RunLog, lease_ns: u64) -> RunLog {
     let mut out = log.clone();
     for node in members(log) {
         let track = Track::new(log, node);
+        let events = node_events(log, node);
         for p in log
             .procs
             .iter()
@@ -479,15 +544,70 @@ pub fn cap_paused_claims(log: &RunLog, lease_ns: u64) -> RunLog {
             if !snap.paused {
                 continue;
             }
+            // What ended the pause: a resume (the node ran again and speaks for itself), a kill
+            // or stop, or nothing before the window's end.
+            let ended_by = log
+                .procs
+                .iter()
+                .filter(|q| q.node == node && q.t_ns > p.t_ns && q.kind != ProcKind::Pause)
+                .min_by_key(|q| (q.t_ns, q.kind == ProcKind::Resume));
+            if ended_by.is_some_and(|q| q.kind != ProcKind::Kill && q.kind != ProcKind::Stop) {
+                continue;
+            }
             let cap = p.t_ns.saturating_add(lease_ns);
-            let changed_before_cap = track.changes.iter().any(|&(t, _)| t > p.t_ns && t <= cap);
+            let changed_before_cap = track.changes.iter().any(|&(t, _)| t > p.t_ns && t <= cap)
+                || events.iter().any(|&(t, _)| t > p.t_ns && t <= cap);
+            // The claim's last event before the pause: the synthetic end goes right after it.
+            let Some(&(_, last)) = events.iter().rev().find(|&&(t, _)| t <= p.t_ns) else {
+                continue;
+            };
             if !changed_before_cap {
                 out.events.push(Event {
-                    seq: u64::MAX,
-                    t_mono_ns: cap,
+                    seq: last.seq,
+                    t_mono_ns: cap.max(last.t_mono_ns),
                     node_id: node,
                     view: View::without_leader(Role::Follower, term),
                 });
+            }
+        }
+    }
+    out
+}
+
+/// Node `node`'s events in `seq` order (equal `seq`s by stamp: the synthetic end of a paused
+/// claim shares the seq of the event before it), each with the instant it applies at: its stamp,
+/// or the latest stamp before it when its own goes back (see the module docs).
+fn node_events(log: &RunLog, node: NodeId) -> Vec<(u64, &Event)> {
+    let mut evs: Vec<&Event> = log.events.iter().filter(|e| e.node_id == node).collect();
+    evs.sort_by_key(|e| (e.seq, e.t_mono_ns));
+    let mut latest = 0;
+    evs.into_iter()
+        .map(|e| {
+            latest = latest.max(e.t_mono_ns);
+            (latest, e)
+        })
+        .collect()
+}
+
+/// The event-log order check: every event of every member stamped before an event its node
+/// recorded with a lower `seq`. The API promises that `t_mono_ns` never decreases with `seq`
+/// (a node raises a stamp that would, `EventLog::record`), so any such event means the log is
+/// not what the node decided, or not in the order it decided it; the checkers then read the
+/// event at the latest stamp before it (module docs), and the run fails on this check alone.
+pub fn time_goes_back(log: &RunLog) -> Vec<TimeBack> {
+    let mut out = Vec::new();
+    for node in members(log) {
+        let mut latest: Option<&Event> = None;
+        for (_, e) in node_events(log, node) {
+            match latest {
+                Some(l) if e.t_mono_ns < l.t_mono_ns => out.push(TimeBack {
+                    node,
+                    seq: e.seq,
+                    t_mono_ns: e.t_mono_ns,
+                    after_seq: l.seq,
+                    after_t_mono_ns: l.t_mono_ns,
+                }),
+                _ => latest = Some(e),
             }
         }
     }
@@ -534,9 +654,11 @@ enum Change<'a> {
 
 impl Track {
     fn new(log: &RunLog, node: NodeId) -> Track {
+        // Events in the node's `seq` order, at the instants they apply (never going back), so
+        // that sorting by instant keeps that order: the tie is the place in it.
         let mut items: Vec<(u64, u8, u64, Change)> = Vec::new();
-        for e in log.events.iter().filter(|e| e.node_id == node) {
-            items.push((e.t_mono_ns, 1, e.seq, Change::Ev(e)));
+        for (i, (at, e)) in node_events(log, node).into_iter().enumerate() {
+            items.push((at, 1, i as u64, Change::Ev(e)));
         }
         for (i, p) in log.procs.iter().enumerate().filter(|(_, p)| p.node == node) {
             let rank = match p.kind {
@@ -808,8 +930,9 @@ impl Sweep {
                 }
             }
         }
+        // Held, but not for the whole STABLE_NS: not converged (see STABLE_NS); what held is
+        // kept for the note.
         if let Some((t0, l)) = cand {
-            out.converge_ns = Some(t0 - from);
             out.leader = Some(self.nodes[l]);
             out.stable_ns = log.end_ns.max(log.start_ns) - t0;
         }
@@ -1029,13 +1152,86 @@ mod tests {
     }
 
     #[test]
-    fn lease_cap_ends_a_paused_claim() {
-        let l = paused_leader_log();
+    fn lease_cap_ends_the_claim_of_a_leader_that_never_ran_again() {
+        // Killed at 69 ms while still paused: it never ran again.
+        let mut l = paused_leader_log();
+        l.procs[1].kind = ProcKind::Kill;
+        assert_eq!(split_brain(&l).split_brain_ns, 29 * MS, "uncapped");
         let capped = cap_paused_claims(&l, 24 * MS);
         assert_eq!(split_brain(&capped).split_brain_ns, 0);
-        // Not paused long enough: nothing inserted.
+        // Killed before its lease ran out: the kill ends the claim, nothing inserted.
         let long = cap_paused_claims(&l, 60 * MS);
         assert_eq!(long.events.len(), l.events.len());
+        // Never resumed before the window's end: capped too.
+        l.procs.truncate(1);
+        assert_eq!(
+            split_brain(&cap_paused_claims(&l, 24 * MS)).split_brain_ns,
+            0
+        );
+    }
+
+    /// A leader that resumes speaks for itself: node 1 resumed at 69 ms still claiming and said
+    /// it stopped only at 70 ms, so it claimed beside node 2 from 40 ms, lease or not. (The cap
+    /// at the pause plus the lease used to hide this.)
+    #[test]
+    fn a_resumed_leader_is_judged_by_its_own_events() {
+        let l = paused_leader_log();
+        let capped = cap_paused_claims(&l, 24 * MS);
+        assert_eq!(capped.events.len(), l.events.len(), "nothing inserted");
+        assert_eq!(split_brain(&capped).split_brain_ns, 30 * MS);
+        // A leased node records the end of its claim stamped at the claim's end, also when it
+        // writes it after the resume: the claim ends there, without any cap.
+        let mut own_end = paused_leader_log();
+        own_end.events[2] = Event {
+            seq: 70 * MS,
+            ..follow(30 * MS, 1, 2, Some(2))
+        };
+        assert_eq!(split_brain(&own_end).split_brain_ns, 0);
+        assert_eq!(
+            split_brain(&cap_paused_claims(&own_end, 24 * MS)).split_brain_ns,
+            0
+        );
+    }
+
+    // ---- The event-log order ----
+
+    /// Node 2's seq 3 is stamped before its seq 2: the order check names it, and the other
+    /// checkers read node 2's events in seq order (its candidacy at 300 ms ends at once), not
+    /// by stamp (where the candidacy would last to the end).
+    #[test]
+    fn events_are_read_in_seq_order_and_time_going_back_is_found() {
+        let mut events = all_follow(0, 1, 1);
+        events.push(Event {
+            seq: 2,
+            ..ev(300 * MS, 2, Role::Candidate, 2, None)
+        });
+        events.push(Event {
+            seq: 3,
+            ..follow(250 * MS, 2, 2, Some(1))
+        });
+        let l = log(2 * S, events);
+        assert_eq!(
+            time_goes_back(&l),
+            vec![TimeBack {
+                node: 2,
+                seq: 3,
+                t_mono_ns: 250 * MS,
+                after_seq: 2,
+                after_t_mono_ns: 300 * MS
+            }]
+        );
+        let c = convergence(&l);
+        assert_eq!((c.converge_ns, c.leader), (Some(0), Some(1)));
+        let segs = node_segments(&l);
+        assert_eq!(
+            segs[1].1.last().unwrap().state,
+            LogState::Up(View {
+                role: Role::Follower,
+                term: 2,
+                leader: Some(1)
+            })
+        );
+        assert!(time_goes_back(&log(S, all_follow(0, 1, 1))).is_empty());
     }
 
     // ---- C2: near-misses that must not be counted ----
@@ -1325,7 +1521,7 @@ mod tests {
     }
 
     #[test]
-    fn convergence_at_the_window_end_reports_its_short_stability() {
+    fn agreement_cut_short_by_the_window_end_is_no_convergence() {
         let mut events = all_follow(0, 1, 1);
         events.push(follow(200 * MS, 2, 1, None));
         events.push(follow(1400 * MS, 2, 1, Some(1)));
@@ -1333,8 +1529,12 @@ mod tests {
         l.fault_ns = Some(100 * MS);
         l.heal_ns = Some(S);
         let c = convergence(&l);
-        assert_eq!(c.converge_ns, Some(400 * MS));
-        assert_eq!(c.stable_ns, 100 * MS);
+        assert_eq!(c.converge_ns, None);
+        assert_eq!((c.leader, c.stable_ns), (Some(1), 100 * MS));
+        // Given the whole second, it converges 400 ms after the heal.
+        l.end_ns = 2400 * MS;
+        let c = convergence(&l);
+        assert_eq!((c.converge_ns, c.stable_ns), (Some(400 * MS), STABLE_NS));
     }
 
     // ---- evaluate ----

@@ -190,3 +190,75 @@ pub(super) fn promise(node: NodeId, term: u64, from_ns: u64, lease_ns: u64) -> P
         until_ns: from_ns + lease_ns,
     }
 }
+
+// ---- Leased runs that fail one check alone (issue 28) ----
+
+/// A quorum run that passes every check: node 1 leads term 1 throughout and answered one
+/// promise (50 ms, lease 150 ms); follower 5 is cut off from 100 ms to the heal at 1 s; the
+/// window ends at 3 s. Each fixture below breaks one check of it, and only that one.
+pub(super) fn settled_leased_log() -> RunLog {
+    let mut l = log(3 * S, all_follow(0, 1, 1));
+    l.leased = true;
+    l.fault_ns = Some(100 * MS);
+    l.heal_ns = Some(S);
+    l.faults = vec![window(100 * MS, S, vec![vec![5], vec![1, 2, 3, 4]])];
+    l.promises = vec![promise(1, 1, 50 * MS, 150 * MS)];
+    l
+}
+
+/// Only the event-log order fails: node 2's seq 2 (a candidacy at 1.5 s) is followed by its
+/// seq 3 stamped at 1.4 s (following node 1 again). Read by stamp, node 2 would stay a
+/// candidate to the end, and the run would fail as "never converged".
+pub(super) fn time_back_log() -> RunLog {
+    let mut l = settled_leased_log();
+    l.events.push(Event {
+        seq: 2,
+        ..event(1500 * MS, 2, Role::Candidate, 2, None)
+    });
+    l.events.push(Event {
+        seq: 3,
+        ..follow(1400 * MS, 2, 2, Some(1))
+    });
+    l
+}
+
+/// Only C2 fails (with the runner's lease cap, lease 150 ms): leader 1 is paused from 200 ms
+/// to 800 ms; node 2 leads term 2 from 500 ms, and 3, 4 and 5 follow it; node 1 resumes still
+/// claiming and says it follows node 2 only at 1.5 s. The cap at the pause plus the lease
+/// (350 ms) used to end node 1's claim before node 2's began.
+pub(super) fn resumed_claim_log() -> RunLog {
+    let mut l = settled_leased_log();
+    l.events.push(lead(500 * MS, 2, 2));
+    for n in 3..=4 {
+        l.events.push(follow(550 * MS, n, 2, Some(2)));
+    }
+    l.events.push(follow(1100 * MS, 5, 2, Some(2)));
+    l.events.push(follow(1500 * MS, 1, 2, Some(2)));
+    l.procs = vec![
+        proc_(200 * MS, 1, ProcKind::Pause),
+        proc_(800 * MS, 1, ProcKind::Resume),
+    ];
+    l
+}
+
+/// Only C6 fails: node 1 also answered `leader` without `lease_ms` at 300 ms.
+pub(super) fn unleased_answer_log() -> RunLog {
+    let mut l = settled_leased_log();
+    l.promises.push(Promise::unleased(1, 1, 300 * MS));
+    l
+}
+
+/// Only C6 fails: no promise was observed, so none was judged.
+pub(super) fn no_promise_log() -> RunLog {
+    let mut l = settled_leased_log();
+    l.promises.clear();
+    l
+}
+
+/// Only C4 fails: the window ends 500 ms after the heal, the agreement on node 1 held no
+/// whole second after it.
+pub(super) fn short_agreement_log() -> RunLog {
+    let mut l = settled_leased_log();
+    l.end_ns = 1500 * MS;
+    l
+}

@@ -89,12 +89,37 @@ pub struct RunLog {
 /// lease_ms`. (Counted from the asking instant instead, an answer that was in flight longer
 /// than the margin F − L would seem to overlap the claim of the node that led when it was
 /// asked, although no client could have acted on it then.)
+///
+/// A `leader` answer without `lease_ms` is kept too, as [`Promise::unleased`]: it promises
+/// nothing a client could bound, and in a leased mode it breaks the API's contract (every claim
+/// answered with its lease), which fails the run. It is kept among the promises, not apart,
+/// so that every writer of a run log (the chaos runner, the tests' clusters) carries it with
+/// no change of theirs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Promise {
     pub node: NodeId,
     pub term: u64,
     pub from_ns: u64,
+    /// `0` for an answer without `lease_ms` (no real answer's bound is 0: it is the send
+    /// instant plus the lease on a clock that has run since boot).
     pub until_ns: u64,
+}
+
+impl Promise {
+    /// A `leader` answer without `lease_ms`, received at `from_ns`.
+    pub fn unleased(node: NodeId, term: u64, from_ns: u64) -> Promise {
+        Promise {
+            node,
+            term,
+            from_ns,
+            until_ns: 0,
+        }
+    }
+
+    /// Whether the answer came with a lease (else it is [`Promise::unleased`]).
+    pub fn is_leased(&self) -> bool {
+        self.until_ns != 0
+    }
 }
 
 /// The process events of one run, from its start.
@@ -189,8 +214,13 @@ pub const POLL_EVERY: Duration = Duration::from_millis(10);
 
 /// A client of every node, as an application beside each would be: it asks `GET /v1/leader`
 /// every [`POLL_EVERY`] and keeps each claiming answer as the [`Promise`] it makes, until the
-/// instant the request was sent plus its `lease_ms` (C6 judges them). Each node has its own task, so a paused or
-/// unreachable node delays no other's answers.
+/// instant the request was sent plus its `lease_ms` (C6 judges them). Each node has its own
+/// task, so a paused or unreachable node delays no other's answers.
+///
+/// In a leased mode (quorum, mutex) a claiming answer without `lease_ms` is kept as
+/// [`Promise::unleased`]: the contract is broken, and the verdict fails the run on it. (It was
+/// dropped, so a node that stopped giving leases was judged on the answers it still bounded,
+/// or on none.) In bully, ring and invitation no answer has a lease, and none is kept.
 pub struct PromisePoller {
     promises: Arc<Mutex<Vec<Promise>>>,
     stop: CancellationToken,
@@ -202,6 +232,7 @@ impl PromisePoller {
     pub fn start(c: &Cluster) -> PromisePoller {
         let promises = Arc::new(Mutex::new(Vec::new()));
         let stop = CancellationToken::new();
+        let leased = c.mode().leased();
         let mut tasks = Vec::new();
         for id in c.ids() {
             // A connection pool of its own: a pool shared with another runtime would hand it
@@ -224,13 +255,20 @@ impl PromisePoller {
                         continue;
                     };
                     let received = mono_ns();
-                    if let (Role::Leader, Some(lease)) = (info.role, info.lease_ms) {
-                        promises.lock().expect("promises").push(Promise {
+                    let promise = match (info.role, info.lease_ms) {
+                        (Role::Leader, Some(lease)) => Some(Promise {
                             node: id,
                             term: info.term,
                             from_ns: received,
                             until_ns: sent + ms(lease),
-                        });
+                        }),
+                        (Role::Leader, None) if leased => {
+                            Some(Promise::unleased(id, info.term, received))
+                        }
+                        _ => None,
+                    };
+                    if let Some(p) = promise {
+                        promises.lock().expect("promises").push(p);
                     }
                 }
             }));

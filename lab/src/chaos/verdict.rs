@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use electd_client::NodeId;
 
 use super::checkers::{
-    disruption, election_safety, leader_changes, promise_keeping, Convergence, ElectionSafety,
-    PromiseKeeping, SplitBrain, Sweep, STABLE_NS,
+    disruption, election_safety, leader_changes, promise_keeping, time_goes_back, Convergence,
+    ElectionSafety, PromiseKeeping, SplitBrain, Sweep, TimeBack, STABLE_NS,
 };
 use super::record::RunLog;
 
@@ -60,6 +60,13 @@ pub struct RunResult {
     /// C6: how long some promise was broken, rounded up to 0.1 ms.
     #[serde(default)]
     pub promise_broken_ms: Option<f64>,
+    /// C6: claiming answers without `lease_ms`; in a leased mode any fails the run.
+    #[serde(default)]
+    pub unleased_answers: u64,
+    /// Events stamped before an earlier event of their node (`t_mono_ns` going back with
+    /// `seq`); any fails the run.
+    #[serde(default)]
+    pub time_goes_back: u64,
     /// C1; `null` outside quorum mode.
     pub election_safety: Option<bool>,
     pub passed: bool,
@@ -95,6 +102,8 @@ impl RunResult {
             promises: None,
             promises_broken: None,
             promise_broken_ms: None,
+            unleased_answers: 0,
+            time_goes_back: 0,
             election_safety: None,
             passed: false,
             notes: Vec::new(),
@@ -151,10 +160,15 @@ fn round1(x: f64) -> f64 {
 }
 
 /// Judges one run. `passed` is, in the lease-bound modes (quorum, mutex), no split brain at
-/// all, no broken promise, C1 holding and convergence within `converge_bound_ms`; in bully,
-/// ring and invitation mode only the convergence (their split brain is expected under
-/// partitions: it is reported, not failed). Which it is comes from `log.leased`; `mode` is a
-/// label.
+/// all, C1 holding, at least one promise observed and none broken, no claiming answer without
+/// a lease, and convergence within `converge_bound_ms`; in bully, ring and invitation mode only
+/// the convergence (their split brain is expected under partitions: it is reported, not
+/// failed). In every mode an event log whose time goes back fails the run. Which mode it is
+/// comes from `log.leased`; `mode` is a label.
+///
+/// A leased run without a single promise fails because C6 then judged nothing: the poller
+/// asks every node throughout the run, so a run in which no answer bounded a claim either never
+/// had a leader answer or lost the client, and passing it would pass what was not checked.
 pub fn evaluate(
     log: &RunLog,
     mode: &str,
@@ -171,23 +185,30 @@ pub fn evaluate(
     let changes = leader_changes(log);
     let c5 = disruption(log);
     let c6 = promise_keeping(log);
+    let back = time_goes_back(log);
 
-    let mut notes = safety_notes(safety.as_ref());
+    let mut notes = order_notes(&back, log.start_ns);
+    notes.extend(safety_notes(safety.as_ref()));
     notes.extend(split_notes(&split, log.start_ns));
     notes.extend(promise_notes(c6.as_ref(), log.start_ns));
+    let judged = c6.as_ref().map_or(0, |p| p.promises);
+    let unleased = c6.as_ref().map_or(0, |p| p.unleased);
+    if log.leased {
+        notes.extend(lease_notes(c6.as_ref(), log.start_ns));
+    }
     let bound_ns = converge_bound_ms.saturating_mul(1_000_000);
     let converged = matches!(conv.converge_ns, Some(c) if c <= bound_ns);
     notes.extend(convergence_notes(&conv, converge_bound_ms));
     notes.extend(log_notes(&sweep, log, mode));
 
-    let passed = if log.leased {
-        split.split_brain_ns == 0
-            && safety.as_ref().is_some_and(|s| s.safe)
-            && c6.as_ref().is_none_or(|p| p.broken.is_empty())
-            && converged
-    } else {
-        converged
-    };
+    let passed = back.is_empty()
+        && converged
+        && (!log.leased
+            || (split.split_brain_ns == 0
+                && safety.as_ref().is_some_and(|s| s.safe)
+                && judged > 0
+                && unleased == 0
+                && c6.as_ref().is_none_or(|p| p.broken.is_empty())));
 
     RunResult {
         mode: mode.to_string(),
@@ -209,6 +230,8 @@ pub fn evaluate(
         promises: c6.as_ref().map(|p| p.promises),
         promises_broken: c6.as_ref().map(|p| p.broken.len() as u64),
         promise_broken_ms: c6.as_ref().map(|p| ms_up(p.broken_ns)),
+        unleased_answers: unleased,
+        time_goes_back: back.len() as u64,
         election_safety: safety.map(|s| s.safe),
         passed,
         notes,
@@ -227,6 +250,45 @@ fn safety_notes(safety: Option<&ElectionSafety>) -> Vec<String> {
                 join_ids(&c.nodes)
             ));
         }
+    }
+    notes
+}
+
+/// The event-log order check's note: how many events go back in time, and the first.
+fn order_notes(back: &[TimeBack], start_ns: u64) -> Vec<String> {
+    let Some(first) = back.first() else {
+        return Vec::new();
+    };
+    let at = |ns: u64| fmt_ms(ms_round(ns.saturating_sub(start_ns)));
+    vec![format!(
+        "event log time goes back: node {} seq {} stamped at {} ms, before seq {} at {} ms ({} \
+         such events in all)",
+        first.node,
+        first.seq,
+        at(first.t_mono_ns),
+        first.after_seq,
+        at(first.after_t_mono_ns),
+        back.len()
+    )]
+}
+
+/// The leased modes' contract on answers: no claim answered without a lease, and at least one
+/// promise observed (else C6 judged nothing).
+fn lease_notes(c6: Option<&PromiseKeeping>, start_ns: u64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(p) = c6.and_then(|c6| c6.first_unleased.map(|p| (c6.unleased, p))) {
+        notes.push(format!(
+            "C6: {} leader answers without lease_ms in a leased mode; first: node {} in term {} \
+             at {} ms",
+            p.0,
+            p.1.node,
+            p.1.term,
+            fmt_ms(ms_round(p.1.from_ns.saturating_sub(start_ns)))
+        ));
+    }
+    if c6.is_none_or(|c6| c6.promises == 0) {
+        notes
+            .push("C6: no promise observed in a leased mode, so no promise was judged".to_string());
     }
     notes
 }
@@ -276,7 +338,8 @@ fn split_notes(split: &SplitBrain, start_ns: u64) -> Vec<String> {
     notes
 }
 
-/// C4's notes: not measured, never converged, converged too late, or not held long enough.
+/// C4's notes: not measured, never converged (and how long an agreement at the window's end
+/// had held), or converged too late.
 fn convergence_notes(conv: &Convergence, converge_bound_ms: u64) -> Vec<String> {
     let bound_ns = converge_bound_ms.saturating_mul(1_000_000);
     let mut notes = Vec::new();
@@ -290,13 +353,16 @@ fn convergence_notes(conv: &Convergence, converge_bound_ms: u64) -> Vec<String> 
                     fmt_ms(ms_round(c))
                 ));
             }
-            if conv.stable_ns < STABLE_NS {
-                notes.push(format!(
-                    "C4: the converged state held only {} ms before the window ended",
-                    fmt_ms(ms_round(conv.stable_ns))
-                ));
-            }
         }
+    }
+    if conv.converge_ns.is_none() && conv.stable_ns > 0 && conv.stable_ns < STABLE_NS {
+        notes.push(format!(
+            "C4: the agreement on node {} held only {} ms of the {} ms needed before the window \
+             ended",
+            conv.leader.map_or("?".to_string(), |l| l.to_string()),
+            fmt_ms(ms_round(conv.stable_ns)),
+            STABLE_NS / 1_000_000
+        ));
     }
     notes
 }
@@ -349,8 +415,98 @@ fn join_ids(ids: &[NodeId]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chaos::checkers::split_brain;
-    use crate::chaos::fixtures::{all_follow, follow, lead, log, promise, window, MS, S};
+    use crate::chaos::checkers::{cap_paused_claims, split_brain};
+    use crate::chaos::fixtures::{
+        all_follow, follow, lead, log, no_promise_log, promise, resumed_claim_log,
+        settled_leased_log, short_agreement_log, time_back_log, unleased_answer_log, window, MS, S,
+    };
+
+    /// `r` failed, and every note says so for the one check whose notes begin with `prefix`.
+    fn fails_alone(r: &RunResult, prefix: &str) {
+        assert!(!r.passed, "{r:?}");
+        assert!(!r.notes.is_empty());
+        assert!(
+            r.notes.iter().all(|n| n.starts_with(prefix)),
+            "notes other than {prefix:?}: {:?}",
+            r.notes
+        );
+    }
+
+    fn quorum(l: &RunLog) -> RunResult {
+        evaluate(l, "quorum", "S11", "app", 1, 2000)
+    }
+
+    #[test]
+    fn the_settled_leased_run_passes() {
+        let r = quorum(&settled_leased_log());
+        assert!(r.passed && r.notes.is_empty(), "{r:?}");
+        assert_eq!(r.promises, Some(1));
+    }
+
+    #[test]
+    fn time_going_back_fails_the_order_check_alone() {
+        let r = quorum(&time_back_log());
+        fails_alone(&r, "event log time goes back: node 2 seq 3");
+        assert_eq!(r.time_goes_back, 1);
+        assert_eq!(r.converge_ms, Some(0.0), "read in seq order, node 2 agrees");
+        // In a mode without leases too.
+        let mut bully = time_back_log();
+        bully.leased = false;
+        bully.promises.clear();
+        fails_alone(
+            &evaluate(&bully, "bully", "S4", "app", 1, 2000),
+            "event log time goes back",
+        );
+    }
+
+    #[test]
+    fn a_leader_resumed_still_claiming_fails_c2_alone() {
+        let l = cap_paused_claims(&resumed_claim_log(), 150 * MS);
+        let r = quorum(&l);
+        fails_alone(&r, "C2: ");
+        assert_eq!(r.split_brain_ms, 1000.0);
+        assert_eq!(r.election_safety, Some(true));
+        assert_eq!(r.promises_broken, Some(0));
+        assert_eq!(r.converge_ms, Some(500.0));
+    }
+
+    #[test]
+    fn a_leader_answer_without_a_lease_fails_c6_alone() {
+        let r = quorum(&unleased_answer_log());
+        fails_alone(&r, "C6: 1 leader answers without lease_ms");
+        assert_eq!((r.unleased_answers, r.promises), (1, Some(1)));
+        // Outside the leased modes an answer without a lease is the norm.
+        let mut bully = unleased_answer_log();
+        bully.leased = false;
+        assert!(evaluate(&bully, "bully", "S4", "app", 1, 2000).passed);
+    }
+
+    #[test]
+    fn a_leased_run_without_promises_fails_c6_alone() {
+        let r = quorum(&no_promise_log());
+        fails_alone(&r, "C6: no promise observed");
+        assert_eq!(r.promises, None);
+        // Only answers without a lease: no promise either.
+        let mut only = no_promise_log();
+        only.promises
+            .push(crate::chaos::record::Promise::unleased(1, 1, 300 * MS));
+        let r = quorum(&only);
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.starts_with("C6: no promise observed")));
+    }
+
+    #[test]
+    fn an_agreement_shorter_than_the_stable_second_fails_c4_alone() {
+        let r = quorum(&short_agreement_log());
+        fails_alone(&r, "C4: ");
+        assert_eq!(r.converge_ms, None);
+        assert!(r
+            .notes
+            .iter()
+            .any(|n| n.contains("agreement on node 1 held only 500.0 ms of the 1000 ms")));
+    }
 
     #[test]
     fn cost_is_steady_rate_and_excess_per_election() {
@@ -391,6 +547,7 @@ mod tests {
         l.fault_ns = Some(100 * MS);
         l.heal_ns = Some(S);
         l.faults = vec![window(100 * MS, S, vec![vec![1], vec![2, 3, 4, 5]])];
+        l.promises = vec![promise(2, 2, 500 * MS, 150 * MS)];
         let r = evaluate(&l, "quorum", "S3", "kernel", 3, 2000);
         assert!(r.passed, "{r:?}");
         assert_eq!(r.split_brain_ms, 0.0);
