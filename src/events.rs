@@ -56,6 +56,10 @@ pub struct EventLog {
     latest: watch::Sender<u64>,
     /// The file told of an earlier run when it was opened.
     earlier_run: bool,
+    /// Held while a leased engine judges its view and records it
+    /// ([`EventLog::record_leased_view`]): a view judged before another thread's change (a
+    /// resign, a shutdown) cannot be written after that change's own event.
+    judging: Mutex<()>,
 }
 
 /// Whether a leased engine's `view` is a change to record, after `last` (the last view this
@@ -83,6 +87,9 @@ struct Inner {
     last: Option<View>,
     /// Whether older events than memory holds are in the file.
     evicted: bool,
+    /// The stamp of the last event recorded (of an earlier run too): no later event is stamped
+    /// before it (`t_mono_ns` never decreases with `seq`, api-v1.md).
+    last_t_mono_ns: u64,
     /// Events recorded but not yet in the file, oldest first.
     unwritten: VecDeque<Event>,
     /// Why the last write failed, while any event waits.
@@ -105,16 +112,28 @@ impl EventLog {
         let mut index = Vec::new();
         let mut next_seq = 1;
         let mut evicted = false;
+        let mut last_t_mono_ns = 0;
         if let Ok(f) = File::open(&path) {
-            for line in EventLines::new(f, 0) {
+            let mut lines = EventLines::new(f, 0);
+            for line in lines.by_ref() {
                 let (at, ev) = line.map_err(open_err)?;
                 next_seq = next_seq.max(ev.seq + 1);
+                last_t_mono_ns = last_t_mono_ns.max(ev.t_mono_ns);
                 index_line(&mut index, ev.seq, at);
                 events.push_back(ev);
                 if events.len() > KEEP_IN_MEMORY {
                     events.pop_front();
                     evicted = true;
                 }
+            }
+            if lines.unreadable > 0 {
+                // Torn lines are expected (a kill, or a full disk, in the middle of a write);
+                // they are told of, not passed over in silence.
+                tracing::warn!(
+                    path = %path.display(),
+                    lines = lines.unreadable,
+                    "event log: lines that are not events (torn writes) skipped"
+                );
             }
         }
         let mut file = OpenOptions::new()
@@ -132,6 +151,7 @@ impl EventLog {
             path,
             latest: watch::Sender::new(next_seq - 1),
             earlier_run: next_seq > 1,
+            judging: Mutex::new(()),
             inner: Mutex::new(Inner {
                 file,
                 len,
@@ -140,6 +160,7 @@ impl EventLog {
                 next_seq,
                 last: None,
                 evicted,
+                last_t_mono_ns,
                 unwritten: VecDeque::new(),
                 failure: None,
                 torn: false,
@@ -164,16 +185,24 @@ impl EventLog {
         Some(prev)
     }
 
-    /// Records `view` if it differs from the last view recorded, stamped as the leased modes
-    /// (quorum, mutex) stamp a change of role: by their `lease` ([`Lease::stamp_change`]: a
-    /// claim's start at the send time of what started it, its end never before it ended).
+    /// Judges the view with `judge` and records it if it differs from the last view recorded,
+    /// stamped as the leased modes (quorum, mutex) stamp a change of role: by their `lease`
+    /// ([`Lease::stamp_change`]: a claim's start at the send time of what started it, its end
+    /// never before it ended).
+    ///
+    /// Judging and writing happen under one lock: a view judged by one thread before another
+    /// thread changed the lease (a resign, a shutdown) and recorded that change cannot be
+    /// written after it (a stale "leader" after the closing event, the file's last line at
+    /// shutdown).
     pub fn record_leased_view(
         &self,
-        view: View,
+        judge: impl FnOnce() -> View,
         lease: &Mutex<Lease>,
         clock: &dyn Clock,
         counters: &Counters,
     ) {
+        let _judging = self.judging.lock().expect("event log judging lock");
+        let view = judge();
         let last = self.last();
         if !is_change(last, self.earlier_run, view) {
             return;
@@ -189,11 +218,20 @@ impl EventLog {
     /// Records `state` stamped `t_mono_ns` if it differs from the last recorded state, and
     /// returns the new event. The line is written to the file before this returns (or, when the
     /// file refuses it, kept to be written again: see the module's notes).
+    ///
+    /// An event is never stamped before the event before it: `t_mono_ns` is raised to the last
+    /// stamp when it is earlier. The one case where a leased engine asks for that loses no
+    /// claim: a claim's end recorded while the probe that renews it was out (stamped at the
+    /// end, `role_loop.rs`), then that probe granted (its claim stamped at the probe's send
+    /// instant, which the ended claim covered up to its end). Every other change is recorded
+    /// before the probe that could start a claim is sent, so a claim's start is never moved.
     pub fn record(&self, t_mono_ns: u64, state: View) -> Option<Event> {
         let mut inner = self.inner.lock().expect("event log lock");
         if inner.last == Some(state) {
             return None;
         }
+        let t_mono_ns = t_mono_ns.max(inner.last_t_mono_ns);
+        inner.last_t_mono_ns = t_mono_ns;
         let ev = Event {
             seq: inner.next_seq,
             t_mono_ns,
@@ -373,6 +411,8 @@ struct EventLines {
     reader: BufReader<File>,
     at: u64,
     line: Vec<u8>,
+    /// Lines skipped because they are not events.
+    unreadable: u64,
 }
 
 impl EventLines {
@@ -382,6 +422,7 @@ impl EventLines {
             reader: BufReader::new(file),
             at,
             line: Vec::new(),
+            unreadable: 0,
         }
     }
 }
@@ -398,8 +439,10 @@ impl Iterator for EventLines {
                 Ok(n) => self.at += n as u64,
                 Err(e) => return Some(Err(e)),
             }
-            if let Ok(ev) = serde_json::from_slice::<Event>(&self.line) {
-                return Some(Ok((at, ev)));
+            match serde_json::from_slice::<Event>(&self.line) {
+                Ok(ev) => return Some(Ok((at, ev))),
+                Err(_) if self.line.iter().all(u8::is_ascii_whitespace) => {}
+                Err(_) => self.unreadable += 1,
             }
         }
     }
@@ -539,18 +582,93 @@ mod tests {
             Counters::default(),
         );
         let log = EventLog::open(dir.path(), 5).unwrap();
-        log.record_leased_view(View::INITIAL, &lease, &clock, &counters);
+        log.record_leased_view(|| View::INITIAL, &lease, &clock, &counters);
         assert_eq!(log.latest_seq(), 0, "a new log's initial view is no change");
         log.record(10, st(Role::Leader, 9, Some(5))).unwrap();
         drop(log);
         let log = EventLog::open(dir.path(), 5).unwrap();
-        log.record_leased_view(View::INITIAL, &lease, &clock, &counters);
+        log.record_leased_view(|| View::INITIAL, &lease, &clock, &counters);
         assert_eq!(log.latest_seq(), 2);
         assert_eq!(log.last(), Some(View::INITIAL));
-        log.record_leased_view(View::INITIAL, &lease, &clock, &counters);
+        log.record_leased_view(|| View::INITIAL, &lease, &clock, &counters);
         assert_eq!(log.latest_seq(), 2, "then only changes");
         assert!(is_change(None, true, st(Role::Leader, 9, Some(5))));
         assert!(!is_change(Some(View::INITIAL), true, View::INITIAL));
+    }
+
+    /// Within one node `t_mono_ns` never decreases with `seq` (api-v1.md), in memory, in the
+    /// file and across a reopen: a stamp earlier than the last event's is raised to it.
+    #[test]
+    fn time_never_goes_back_with_seq_even_across_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open(dir.path(), 2).unwrap();
+        log.record(100, st(Role::Candidate, 1, None)).unwrap();
+        let ev = log.record(60, st(Role::Leader, 1, Some(2))).unwrap();
+        assert_eq!(ev.t_mono_ns, 100, "raised to the event before it");
+        drop(log);
+        let log = EventLog::open(dir.path(), 2).unwrap();
+        let ev = log.record(10, st(Role::Follower, 2, None)).unwrap();
+        assert_eq!(
+            ev.t_mono_ns, 100,
+            "the file's last stamp holds after a reopen"
+        );
+        let stamps: Vec<u64> = read_events_file(&dir.path().join(EVENTS_FILE))
+            .unwrap()
+            .iter()
+            .map(|e| e.t_mono_ns)
+            .collect();
+        assert_eq!(stamps, [100, 100, 100]);
+    }
+
+    /// A view judged by one thread (the role loop: "leader") while another changes the lease
+    /// and records that change (a resign or shutdown: "candidate") is never written after the
+    /// change's own event: judging and writing are one step. (With the view judged outside the
+    /// lock, the stale "leader" was appended after the closing event and stayed the file's
+    /// last line at shutdown.)
+    #[test]
+    fn a_view_judged_before_a_racing_change_is_never_written_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(EventLog::open(dir.path(), 4).unwrap());
+        let lease = Arc::new(Mutex::new(Lease::default()));
+        let clock = Arc::new(crate::clock::testing::ManualClock::default());
+        let counters = Arc::new(Counters::default());
+        let leading = st(Role::Leader, 3, Some(4));
+        let closed = st(Role::Candidate, 3, None);
+        let (racing_done, racer) = (Arc::new(AtomicU64::new(0)), std::sync::Barrier::new(2));
+        std::thread::scope(|scope| {
+            log.record_leased_view(
+                || {
+                    // The racing change starts while this view is being judged.
+                    scope.spawn(|| {
+                        racer.wait();
+                        log.record_leased_view(|| closed, &lease, &*clock, &counters);
+                        racing_done.store(1, Ordering::SeqCst);
+                    });
+                    racer.wait();
+                    std::thread::sleep(Duration::from_millis(50));
+                    assert_eq!(
+                        racing_done.load(Ordering::SeqCst),
+                        0,
+                        "the racing change waits for this judgement to be written"
+                    );
+                    leading
+                },
+                &lease,
+                &*clock,
+                &counters,
+            );
+        });
+        assert_eq!(
+            log.last(),
+            Some(closed),
+            "the later change is the last event"
+        );
+        let file = read_events_file(&dir.path().join(EVENTS_FILE)).unwrap();
+        assert_eq!(
+            file.iter().map(|e| e.view).collect::<Vec<_>>(),
+            [leading, closed],
+            "and the file's last line"
+        );
     }
 
     #[test]

@@ -196,8 +196,12 @@ impl MutexNode {
 
     /// Records an event if (role, term, leader) changed, stamped as quorum mode stamps them.
     fn record_view(&self) {
-        self.events
-            .record_leased_view(self.view().view, &self.lease, &*self.clock, &self.counters);
+        self.events.record_leased_view(
+            || self.view().view,
+            &self.lease,
+            &*self.clock,
+            &self.counters,
+        );
     }
 
     /// What `/v1/status` shows of the store and the row.

@@ -125,6 +125,14 @@ impl QuorumNode {
             // A node that joins takes its membership from the cluster's log.
             tracing::info!("joining: the membership comes from the cluster, not from peers");
             Ok(())
+        } else if store.vote().is_some_and(|v| v != openraft::Vote::default())
+            || store.last_log_id().is_some()
+        {
+            // openraft refuses to initialise a node that has voted or has a log, and logs an
+            // ERROR saying so (`RaftState::is_initialized`, the same test): only a new data
+            // dir is initialised.
+            tracing::debug!("membership already initialised (the node has voted or has a log)");
+            Ok(())
         } else {
             raft.initialize(members).await
         };
@@ -251,9 +259,8 @@ impl QuorumNode {
     /// changes. Stamps err wide: "became leader" at the send time of the probe that started the
     /// claim, "stopped leading" at the moment the claim ended, never earlier.
     pub(super) fn record_view(&self) {
-        let m = self.raft_metrics();
         self.events.record_leased_view(
-            self.judge(&m).view,
+            || self.judge(&self.raft_metrics()).view,
             &self.lease,
             &*self.clock,
             &self.counters,
@@ -894,6 +901,115 @@ mod tests {
         );
         assert_eq!(store.recognise_peer(3, 9).await.unwrap(), Recognition::Same);
         assert!(store.confirmed(), "the node's own confirmation is kept too");
+    }
+
+    /// A restarted node's events keep their order in time, and its claim is stamped where it
+    /// began: the view before the first probe (openraft's new leader, not yet claiming) is
+    /// written before that probe goes out, never while it is out (then the claim, stamped at
+    /// the probe's send instant, came before the event written ahead of it: `t_mono_ns` went
+    /// back with `seq`, and the chaos checkers saw the node end as a candidate: S2 seeds 2
+    /// and 8). Each restart re-elects the one member, from a log that already has entries.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restarted_leader_stamps_its_claim_at_its_start_after_every_earlier_event() {
+        let dir = tempfile::tempdir().unwrap();
+        for run in 0..8 {
+            let (q, stop) = single_node(dir.path()).await;
+            assert!(until_claiming(&q).await, "run {run}: claims");
+            // The claim is recorded just after it is granted: until then, at most 2 s.
+            for _ in 0..200 {
+                if q.events.last().is_some_and(|v| v.role == Role::Leader) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let term = q.raft_metrics().current_term;
+            let since = {
+                let now = q.clock.boot_ns();
+                let lease = q.lease.lock().unwrap();
+                lease.current(term, now).expect("a claim").since_ns
+            };
+            let events = q.events.since(0, usize::MAX).0;
+            for w in events.windows(2) {
+                assert!(
+                    w[1].t_mono_ns >= w[0].t_mono_ns,
+                    "run {run}: time goes back: {:?} then {:?}",
+                    w[0],
+                    w[1]
+                );
+            }
+            let n = events.len();
+            assert_eq!(
+                events[n - 1].view.role,
+                Role::Leader,
+                "run {run}: {events:?}"
+            );
+            // In a new log the claim may be the first event.
+            let prev = n.checked_sub(2).map_or(&events[0], |i| &events[i]);
+            // Raised to an earlier claim's end, the start loses nothing (events.rs, `record`).
+            let after_a_claim = prev.view.role != Role::Leader
+                && n.checked_sub(3).is_some_and(|i| {
+                    events[i].view.role == Role::Leader && events[i].view.term == term
+                });
+            assert!(
+                after_a_claim || n == 1 || prev.t_mono_ns <= q.clock.mono_of_boot(since),
+                "run {run}: {prev:?} was written while the probe that started the claim \
+                 (sent at mono {}) was out: {events:?}",
+                q.clock.mono_of_boot(since)
+            );
+            stop.cancel();
+            q.shutdown().await;
+        }
+    }
+
+    /// The probe step of the role loop records the view as it stands before the probe goes
+    /// out: an event recorded while the probe is out (openraft's metrics changed) can then not
+    /// come after the claim the probe starts. Here the claim has lapsed (the node's view is
+    /// "candidate", its log's last event "follower") and the metrics receiver has changes
+    /// unseen, so the step records while its probe is out. Without the record first,
+    /// "candidate" was stamped after the probe's send instant and the claim's start was raised
+    /// past it (what a restarted node did: chaos S2).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_probe_step_records_the_view_before_its_probe_goes_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, stop) = single_node(dir.path()).await;
+        assert!(until_claiming(&q).await);
+        stop.cancel();
+        let term = q.raft_metrics().current_term;
+        for round in 0..10 {
+            // The claim ended, and the event log last told of another view (a restarted
+            // node's log ends in its earlier run), so that the probe step has a change to record.
+            q.lease.lock().unwrap().revoke(q.clock.boot_ns());
+            q.events
+                .record(
+                    q.clock.mono_ns(),
+                    View::without_leader(Role::Follower, term),
+                )
+                .unwrap();
+            // A receiver with a change unseen (a log entry written and applied since).
+            let mut metrics = q.raft.metrics();
+            metrics.borrow_and_update();
+            q.raft.client_write(()).await.unwrap();
+            assert!(metrics.has_changed().unwrap());
+            assert!(q.probe_recording(term, ms(120), &mut metrics).await);
+            q.record_view();
+            let since = {
+                let now = q.clock.boot_ns();
+                q.lease.lock().unwrap().current(term, now).unwrap().since_ns
+            };
+            let events = q.events.since(0, usize::MAX).0;
+            let [.., prev, last] = &events[..] else {
+                panic!("round {round}: {events:?}")
+            };
+            assert_eq!(last.view.role, Role::Leader, "round {round}: {events:?}");
+            assert_ne!(prev.view.role, Role::Leader, "round {round}: {events:?}");
+            assert!(
+                prev.t_mono_ns <= q.clock.mono_of_boot(since),
+                "round {round}: {prev:?} was written after the probe went out (mono {}), \
+                 the claim's start raised to it: {last:?}",
+                q.clock.mono_of_boot(since)
+            );
+        }
+        q.shutdown().await;
     }
 
     /// Once stopping, a node never claims again in its process, even if a

@@ -125,12 +125,21 @@ impl QuorumNode {
     /// gives up. (Recorded only between probes, the end of a claim reached `/v1/events` and
     /// `/v1/watch` up to a probe timeout late, stamped right but after another node had begun
     /// to claim: sim seed 720002798.)
-    async fn probe_recording(
+    ///
+    /// The view as it stands (a new leader's "candidate": elected, not yet claiming) is
+    /// recorded first, before the probe reads its send instant: an event recorded while the
+    /// probe is out is then either no change or the end of an earlier claim, so the claim the
+    /// probe starts, stamped at its send instant, never comes before an event written ahead
+    /// of it (`t_mono_ns` never decreases with `seq`; events.rs, `record`). (Recorded only
+    /// once the probe was out, a restarted node's "candidate" was stamped after the claim that
+    /// followed it: chaos S2, seeds 2 and 8.)
+    pub(super) async fn probe_recording(
         &self,
         term: u64,
         lease_ns: u64,
         metrics: &mut tokio::sync::watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
     ) -> bool {
+        self.record_view();
         let probe = self.probe(term, lease_ns);
         if self.flaws.record_between_probes {
             return probe.await;
