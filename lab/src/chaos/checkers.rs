@@ -577,9 +577,21 @@ pub fn cap_paused_claims(log: &RunLog, lease_ns: u64) -> RunLog {
 /// Node `node`'s events in `seq` order (equal `seq`s by stamp: the synthetic end of a paused
 /// claim shares the seq of the event before it), each with the instant it applies at: its stamp,
 /// or the latest stamp before it when its own goes back (see the module docs).
+///
+/// A synthetic end written by the earlier [`cap_paused_claims`] (`seq = u64::MAX`, in run logs
+/// stored before) goes by its stamp, after the events stamped at or before it: it had no place
+/// in the node's order, and read last it would end a claim after the node's later events.
 fn node_events(log: &RunLog, node: NodeId) -> Vec<(u64, &Event)> {
-    let mut evs: Vec<&Event> = log.events.iter().filter(|e| e.node_id == node).collect();
+    let (mut evs, old_caps): (Vec<&Event>, Vec<&Event>) = log
+        .events
+        .iter()
+        .filter(|e| e.node_id == node)
+        .partition(|e| e.seq != u64::MAX);
     evs.sort_by_key(|e| (e.seq, e.t_mono_ns));
+    for cap in old_caps {
+        let at = evs.partition_point(|e| e.t_mono_ns <= cap.t_mono_ns);
+        evs.insert(at, cap);
+    }
     let mut latest = 0;
     evs.into_iter()
         .map(|e| {
@@ -1191,6 +1203,25 @@ mod tests {
             split_brain(&cap_paused_claims(&own_end, 24 * MS)).split_brain_ns,
             0
         );
+    }
+
+    /// A run log stored before: the cap's synthetic end had `seq = u64::MAX`. It still ends the
+    /// claim at its stamp, and is no time going back, although the node restarted later.
+    #[test]
+    fn an_old_synthetic_cap_goes_by_its_stamp() {
+        let mut l = paused_leader_log();
+        l.procs = vec![
+            proc_(10 * MS, 1, ProcKind::Pause),
+            proc_(69 * MS, 1, ProcKind::Kill),
+            proc_(80 * MS, 1, ProcKind::Start),
+        ];
+        l.events[2] = follow(90 * MS, 1, 2, Some(2));
+        l.events.push(Event {
+            seq: u64::MAX,
+            ..follow(34 * MS, 1, 1, None)
+        });
+        assert!(time_goes_back(&l).is_empty());
+        assert_eq!(split_brain(&l).split_brain_ns, 0);
     }
 
     // ---- The event-log order ----

@@ -78,7 +78,8 @@ pub struct RunLog {
     /// broken promise fails the run. (`quorum_mode` in run logs written before mutex mode.)
     #[serde(alias = "quorum_mode")]
     pub leased: bool,
-    /// The claiming answers clients received during the run, in any order (C6).
+    /// The claiming answers clients received during the run, in any order (C6); in a leased
+    /// mode also those without a lease ([`Promise::unleased`]).
     #[serde(default)]
     pub promises: Vec<Promise>,
 }
