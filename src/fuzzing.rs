@@ -8,11 +8,17 @@
 //!   and the admin fault set; a decoded legacy message is then stepped through a state machine
 //!   of each algorithm, from every member the transport would let through.
 //! - [`config_text`]: a config file through parsing (with its error hint) and validation.
-//! - [`peer_auth`]: the proof headers of a peer request through verification.
+//! - [`peer_auth`]: the proof headers of a peer request through verification: a MAC that was not
+//!   made with the key is refused, and requests signed with the key are accepted exactly as the
+//!   replay window says (once each, never a replay, whatever the sequence numbers).
 
+use std::collections::{BTreeSet, HashMap};
+
+use hmac::{Hmac, Mac};
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use sha2::Sha256;
 
-use crate::auth::{PeerAuth, Signed};
+use crate::auth::{AuthError, PeerAuth, Signed, MAX_SESSIONS, SEQ_WINDOW};
 use crate::config::{Config, Secret};
 use crate::faults::FaultSet;
 use crate::legacy::{Algorithm, Bully, BullyMsg, Invitation, InvitationMsg, Ring, RingMsg, Ticks};
@@ -76,31 +82,187 @@ pub fn config_text(data: &[u8]) {
     }
 }
 
-/// Splits `data` at newlines into timestamp, sequence number, MAC and body, and verifies them as
-/// a request to a node with a fixed secret.
+/// The cluster secret of [`peer_auth`]'s receiver. The target holds it, as a peer does, so that
+/// it can sign requests properly; the fuzzer's bytes never contain it.
+pub const PEER_AUTH_KEY: &str = "fuzzing-secret-0123456789";
+
+/// The MAC of `s` made with [`PEER_AUTH_KEY`], as a sender computes it (src/auth.rs: HMAC-SHA256
+/// over `electd-peer-v2`, the signed fields a line each, and the body). Written here again
+/// because the target needs MACs for any session and sequence number, which `PeerAuth::sign`
+/// does not give; `the_targets_macs_are_the_nodes` checks the two agree, without which the
+/// target's "accepted" would mean nothing.
+fn key_mac(s: &Signed<'_>) -> [u8; 32] {
+    let mut mac = Hmac::<Sha256>::new_from_slice(PEER_AUTH_KEY.as_bytes())
+        .expect("HMAC takes a key of any length");
+    let head = format!(
+        "electd-peer-v2\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
+        s.cluster, s.from, s.method, s.path, s.epoch, s.session, s.seq, s.ts_ms
+    );
+    mac.update(head.as_bytes());
+    mac.update(s.body);
+    mac.finalize().into_bytes().into()
+}
+
+/// A request of the fuzz targets, to `/peer/msg` of cluster `fuzz`.
+fn request(
+    from: NodeId,
+    epoch: u64,
+    session: u64,
+    seq: u64,
+    ts_ms: u64,
+    body: &[u8],
+) -> Signed<'_> {
+    Signed {
+        cluster: "fuzz",
+        from,
+        method: "POST",
+        path: "/peer/msg",
+        epoch,
+        session,
+        seq,
+        ts_ms,
+        body,
+    }
+}
+
+/// Peer authentication, both ways:
+/// - `forged_requests`: the bytes as the proof headers of a request, whose MAC the fuzzer
+///   made without the key: it must be refused as `bad_signature`;
+/// - `signed_requests`: the bytes as a script of requests that the target signs with the key
+///   (some for another epoch, replays, sequence numbers near `u64::MAX`, more sessions than a
+///   receiver keeps): each must be accepted or refused as the replay window and the epoch say.
 pub fn peer_auth(data: &[u8]) {
+    forged_requests(data);
+    signed_requests(data);
+}
+
+/// Splits `data` at newlines into timestamp, sequence number, MAC and body, and verifies them as
+/// a request to a node with [`PEER_AUTH_KEY`]: a MAC other than the key's for those parts is
+/// refused, before anything else is looked at.
+fn forged_requests(data: &[u8]) {
     let mut parts = data.splitn(4, |b| *b == b'\n');
     let mut field = || std::str::from_utf8(parts.next().unwrap_or_default()).unwrap_or("");
     let ts_ms = field().parse::<u64>().unwrap_or(0);
     let nonce = field().parse::<u64>().unwrap_or(0);
     let mac = field().to_string();
     let body = data.splitn(4, |b| *b == b'\n').nth(3).unwrap_or_default();
-    let auth = PeerAuth::new(Secret::from("fuzzing-secret-0123456789"));
+    let auth = PeerAuth::new(Secret::from(PEER_AUTH_KEY));
     // Signed for the receiver's own epoch (and once for another), so that a MAC that matches
-    // reaches the sequence window.
+    // would reach the sequence window.
     for epoch in [auth.epoch(), ts_ms] {
-        let signed = Signed {
-            cluster: "fuzz",
-            from: 2,
-            method: "POST",
-            path: "/peer/msg",
-            epoch,
-            session: ts_ms ^ nonce,
-            seq: nonce,
-            ts_ms,
-            body,
+        let signed = request(2, epoch, ts_ms ^ nonce, nonce, ts_ms, body);
+        let got = auth.verify(&signed, &mac);
+        // Only the key's MAC (in any hex case) may pass; the fuzzer cannot make it.
+        let keys = hex::decode(&mac).is_ok_and(|m| m == key_mac(&signed));
+        if !keys {
+            assert_eq!(
+                got,
+                Err(AuthError::BadSignature),
+                "a MAC not made with the key: {signed:?} MAC {mac:?}"
+            );
+        }
+    }
+}
+
+/// What the receiver must have accepted from one sender's session: the highest sequence number
+/// and every one accepted.
+#[derive(Default)]
+struct Window {
+    top: u64,
+    taken: BTreeSet<u64>,
+}
+
+/// The receiver as README's "Peer authentication" describes it: its epoch, and a window for each
+/// of at most [`MAX_SESSIONS`] sessions of each sender.
+struct Model {
+    epoch: u64,
+    senders: HashMap<NodeId, Vec<(u64, Window)>>,
+}
+
+impl Model {
+    /// What the receiver must answer to a request with a valid MAC, and the model after it.
+    fn verify(
+        &mut self,
+        from: NodeId,
+        epoch: u64,
+        session: u64,
+        seq: u64,
+    ) -> Result<(), AuthError> {
+        if epoch != self.epoch {
+            return Err(AuthError::StaleEpoch);
+        }
+        let sessions = self.senders.entry(from).or_default();
+        let at = match sessions.iter().position(|(id, _)| *id == session) {
+            Some(at) => at,
+            None if sessions.len() < MAX_SESSIONS => {
+                sessions.push((session, Window::default()));
+                sessions.len() - 1
+            }
+            // Too many sessions: the receiver starts a new epoch (the caller learns it).
+            None => return Err(AuthError::StaleEpoch),
         };
-        let _ = auth.verify(&signed, &mac);
+        let w = &mut sessions[at].1;
+        // Within the window below the highest, a number not taken before is taken (requests
+        // overtake one another); at or above it, always; older, never.
+        let fresh = !w.taken.contains(&seq) && (seq > w.top || w.top - seq < SEQ_WINDOW);
+        if !fresh {
+            return Err(AuthError::Replayed);
+        }
+        w.top = w.top.max(seq);
+        w.taken.insert(seq);
+        Ok(())
+    }
+}
+
+/// How many requests one input makes at most (each 9 bytes of it).
+const MAX_REQUESTS: usize = 64;
+
+/// Reads `data` as requests of 9 bytes (an op byte, then 8 little-endian bytes `raw`), signs
+/// each with the key and checks the receiver's answer against [`Model`]. The op byte: bit 7 the
+/// sender (node 2 or 4); bit 6 signed for the epoch `raw` instead of the receiver's; bits 4–5
+/// the sequence number: `raw`, `raw % 256` (dense: reorderings and repeats), `u64::MAX - raw %
+/// 256` (the top of the range), or the previous request again, as it was (a replay); bits 0–3
+/// the session, one of 10 (more than the [`MAX_SESSIONS`] a receiver keeps a sender).
+fn signed_requests(data: &[u8]) {
+    let auth = PeerAuth::new(Secret::from(PEER_AUTH_KEY));
+    let mut model = Model {
+        epoch: auth.epoch(),
+        senders: HashMap::new(),
+    };
+    let mut previous: Option<(NodeId, u64, u64, u64)> = None;
+    for rec in data.chunks_exact(9).take(MAX_REQUESTS) {
+        let op = rec[0];
+        let raw = u64::from_le_bytes(rec[1..9].try_into().expect("8 bytes"));
+        let from: NodeId = if op & 0x80 != 0 { 4 } else { 2 };
+        let session = 1 + u64::from(op & 0x0f) % 10;
+        let epoch = if op & 0x40 != 0 { raw } else { auth.epoch() };
+        let (from, epoch, session, seq) = match (op >> 4) & 3 {
+            0 => (from, epoch, session, raw),
+            1 => (from, epoch, session, raw % 256),
+            2 => (from, epoch, session, u64::MAX - raw % 256),
+            _ => previous.unwrap_or((from, epoch, session, raw)),
+        };
+        previous = Some((from, epoch, session, seq));
+        let signed = request(from, epoch, session, seq, raw, rec);
+        let mac = hex::encode(key_mac(&signed));
+        let want = model.verify(from, epoch, session, seq);
+        let epoch_before = auth.epoch();
+        let got = auth.verify(&signed, &mac);
+        assert_eq!(got, want, "{signed:?}");
+        if epoch == epoch_before && want == Err(AuthError::StaleEpoch) {
+            // A session too many: a new epoch, in which nothing earlier passes.
+            assert_ne!(auth.epoch(), epoch_before, "no new epoch after {signed:?}");
+            model.epoch = auth.epoch();
+            model.senders.clear();
+        }
+        // A request that was accepted is refused when it comes again.
+        if got.is_ok() {
+            assert_eq!(
+                auth.verify(&signed, &mac),
+                Err(AuthError::Replayed),
+                "{signed:?}"
+            );
+        }
     }
 }
 
@@ -138,5 +300,52 @@ mod tests {
             config_text(data);
             peer_auth(data);
         }
+    }
+
+    /// The target's MACs are the node's: a request signed by `PeerAuth::sign` with the key
+    /// carries the MAC [`key_mac`] makes for its parts.
+    #[test]
+    fn the_targets_macs_are_the_nodes() {
+        let sender = PeerAuth::new(Secret::from(PEER_AUTH_KEY));
+        for body in [&b""[..], b"{}", b"\n\xff"] {
+            let p = sender.sign("fuzz", 2, 77, "POST", "/peer/msg", body, 1_700_000_000_000);
+            let s = request(2, p.epoch, p.session, p.seq, p.ts_ms, body);
+            assert_eq!(hex::encode(key_mac(&s)), p.mac_hex);
+        }
+    }
+
+    /// One request of [`signed_requests`]' script.
+    fn op(op: u8, raw: u64) -> Vec<u8> {
+        let mut v = vec![op];
+        v.extend_from_slice(&raw.to_le_bytes());
+        v
+    }
+
+    /// Scripts that reach each rule: accepted once and its replay refused, reordered within the
+    /// window, older than the window, another epoch, a session too many.
+    #[test]
+    fn signed_scripts_reach_the_window_and_the_epoch() {
+        let scripts: Vec<Vec<u8>> = vec![
+            [op(0x00, 5), op(0x30, 0), op(0x00, 3), op(0x00, 5)].concat(),
+            [op(0x00, 70_000), op(0x00, 4_465), op(0x00, 4_464)].concat(),
+            [op(0x40, 9), op(0x80, 1), op(0x00, 1)].concat(),
+            (0..10u8)
+                .flat_map(|i| op(i, 1))
+                .chain(op(0x00, 2))
+                .collect(),
+            [op(0x10, 300), op(0x10, 299)].concat(),
+        ];
+        for data in &scripts {
+            peer_auth(data);
+        }
+    }
+
+    /// Sequence numbers at the top of the range: the highest, then ones just below it, which
+    /// are inside the window and new, so accepted. (Found by the target: `Window::accept` in
+    /// src/auth.rs computes `seq + SEQ_WINDOW`, which overflows there: a panic in a debug
+    /// build, and a new number refused as `replayed` in a release build.)
+    #[test]
+    fn sequence_numbers_at_the_top_of_the_range() {
+        peer_auth(&[op(0x20, 0), op(0x20, 1), op(0x20, 255), op(0x00, 0)].concat());
     }
 }
