@@ -125,12 +125,15 @@ impl QuorumNode {
             // A node that joins takes its membership from the cluster's log.
             tracing::info!("joining: the membership comes from the cluster, not from peers");
             Ok(())
-        } else if store.vote().is_some_and(|v| v != openraft::Vote::default())
-            || store.last_log_id().is_some()
+        } else if raft
+            .is_initialized()
+            .await
+            .map_err(|e| QuorumError::Start(e.to_string()))?
         {
             // openraft refuses to initialise a node that has voted or has a log, and logs an
-            // ERROR saying so (`RaftState::is_initialized`, the same test): only a new data
-            // dir is initialised.
+            // ERROR saying so: only a new data dir is initialised. (Asked of openraft's core,
+            // a round trip that also has its metrics, the term among them, loaded before the
+            // node answers: a node skipping the call answered term 0 after a restart.)
             tracing::debug!("membership already initialised (the node has voted or has a log)");
             Ok(())
         } else {

@@ -53,7 +53,7 @@ use tokio_util::sync::CancellationToken;
 use super::clock::SimClock;
 use super::net::{Effect, Leg, Net, Rule};
 use super::schedule::{draw, draw_timing, draw_with_members, Step, Target, Timed};
-use crate::chaos::checkers::{election_safety, promise_keeping, split_brain};
+use crate::chaos::checkers::{election_safety, promise_keeping, split_brain, time_goes_back};
 use crate::chaos::record::{ProcEvent, ProcKind, Promise, RunLog};
 
 /// The simulated nodes' admin token.
@@ -1032,11 +1032,17 @@ impl Sim {
     /// The checkers over the event logs, and what the sampler found.
     fn outcome(&self) -> Outcome {
         let ever = self.ever.lock().expect("ever").clone();
+        let mut unread = Vec::new();
         let events = ever
             .iter()
             .flat_map(|&id| {
                 let path = self.dir.join(format!("node{id}")).join(electd::EVENTS_FILE);
-                electd::read_events_file(&path).unwrap_or_default()
+                // A member that ever ran has a log (its node opens it at start): one that
+                // cannot be read is a violation, not a member without events.
+                electd::read_events_file(&path).unwrap_or_else(|e| {
+                    unread.push(format!("node {id}'s event log cannot be read: {e}"));
+                    Vec::new()
+                })
             })
             .collect();
         let log = RunLog {
@@ -1051,6 +1057,13 @@ impl Sim {
         };
         let watch = self.watch.lock().expect("watch");
         let mut violations = watch.violations.clone();
+        violations.extend(unread);
+        if let Some(b) = time_goes_back(&log).first() {
+            violations.push(format!(
+                "node {}'s event log goes back in time: seq {} at {} ns after seq {} at {} ns",
+                b.node, b.seq, b.t_mono_ns, b.after_seq, b.after_t_mono_ns
+            ));
+        }
         if let Some(c6) = promise_keeping(&log) {
             if let Some(b) = c6.broken.first() {
                 let at = |ns: u64| ns.saturating_sub(self.start_ns) as f64 / 1e6;
@@ -1198,11 +1211,20 @@ async fn sample(
             }
         }
         for (&node, info) in seen.iter().filter(|(_, i)| i.role == Role::Leader) {
+            // In quorum mode every "leader" answer carries its promise (api-v1.md): one
+            // without is a broken contract, not a promise of no length.
+            let Some(lease_ms) = info.lease_ms else {
+                w.sampled_violation(format!(
+                    "at {t} ms node {node} answers leader of term {} without lease_ms",
+                    info.term
+                ));
+                continue;
+            };
             w.promises.push(Promise {
                 node,
                 term: info.term,
                 from_ns: sent_ns,
-                until_ns: sent_ns + info.lease_ms.unwrap_or(0) * 1_000_000,
+                until_ns: sent_ns + lease_ms * 1_000_000,
             });
         }
         if claimants.len() > 1 {
