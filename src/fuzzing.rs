@@ -341,8 +341,8 @@ mod tests {
     }
 
     /// Sequence numbers at the top of the range: the highest, then ones just below it, which
-    /// are inside the window and new, so accepted. (Found by the target: `Window::accept` in
-    /// src/auth.rs computes `seq + SEQ_WINDOW`, which overflows there: a panic in a debug
+    /// are inside the window and new, so accepted. (The target found that `Window::accept` in
+    /// src/auth.rs computed `seq + SEQ_WINDOW`, which overflowed there: a panic in a debug
     /// build, and a new number refused as `replayed` in a release build.)
     #[test]
     fn sequence_numbers_at_the_top_of_the_range() {
