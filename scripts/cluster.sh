@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The bundled 5-node local cluster: up [--mode quorum|mutex|bully|ring|invitation], down, status,
+# The bundled 5-node local cluster: up [--mode quorum|mutex|bully|ring|invitation], down [--wipe]
+# (--wipe: delete every node's data, to start over), status,
 # leader, kill N, stop N, start N, pause N, resume N, partition 1,2 3,4,5, heal.
 # Works from any directory; runtime files (data, logs, pid files, tokens) go to cluster/run/.
 # `up --mode mutex` also starts a PostgreSQL server of the cluster's own on 127.0.0.1:7009

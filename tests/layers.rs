@@ -54,6 +54,7 @@ const BIN_LAYERS: &[&[&str]] = &[&["addr"], &["client", "join", "run"], &["flags
 const LAB_LAYERS: &[&[&str]] = &[
     &[
         "bin",
+        "skip",
         "stamp",
         "cluster::addr",
         "cluster::dir",

@@ -44,7 +44,12 @@ pub enum CtlCmd {
         tls: bool,
     },
     /// SIGTERM to every node, then SIGKILL to what is left; removes pid files.
-    Down,
+    Down {
+        /// Also delete every node's data (votes, logs, event logs, of every mode) and logs:
+        /// the next `up` starts a new cluster, with the members of the configs.
+        #[arg(long)]
+        wipe: bool,
+    },
     /// One row a node: id, role, term, leader.
     Status,
     /// Print the leader every running node agrees on; exit 1 when there is none.
@@ -189,8 +194,12 @@ fn parse_group(s: &str) -> Result<Vec<NodeId>, CtlError> {
 }
 
 async fn print_status(c: &Cluster) {
-    for (id, st) in c.states().await {
-        println!("{}", status_row(id, &st));
+    let states = c.states().await;
+    let members = c.members_in_force(&states).await;
+    for (id, st) in states {
+        let outside = members.as_ref().is_some_and(|m| !m.contains(&id));
+        let note = if outside { "  (not a member)" } else { "" };
+        println!("{}{note}", status_row(id, &st));
     }
 }
 
@@ -205,16 +214,20 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
             follower_lease_ms,
             tls,
         } => up(c, mode, wait, heartbeat_ms, follower_lease_ms, tls).await,
-        CtlCmd::Down => {
+        CtlCmd::Down { wipe } => {
             c.down(Duration::from_secs(5));
             c.stop_detached_store();
+            if wipe {
+                c.wipe()?;
+                eprintln!("wiped: {}", c.run.join("data").display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         CtlCmd::Status => {
             print_status(&c).await;
             Ok(ExitCode::SUCCESS)
         }
-        CtlCmd::Leader => match agreed(&c.states().await) {
+        CtlCmd::Leader => match agreed(&c.member_states().await.0) {
             Some(l) => {
                 println!("{l}");
                 Ok(ExitCode::SUCCESS)
@@ -319,8 +332,16 @@ async fn up(
         let pid = c.start(id, mode)?;
         eprintln!("node {id}: pid {pid}, log {}", c.log_file(id).display());
     }
-    let leader = c.wait_agreed(Duration::from_secs(wait)).await;
+    // Agreement among the members in force: a node removed at run time still has its
+    // config here, and runs, but takes no part.
+    let (leader, outside) = c.wait_agreed_members(Duration::from_secs(wait)).await;
     print_status(&c).await;
+    if !outside.is_empty() {
+        eprintln!(
+            "nodes {outside:?} are not members of the cluster (removed at run time); \
+             `electd member add` takes one back, `down --wipe` starts a new cluster"
+        );
+    }
     match leader {
         Some(l) => {
             println!("leader: {l} (mode {})", mode.as_str());

@@ -386,3 +386,43 @@ fn a_rolling_replacement_of_all_five_keeps_one_child_running() {
     );
     assert!(children.len() >= 2, "the child never moved: {children:?}");
 }
+
+/// `cluster.sh up` after a member was removed: the cluster keeps its data across `down` and
+/// `up`, so the removed member's config still starts it; agreement is judged among the members
+/// in force, and the node outside is named (it answered no leader, and `up` waited 30 s and
+/// reported "no agreed leader"). `down --wipe` then starts a new cluster of the configs.
+#[test]
+fn up_after_a_removal_agrees_among_the_members_in_force_and_wipe_starts_over() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("leader");
+    let gone = (1..=3).find(|i| *i != leader).unwrap();
+    rt.block_on(admin(&tc, leader).remove_member(gone))
+        .expect("removed");
+    let rest: Vec<NodeId> = (1..=3).filter(|i| *i != gone).collect();
+    assert!(rt.block_on(until_voters(&tc, leader, &rest)));
+    for id in 1..=3 {
+        tc.stop(id);
+    }
+    for id in 1..=3 {
+        tc.start_node(id);
+    }
+    let (agreed, outside) = rt.block_on(tc.c.wait_agreed_members(WAIT));
+    assert!(agreed.is_some_and(|l| l != gone), "agreed {agreed:?}");
+    assert_eq!(outside, [gone], "the removed member is named");
+    for id in 1..=3 {
+        tc.stop(id);
+    }
+    tc.c.wipe().unwrap();
+    assert!(!tc.c.data_dir(Mode::Quorum, gone).exists());
+    for id in 1..=3 {
+        tc.start_node(id);
+    }
+    let (agreed, outside) = rt.block_on(tc.c.wait_agreed_members(WAIT));
+    assert!(agreed.is_some(), "a new cluster of the configs elects");
+    assert!(
+        outside.is_empty(),
+        "every config is a member again: {outside:?}"
+    );
+    tc.assert_safe();
+}

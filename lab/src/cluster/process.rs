@@ -150,6 +150,20 @@ impl Cluster {
         true
     }
 
+    /// Deletes every node's data dir (each mode's) and log: for a stopped cluster, to start
+    /// over.
+    pub fn wipe(&self) -> Result<(), CtlError> {
+        let data = self.run.join("data");
+        match fs::remove_dir_all(&data) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&data)(e)),
+            _ => {}
+        }
+        for m in &self.members {
+            let _ = fs::remove_file(self.log_file(m.id));
+        }
+        Ok(())
+    }
+
     /// Stops every node: SIGTERM to all, then SIGKILL to what is left after `grace`.
     pub fn down(&self, grace: Duration) {
         for m in &self.members {

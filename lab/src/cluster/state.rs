@@ -1,10 +1,10 @@
 //! What the nodes say: each running node's `/v1/leader`, the leader they agree on, who claims,
 //! and the `status` rows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use electd_client::{LeaderInfo, NodeId, Role};
+use electd_client::{LeaderInfo, Mode, NodeId, Role};
 
 use super::dir::Cluster;
 use super::process::process_state;
@@ -60,6 +60,61 @@ impl Cluster {
             }
             if Instant::now() >= until {
                 return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The members in force (voters and learners), as the answering node with the newest
+    /// membership reports it (`GET /v1/members`); `None` outside quorum mode, whose members are
+    /// its configs, or when no node answers.
+    pub async fn members_in_force(
+        &self,
+        states: &BTreeMap<NodeId, Observed>,
+    ) -> Option<BTreeSet<NodeId>> {
+        if self.mode() != Mode::Quorum {
+            return None;
+        }
+        let mut newest: Option<electd_client::Members> = None;
+        for (&id, st) in states {
+            if !matches!(st, Observed::Up(_)) {
+                continue;
+            }
+            let Ok(m) = self.client(id).ok()?.members().await else {
+                continue;
+            };
+            if newest.as_ref().is_none_or(|n| m.log_index > n.log_index) {
+                newest = Some(m);
+            }
+        }
+        newest.map(|m| m.members.iter().map(|m| m.id).collect())
+    }
+
+    /// The states of the members in force, and the nodes of the cluster's configs that are
+    /// not members (removed at run time, but their configs still start them).
+    pub async fn member_states(&self) -> (BTreeMap<NodeId, Observed>, Vec<NodeId>) {
+        let mut states = self.states().await;
+        let Some(members) = self.members_in_force(&states).await else {
+            return (states, Vec::new());
+        };
+        let outside: Vec<NodeId> = states
+            .keys()
+            .copied()
+            .filter(|id| !members.contains(id))
+            .collect();
+        states.retain(|id, _| members.contains(id));
+        (states, outside)
+    }
+
+    /// Waits at most `limit` for a leader the members in force agree on (polling every
+    /// 50 ms); also answers the nodes that are not members.
+    pub async fn wait_agreed_members(&self, limit: Duration) -> (Option<NodeId>, Vec<NodeId>) {
+        let until = Instant::now() + limit;
+        loop {
+            let (states, outside) = self.member_states().await;
+            let leader = agreed(&states);
+            if leader.is_some() || Instant::now() >= until {
+                return (leader, outside);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
