@@ -147,9 +147,13 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   echo "test.sh: cargo-nextest is not installed and could not be installed"
   exit 1
 fi
-# The lab's tests run the node binary (target/debug/electd): build it first.
+# The lab's tests run the node binary (target/debug/electd): build it first; and the node with
+# the lab's flaws beside it (target/debug/electd-flawed, lab/tests/broken.rs), which only the
+# feature `flaws` builds.
 step="cargo build --bin electd"
 cargo build --quiet --bin electd
+step="cargo build --bin electd-flawed"
+cargo build --quiet -p electd --features flaws --bin electd-flawed
 step="tests"
 wait_chromium_install test.sh
 # The simulator's 600 schedules (lab/tests/sim.rs) start from a seed that changes per run.

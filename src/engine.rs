@@ -167,12 +167,17 @@ impl Running {
 }
 
 /// Deliberate flaws that the lab switches on to show that its checkers catch them, and counts
-/// of how often the paths they break were taken. The binary never sets one (`Default`: no flaw).
+/// of how often the paths they break were taken. The flaws exist only with the cargo feature
+/// `flaws`, which only the lab enables (`lab/Cargo.toml`): in a build of the node alone
+/// (`cargo build --release --bin electd`, `cargo install`, the package) every accessor below is
+/// `false` and the branches that read it are compiled out. Even where the feature is on, only
+/// the lab's `electd-flawed` binary (`src/bin/electd/main.rs`) and the simulator set one.
 #[derive(Clone, Debug, Default)]
 pub struct Flaws {
     /// Quorum mode: the vote handler as it was before a leader kept its promises: a vote
     /// request for a higher term is passed to openraft even while a claim this node answered
     /// can still run (README, "Why two nodes never claim at once", step 4).
+    #[cfg(feature = "flaws")]
     pub vote_while_leading: bool,
     /// Vote requests for a higher term that arrived while a promise of this node could still
     /// run (refused, unless `vote_while_leading`).
@@ -182,9 +187,39 @@ pub struct Flaws {
     /// Quorum mode: a new data dir's incarnation is taken as confirmed at once, without the
     /// members recording it: a wiped disk votes again as the member it was (the identity check
     /// of README's safety step 10 left out).
+    #[cfg(feature = "flaws")]
     pub trust_new_incarnation: bool,
     /// Quorum mode: the role loop as it was before it kept the event log in step during a
     /// probe: a claim that ends while a probe is out is recorded only when the probe returns,
     /// up to a probe timeout late (`role_loop.rs`, `probe_recording`).
+    #[cfg(feature = "flaws")]
     pub record_between_probes: bool,
+}
+
+/// Whether each flaw is on: always `false` without the feature.
+#[cfg(feature = "flaws")]
+impl Flaws {
+    pub fn vote_while_leading(&self) -> bool {
+        self.vote_while_leading
+    }
+    pub fn trust_new_incarnation(&self) -> bool {
+        self.trust_new_incarnation
+    }
+    pub fn record_between_probes(&self) -> bool {
+        self.record_between_probes
+    }
+}
+
+/// Whether each flaw is on: always `false` without the feature.
+#[cfg(not(feature = "flaws"))]
+impl Flaws {
+    pub fn vote_while_leading(&self) -> bool {
+        false
+    }
+    pub fn trust_new_incarnation(&self) -> bool {
+        false
+    }
+    pub fn record_between_probes(&self) -> bool {
+        false
+    }
 }

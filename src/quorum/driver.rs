@@ -125,7 +125,7 @@ impl QuorumNode {
         let Some(me) = self.store.identity().filter(|i| !i.confirmed) else {
             return Ok(());
         };
-        if self.flaws.trust_new_incarnation {
+        if self.flaws.trust_new_incarnation() {
             return self
                 .store
                 .confirm_identity()

@@ -141,7 +141,7 @@ impl QuorumNode {
     ) -> bool {
         self.record_view();
         let probe = self.probe(term, lease_ns);
-        if self.flaws.record_between_probes {
+        if self.flaws.record_between_probes() {
             return probe.await;
         }
         tokio::pin!(probe);

@@ -98,7 +98,19 @@ fn addresses(n: usize) -> (AddrBlock, Vec<String>, BTreeMap<NodeId, String>) {
 
 /// Runs one spec; returns the judged result and the log (for the timeline).
 pub async fn run_one(spec: &RunSpec, bin: &Path, keep: Option<&Path>) -> (RunResult, RunLog) {
-    let mut run = match set_up(spec, bin) {
+    run_one_with(spec, bin, keep, &[]).await
+}
+
+/// [`run_one`] with `extra` added to every node's command line: the lab's broken variants run
+/// the `electd-flawed` binary with `--lab-flaw NAME` (src/bin/electd/main.rs), so that the
+/// checkers are shown to catch a flaw on real processes.
+pub async fn run_one_with(
+    spec: &RunSpec,
+    bin: &Path,
+    keep: Option<&Path>,
+    extra: &[&str],
+) -> (RunResult, RunLog) {
+    let mut run = match set_up(spec, bin, extra) {
         Ok(run) => run,
         Err(NotRun::Missing(why)) => return skipped(spec, why),
         Err(NotRun::Failed(why)) => return not_done(spec, why),
@@ -172,7 +184,7 @@ struct Run {
 /// secrets. `Err` says why the run is skipped (a missing tool: not root for iptables, no
 /// PostgreSQL, no libfaketime) or failed (anything else, such as an iptables chain that root
 /// cannot make or a PostgreSQL that is installed and does not start).
-fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, NotRun> {
+fn set_up(spec: &RunSpec, bin: &Path, extra: &[&str]) -> Result<Run, NotRun> {
     let chain = if spec.layer == Layer::Kernel {
         if let Some(why) = kernel::missing() {
             return Err(NotRun::Missing(why));
@@ -206,6 +218,7 @@ fn set_up(spec: &RunSpec, bin: &Path) -> Result<Run, NotRun> {
         "--log".into(),
         "warn".into(),
     ];
+    c.extra_args.extend(extra.iter().map(|a| a.to_string()));
     c.die_with_parent = true;
     if spec.scenario.moves_wall_clocks() {
         c.wall_clocks = Some(crate::cluster::libfaketime().map_err(NotRun::Missing)?);

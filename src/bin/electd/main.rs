@@ -47,8 +47,59 @@ fn client_command(cmd: Command) -> ExitCode {
     })
 }
 
+/// The lab's deliberate flaws, `--lab-flaw NAME` (repeatable), taken out of the command line
+/// before it is parsed: only the lab's `electd-flawed` binary (feature `flaws`) reads them;
+/// `electd` has no such flag, whatever features its library was built with.
+#[derive(Default)]
+struct LabFlaws {
+    flaws: electd::Flaws,
+    /// The claim lease set to three follower leases after the config was validated: the
+    /// claim outlives the election timeout (README's safety step 3 left out).
+    long_lease: bool,
+}
+
+/// `std::env::args` less the `--lab-flaw NAME` pairs, and the flaws they name.
+#[cfg(feature = "flaws")]
+fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
+    let mut args = Vec::new();
+    let mut lab = LabFlaws::default();
+    let mut named = false;
+    let mut it = std::env::args();
+    while let Some(a) = it.next() {
+        if env!("CARGO_BIN_NAME") != "electd-flawed" || a != "--lab-flaw" {
+            args.push(a);
+            continue;
+        }
+        named = true;
+        match it.next().as_deref() {
+            Some("long-lease") => lab.long_lease = true,
+            Some("vote-while-leading") => lab.flaws.vote_while_leading = true,
+            Some("trust-new-incarnation") => lab.flaws.trust_new_incarnation = true,
+            Some("record-between-probes") => lab.flaws.record_between_probes = true,
+            other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
+        }
+    }
+    if named {
+        eprintln!("electd-flawed: running with deliberate flaws: never use this binary");
+    }
+    Ok((args, lab))
+}
+
+/// Without the feature there is no flaw to take.
+#[cfg(not(feature = "flaws"))]
+fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
+    Ok((std::env::args().collect(), LabFlaws::default()))
+}
+
 fn main() -> ExitCode {
-    let mut cli = Cli::parse();
+    let (args, lab) = match lab_flaws() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("electd: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let mut cli = Cli::parse_from(args);
     if let Some(cmd) = cli.command.take() {
         return client_command(cmd);
     }
@@ -62,7 +113,7 @@ fn main() -> ExitCode {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
     }
-    let cfg = match build_config(&cli) {
+    let mut cfg = match build_config(&cli) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("electd: config error: {e}");
@@ -77,7 +128,10 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match rt.block_on(run(cfg)) {
+    if lab.long_lease {
+        cfg.timing.lease_ms = 3 * cfg.timing.follower_lease_ms;
+    }
+    match rt.block_on(run(cfg, lab.flaws)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("electd: {e}");
@@ -101,7 +155,7 @@ async fn reload_on_sighup(tls: std::sync::Arc<electd::tls::Tls>) {
     }
 }
 
-async fn run(cfg: Config) -> Result<(), String> {
+async fn run(cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
     let seed = cfg.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -133,7 +187,11 @@ async fn run(cfg: Config) -> Result<(), String> {
     let stop = CancellationToken::new();
     let fatal = CancellationToken::new();
     let node_cfg = cfg.clone();
-    let node = Node::start(cfg, seed, stop.clone(), fatal.clone())
+    let around = electd::Surroundings {
+        flaws,
+        ..electd::Surroundings::host()
+    };
+    let node = Node::start_in(cfg, seed, stop.clone(), fatal.clone(), around)
         .await
         .map_err(|e| e.to_string())?;
     let app = electd::app(node.clone());

@@ -1,0 +1,47 @@
+//! Broken variants on real processes: the node with a deliberate flaw (the lab's
+//! `electd-flawed` binary, `--lab-flaw NAME`; src/engine.rs, `Flaws`) run through a chaos
+//! scenario, so that the checkers of the chaos suite are shown to catch what they are for.
+//! (The simulator's broken variants are in tests/sim.rs.)
+
+use electd_client::Mode;
+use electd_lab::chaos::runner::{run_one_with, Layer, RunSpec, Scenario};
+
+/// The leader isolated (S3, application layer) while its claim lease is three follower leases
+/// (`long-lease`, README's safety step 3 left out): the isolated leader goes on claiming after
+/// the majority elected another, so C2 (two claimants) and C6 (promises broken) fail the run.
+#[test]
+fn the_chaos_checkers_catch_a_claim_that_outlives_the_election_timeout() {
+    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
+    let flawed = bin.with_file_name("electd-flawed");
+    assert!(
+        flawed.is_file(),
+        "no {} (build it: cargo build -p electd --features flaws --bin electd-flawed)",
+        flawed.display()
+    );
+    let spec = RunSpec {
+        mode: Mode::Quorum,
+        scenario: Scenario::S3,
+        layer: Layer::App,
+        seed: 1,
+        tls: false,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (r, _) = rt.block_on(run_one_with(
+        &spec,
+        &flawed,
+        None,
+        &["--lab-flaw", "long-lease"],
+    ));
+    eprintln!("{}", serde_json::to_string(&r).unwrap());
+    assert!(r.skipped.is_none(), "the run happened: {r:?}");
+    assert!(!r.passed, "a broken node passed: {r:?}");
+    assert!(r.split_brain_ms > 0.0, "C2 sees two claimants: {r:?}");
+    assert!(
+        r.promises_broken.is_some_and(|n| n > 0),
+        "C6 sees broken promises: {r:?}"
+    );
+}
