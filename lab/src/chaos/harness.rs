@@ -254,9 +254,7 @@ impl Harness {
         self.c
             .set_wall_clock(id, offset_s)
             .map_err(|e| e.to_string())?;
-        let t = mono_ns();
-        self.mark_fault(t);
-        self.open = Some((t, format!("wall clock of {id} {offset_s:+} s"), Vec::new()));
+        self.open_window(&format!("wall clock of {id} {offset_s:+} s"));
         Ok(())
     }
 
@@ -304,29 +302,82 @@ impl Harness {
             .ok_or_else(|| format!("{} mode has no store", self.mode.as_str()))
     }
 
-    /// SIGKILL to the store (recorded as a fault).
+    /// Opens a fault window labelled `label` that cuts nobody off (a fault of the store, of the
+    /// wall clocks), from now on.
+    fn open_window(&mut self, label: &str) {
+        self.close_window();
+        let t = mono_ns();
+        self.mark_fault(t);
+        self.open = Some((t, label.to_string(), Vec::new()));
+    }
+
+    /// SIGKILL to the store: a fault window until [`Self::start_store`] (which nobody is cut
+    /// off in: the nodes still reach each other, and none reaches the store).
     pub(super) fn kill_store(&mut self) -> Result<(), String> {
         self.store()?.kill();
-        self.mark_fault(mono_ns());
+        self.open_window("store killed (SIGKILL)");
         Ok(())
     }
 
-    /// The store started again on its data.
+    /// The store started again on its data; the window of its kill ends as the start begins.
     pub(super) fn start_store(&mut self) -> Result<(), String> {
+        self.close_window();
         self.store()?.start()
     }
 
-    /// SIGSTOP to the store (recorded as a fault).
+    /// SIGSTOP to the store: a fault window until [`Self::resume_store`].
     pub(super) fn pause_store(&mut self) -> Result<(), String> {
         self.store()?.pause();
-        self.mark_fault(mono_ns());
+        self.open_window("store paused (SIGSTOP)");
         Ok(())
     }
 
-    /// SIGCONT to the store.
+    /// SIGCONT to the store; the window of its pause ends.
     pub(super) fn resume_store(&mut self) -> Result<(), String> {
+        self.close_window();
         self.store()?.resume();
         Ok(())
+    }
+
+    /// Adds what the harness saw of the fault in force to its window's label, in brackets
+    /// (`"30% loss on all links [1210 of 4034 peer requests lost]"`): the run log, the report and
+    /// the timeline then show that the fault took effect, and the chaos tests check it.
+    pub(super) fn observed(&mut self, what: &str) {
+        if let Some((_, label, _)) = &mut self.open {
+            label.push_str(&format!(" [{what}]"));
+        }
+    }
+
+    /// Peer requests sent and received so far, summed over the running nodes' counters (a
+    /// request is counted sent before the fault layer can lose it, received once it got past
+    /// the receiver's fault layer). A node that does not answer is left out.
+    pub(super) async fn peer_requests(&self) -> (u64, u64) {
+        let (mut sent, mut received) = (0, 0);
+        for id in self.ids() {
+            if self.c.pid(id).is_none() {
+                continue;
+            }
+            if let Ok(s) = self.c.status(id).await {
+                sent += s.counters.total_sent();
+                received += s.counters.messages_received.values().sum::<u64>();
+            }
+        }
+        (sent, received)
+    }
+
+    /// Node `id`'s probe round trips so far (`/metrics`, `probe_round_trip_seconds`): how many
+    /// were acknowledged, and their sum in seconds; `None` when it does not answer.
+    pub(super) async fn probe_round_trips(&self, id: NodeId) -> Option<(u64, f64)> {
+        let text = self.c.client(id).ok()?.metrics_text().await.ok()?;
+        let value = |suffix: &str| {
+            text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+                let (name, v) = l.split_once(' ')?;
+                name.ends_with(&format!("probe_round_trip_seconds_{suffix}"))
+                    .then(|| v.trim().parse::<f64>().ok())
+                    .flatten()
+            })
+        };
+        Some((value("count")? as u64, value("sum")?))
     }
 
     pub(super) fn others(&self, not: &[NodeId]) -> Vec<NodeId> {
