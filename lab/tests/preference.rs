@@ -97,3 +97,51 @@ fn the_member_of_highest_priority_leads_after_the_settle_time_and_flapping_is_bo
     );
     tc.assert_safe();
 }
+
+/// Issue 29, finding 2: the preferred node (3, priority 10) leads; its disk is wiped and it
+/// starts again with `join`, without being removed. It acknowledges the leader's appends, but
+/// the members know its earlier data dir, so it is never confirmed and never campaigns. The
+/// leader must not hand over to it: before, it resigned to node 3 every settle time, node 3
+/// never campaigned and another member won after a leaderless follower lease, for ever.
+#[test]
+fn no_handover_to_a_preferred_member_whose_data_dir_is_not_confirmed() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Quorum, 3, TEST_TIMING);
+    prefer(&tc, 3);
+    for id in 1..=3 {
+        tc.start_node(id);
+    }
+    rt.block_on(until_leads(&tc, 3)).expect("node 3 leads");
+    tc.kill(3);
+    let leader = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("a leader without 3");
+    std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, 3)).unwrap();
+    let through = tc.c.member(leader).unwrap().addr.clone();
+    let path = tc.c.member(3).unwrap().config.clone();
+    let mut cfg: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    cfg.insert("join".into(), toml::Value::String(through));
+    std::fs::write(&path, toml::to_string(&cfg).unwrap()).unwrap();
+    tc.start_node(3);
+    // Watched for four settle times, with node 3 running, up to date and of the highest
+    // priority; a change of leader ends the watch early.
+    let t0 = mono_ns();
+    let watch_until = Instant::now() + Duration::from_millis(4 * SETTLE_MS);
+    while Instant::now() < watch_until {
+        let now = rt.block_on(tc.c.agreed_leader());
+        if now.is_some_and(|l| l != leader) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let changes = electd_lab::chaos::checkers::leader_changes(&tc.run_log(Some(t0), None));
+    let status = rt.block_on(tc.c.status(3)).expect("node 3 runs");
+    assert_eq!(
+        status.engine["identity"]["confirmed"],
+        serde_json::json!(false),
+        "the wiped node is not confirmed"
+    );
+    assert_eq!(changes, 0, "leader changes in four settle times");
+    assert_eq!(rt.block_on(tc.c.wait_agreed(WAIT)), Some(leader));
+    tc.assert_safe();
+}

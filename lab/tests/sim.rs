@@ -381,3 +381,51 @@ fn an_event_log_that_trails_the_claim_is_caught() {
         out.timeline.join("\n")
     );
 }
+
+/// Issue 29, finding 1: node 3 is cut off from the four members added after it (4-7 never
+/// hear its hello), 1 and 2 are then cut off, and 3's disk is wiped and it starts again as the
+/// member it was, without join. Before the members' incarnations were in the log, 4-7 answered
+/// "new" (4 of 6, a majority of the 7), and the wiped 3 was confirmed and voted again as the
+/// member it was ("... was confirmed: it votes again as the member it was", seeds 2 and 3).
+/// Now the leader writes 3's incarnation into the log before each add (identity.rs, rule 5),
+/// 4-7 apply it, and refuse the new data dir.
+fn wiped_after_growth(seed: u64) -> Outcome {
+    let at = |step, then_ms| Timed { step, then_ms };
+    run(&Spec {
+        profile: Profile::Default,
+        membership: true,
+        script: Some(vec![
+            at(Step::Heal, 1_000),
+            at(Step::Split(vec![vec![3], vec![4, 5, 6, 7]]), 100),
+            at(Step::Add, 2_000),
+            at(Step::Add, 2_000),
+            at(Step::Add, 2_000),
+            at(Step::Add, 30_000),
+            at(Step::Heal, 1_000),
+            at(Step::Split(vec![vec![1, 2], vec![3, 4, 5, 6, 7]]), 1_000),
+            at(
+                Step::Wipe {
+                    target: Target::Node(3),
+                    down_ms: 100,
+                },
+                10_000,
+            ),
+        ]),
+        ..Spec::new(seed, 3)
+    })
+}
+
+#[test]
+fn a_wiped_member_is_refused_by_members_added_while_it_was_cut_off() {
+    for seed in [1, 2, 3] {
+        let out = wiped_after_growth(seed);
+        assert_kept(&out, &format!("seed {seed}: "));
+        // The four adds, then 3 refused to run and was replaced (removed, added again).
+        assert_eq!(
+            (out.added, out.refused),
+            (5, 1),
+            "seed {seed}: {}",
+            out.timeline.join("\n")
+        );
+    }
+}

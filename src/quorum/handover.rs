@@ -189,6 +189,18 @@ impl QuorumNode {
                 })
                 .collect();
             if let Some(to) = settle.judge(now, mine, &members, self.settle_ns) {
+                if !self.may_campaign(to).await {
+                    // A voter on a data dir not confirmed (a wiped disk started again with
+                    // join) acknowledges appends but never campaigns: handing over to it left
+                    // the cluster leaderless every settle time (issue 29, finding 2). The
+                    // settle time starts again.
+                    tracing::debug!(
+                        successor = to,
+                        "no handover to the preferred leader: its data dir is not confirmed"
+                    );
+                    settle.not_leading();
+                    continue;
+                }
                 match self.resign(Some(to)).await {
                     Ok(r) => tracing::info!(
                         term = r.term,
@@ -199,6 +211,18 @@ impl QuorumNode {
                     Err(e) => tracing::debug!(error = %e, "no handover to the preferred leader"),
                 }
             }
+        }
+    }
+
+    /// Whether member `id` answers a hello now with the confirmed incarnation this node holds
+    /// for it (identity.rs): only then can it campaign, and so take over a handover.
+    async fn may_campaign(&self, id: NodeId) -> bool {
+        let deadline = Duration::from_millis(self.timing.follower_lease_ms / 3);
+        match self.ask_hello(id, &self.own_hello(), deadline).await {
+            Ok(a) => {
+                a.accepted && a.incarnation.is_some() && a.incarnation == self.store.recorded(id)
+            }
+            Err(_) => false,
         }
     }
 

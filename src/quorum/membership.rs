@@ -28,6 +28,7 @@ use super::handover::matched_index;
 use super::identity::Recognition;
 use super::node::QuorumNode;
 use super::protocol::{Hello, HelloAnswer, RemoveRequest, PATH_HELLO, PATH_REMOVE};
+use super::types::Command;
 use crate::engine::MembershipError;
 use crate::role::NodeId;
 use crate::transport::TransportError;
@@ -166,6 +167,9 @@ impl QuorumNode {
         changed(self.id, tokio::time::timeout(left(until), learner).await)?;
         self.until_caught_up(add.id, until).await?;
         self.until_confirmed(add.id, until).await?;
+        let mut voters: BTreeSet<NodeId> = self.voters().into_iter().collect();
+        voters.insert(add.id);
+        self.log_incarnations(&voters, until).await?;
         tracing::info!(
             member = add.id,
             "learner caught up and confirmed: promoting it to voter"
@@ -195,6 +199,8 @@ impl QuorumNode {
         if id == self.id {
             return self.hand_over_and_remove_self(until).await;
         }
+        let staying: BTreeSet<NodeId> = self.voters().into_iter().filter(|v| *v != id).collect();
+        self.log_incarnations(&staying, until).await?;
         let change = if member.voter {
             ChangeMembers::RemoveVoters(BTreeSet::from([id]))
         } else {
@@ -272,10 +278,7 @@ impl QuorumNode {
         id: NodeId,
         until: tokio::time::Instant,
     ) -> Result<(), MembershipError> {
-        let hello = Hello {
-            incarnation: self.store.identity().map_or(0, |i| i.incarnation),
-            membership: self.membership_index(),
-        };
+        let hello = self.own_hello();
         let beat = Duration::from_nanos(self.election.heartbeat_ns);
         loop {
             let answer = self.ask_hello(id, &hello, left(until)).await;
@@ -291,6 +294,64 @@ impl QuorumNode {
                 )));
             }
             tokio::time::sleep(beat).await;
+        }
+    }
+
+    /// Writes into the log the incarnations of `voters` (the voters a change leaves in force)
+    /// that it does not hold yet (identity.rs, rule 5): as this leader recorded them or, for a
+    /// voter it recorded none of, as that voter answers a hello now. Fails, naming them, when
+    /// some voter's incarnation cannot be learnt (down, or on a data dir not confirmed): the
+    /// change would leave a voter whose earlier data dir the new majorities might not know.
+    async fn log_incarnations(
+        &self,
+        voters: &BTreeSet<NodeId>,
+        until: tokio::time::Instant,
+    ) -> Result<(), MembershipError> {
+        let logged = self.store.logged();
+        let mut write = BTreeMap::new();
+        let mut unknown = Vec::new();
+        for &v in voters.iter().filter(|v| !logged.contains_key(v)) {
+            let incarnation = if v == self.id {
+                self.store
+                    .identity()
+                    .filter(|i| i.confirmed)
+                    .map(|i| i.incarnation)
+            } else {
+                if self.store.recorded(v).is_none() {
+                    let deadline =
+                        left(until).min(Duration::from_nanos(self.election.heartbeat_ns * 4));
+                    let _ = self.ask_hello(v, &self.own_hello(), deadline).await;
+                }
+                self.store.recorded(v)
+            };
+            match incarnation {
+                Some(i) => {
+                    write.insert(v, i);
+                }
+                None => unknown.push(v),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(MembershipError::Failed(format!(
+                "the incarnations of voters {unknown:?} are not in the log, and they did not \
+                 answer with a confirmed one: a change waits until every voter it leaves can be \
+                 named (start them, or remove them first)"
+            )));
+        }
+        if write.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(?write, "writing the voters' incarnations into the log");
+        let w = self.raft.client_write(Command::Incarnations(write));
+        changed(self.id, tokio::time::timeout(left(until), w).await)?;
+        Ok(())
+    }
+
+    /// The hello this node says: its incarnation and the membership its log names.
+    pub(super) fn own_hello(&self) -> Hello {
+        Hello {
+            incarnation: self.store.identity().map_or(0, |i| i.incarnation),
+            membership: self.membership_index(),
         }
     }
 
@@ -490,8 +551,21 @@ impl QuorumNode {
         let still = m.state == ServerState::Leader
             && configs.len() > 1
             && eff.log_id().map(|l| l.index) == Some(at);
-        if still {
-            let goal: BTreeSet<NodeId> = configs[configs.len() - 1].iter().copied().collect();
+        let goal: BTreeSet<NodeId> = configs
+            .last()
+            .map(|c| c.iter().copied().collect())
+            .unwrap_or_default();
+        let until = tokio::time::Instant::now() + CHANGE_TIME;
+        let logged = still && {
+            match self.log_incarnations(&goal, until).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!("cannot finish the membership change yet: {e}");
+                    false
+                }
+            }
+        };
+        if still && logged {
             tracing::info!(
                 ?goal,
                 "finishing the membership change an earlier leader began"

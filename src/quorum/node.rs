@@ -523,7 +523,11 @@ impl QuorumPeer for QuorumNode {
             ..HelloAnswer::default()
         };
         // Applied entries only grow, so a member not behind now is not behind when it records.
-        if identity::is_behind(self.store.applied_index(), hello.membership) {
+        // One that holds entries it has not applied yet may not know the incarnation they
+        // record for the sender (rule 5): it abstains too, until it has applied them.
+        if identity::is_behind(self.store.applied_index(), hello.membership)
+            || self.store.unapplied()
+        {
             tracing::debug!(
                 peer = from,
                 membership = hello.membership,
@@ -627,6 +631,7 @@ mod tests {
     use super::*;
     use crate::clock::testing::ManualClock;
     use crate::quorum::protocol::vote;
+    use crate::quorum::types::Command;
 
     /// A one-member quorum node in this process (it elects itself), and its stop token.
     async fn single_node(dir: &std::path::Path) -> (Arc<QuorumNode>, CancellationToken) {
@@ -993,7 +998,10 @@ mod tests {
             // A receiver with a change unseen (a log entry written and applied since).
             let mut metrics = q.raft.metrics();
             metrics.borrow_and_update();
-            q.raft.client_write(()).await.unwrap();
+            q.raft
+                .client_write(Command::Incarnations(BTreeMap::new()))
+                .await
+                .unwrap();
             assert!(metrics.has_changed().unwrap());
             assert!(q.probe_recording(term, ms(120), &mut metrics).await);
             q.record_view();

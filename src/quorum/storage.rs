@@ -42,7 +42,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 
 use super::identity::{recognise, Identity, Recognition};
-use super::types::TypeConfig;
+use super::types::{Command, TypeConfig};
 use crate::role::NodeId;
 
 /// The two slot files of the Raft state inside the data dir.
@@ -106,9 +106,26 @@ struct Persisted {
     /// The incarnation first heard from each other member (identity.rs).
     #[serde(default)]
     known: BTreeMap<NodeId, u64>,
+    /// The members' incarnations as the applied log holds them (identity.rs, rule 5): the
+    /// replicated record, which every member, one added later too, has once it applied the log.
+    #[serde(default)]
+    logged: BTreeMap<NodeId, u64>,
 }
 
 impl Persisted {
+    /// The incarnation held for `peer`: the applied log's, which every member that applied as
+    /// far agrees on, else the one this node recorded from a hello.
+    fn recorded(&self, peer: NodeId) -> Option<u64> {
+        self.logged.get(&peer).or(self.known.get(&peer)).copied()
+    }
+
+    /// Forgets the incarnations of the nodes that are not members of `m` (identity.rs, rule
+    /// 3): they may come back on a new data dir once added again.
+    fn forget_outside(&mut self, m: &openraft::Membership<NodeId, BasicNode>) {
+        self.known.retain(|id, _| m.get_node(id).is_some());
+        self.logged.retain(|id, _| m.get_node(id).is_some());
+    }
+
     fn empty(node_id: NodeId, cluster_id: &str) -> Self {
         Persisted {
             format: FORMAT,
@@ -124,6 +141,7 @@ impl Persisted {
             snapshot_seq: 0,
             identity: None,
             known: BTreeMap::new(),
+            logged: BTreeMap::new(),
         }
     }
 }
@@ -431,18 +449,41 @@ impl Store {
         peer: NodeId,
         incarnation: u64,
     ) -> std::io::Result<Recognition> {
-        let r = self.read(|s| recognise(s.known.get(&peer).copied(), incarnation));
+        let r = self.read(|s| recognise(s.recorded(peer), incarnation));
         if r == Recognition::New {
             // Recorded by the mutation itself, so that two racing hellos record one.
             return self
                 .mutate(|s| {
-                    let r = recognise(s.known.get(&peer).copied(), incarnation);
+                    let r = recognise(s.recorded(peer), incarnation);
                     s.known.entry(peer).or_insert(incarnation);
                     r
                 })
                 .await;
         }
         Ok(r)
+    }
+
+    /// The incarnation this node holds for `peer`: the log's, else its own record.
+    pub fn recorded(&self, peer: NodeId) -> Option<u64> {
+        self.read(|s| s.recorded(peer))
+    }
+
+    /// The incarnations the applied log holds (identity.rs, rule 5).
+    pub fn logged(&self) -> BTreeMap<NodeId, u64> {
+        self.read(|s| s.logged.clone())
+    }
+
+    /// Whether this node holds incarnation entries it has not applied yet: it may not know
+    /// yet what they record, and abstains from judging an incarnation meanwhile (identity.rs,
+    /// rule 5). (Other entries do not count: a new cluster's first membership, say, is not
+    /// applied before its first leader commits it, and that leader needs confirmed voters.)
+    pub fn unapplied(&self) -> bool {
+        self.read(|s| {
+            let from = s.last_applied.map_or(0, |l| l.index + 1);
+            s.log
+                .range(from..)
+                .any(|(_, e)| matches!(e.payload, EntryPayload::Normal(_)))
+        })
     }
 
     /// The index of the last log entry applied: what this node has forgotten and recorded
@@ -595,6 +636,9 @@ impl StateMachine {
 struct SnapshotData {
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
+    /// The incarnations the log held (identity.rs, rule 5).
+    #[serde(default)]
+    logged: BTreeMap<NodeId, u64>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
@@ -606,6 +650,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
                 let data = serde_json::to_vec(&SnapshotData {
                     last_applied: s.last_applied,
                     membership: s.membership.clone(),
+                    logged: s.logged.clone(),
                 })
                 .expect("snapshot serialises");
                 let id = match s.last_applied {
@@ -649,11 +694,23 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.0.note(move |s| {
             for e in entries {
                 s.last_applied = Some(e.log_id);
-                if let EntryPayload::Membership(m) = e.payload {
-                    // A node no longer a member may come back on a new data dir once it is
-                    // added again (identity.rs): its incarnation is forgotten.
-                    s.known.retain(|id, _| m.get_node(id).is_some());
-                    s.membership = StoredMembership::new(Some(e.log_id), m);
+                match e.payload {
+                    EntryPayload::Membership(m) => {
+                        // A node no longer a member may come back on a new data dir once it
+                        // is added again (identity.rs): its incarnation is forgotten.
+                        s.forget_outside(&m);
+                        s.membership = StoredMembership::new(Some(e.log_id), m);
+                    }
+                    EntryPayload::Normal(Command::Incarnations(incarnations)) => {
+                        // The first one the log holds for a member stays (rule 5); only
+                        // members are recorded.
+                        for (id, inc) in incarnations {
+                            if s.membership.membership().get_node(&id).is_some() {
+                                s.logged.entry(id).or_insert(inc);
+                            }
+                        }
+                    }
+                    EntryPayload::Blank => {}
                 }
             }
         });
@@ -683,6 +740,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.0
             .mutate(move |s| {
                 s.last_applied = decoded.last_applied.or(meta.last_log_id);
+                // What the log held, and the removals it applied: a member that learns a
+                // removal from a snapshot forgets the removed node's incarnation as one that
+                // applied the entry does (it refused the node's new data dir for ever).
+                s.forget_outside(decoded.membership.membership());
+                s.logged = decoded.logged;
                 s.membership = decoded.membership;
                 s.snapshot = Some(StoredSnapshot { meta, data });
             })
@@ -701,6 +763,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 mod tests {
     use super::*;
     use openraft::CommittedLeaderId;
+    use std::collections::BTreeSet;
 
     fn vote(term: u64, node: NodeId) -> Vote<NodeId> {
         Vote::new(term, node)
@@ -833,6 +896,106 @@ mod tests {
         let err = Store::open(dir.path(), 2, "c").err().expect("foreign");
         assert!(err.to_string().contains("belongs to node 1"));
         assert!(Store::open(dir.path(), 1, "c").is_ok());
+    }
+
+    /// A membership of voters `ids` (at `127.0.0.1:700N`).
+    fn members(ids: &[NodeId]) -> openraft::Membership<NodeId, BasicNode> {
+        let nodes: BTreeMap<NodeId, BasicNode> = ids
+            .iter()
+            .map(|id| (*id, BasicNode::new(format!("127.0.0.1:700{id}"))))
+            .collect();
+        let voters: BTreeSet<NodeId> = ids.iter().copied().collect();
+        openraft::Membership::new(vec![voters], nodes)
+    }
+
+    fn entry(index: u64, payload: EntryPayload<TypeConfig>) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload,
+        }
+    }
+
+    /// Rule 5 (identity.rs): the log's incarnations are applied in log order, the first one
+    /// for a member stays, only members are recorded, and a removal forgets; what the log holds
+    /// is what a hello is judged by, over this node's own record.
+    #[tokio::test]
+    async fn the_log_holds_the_first_incarnation_of_each_member() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        let mut sm = StateMachine(store.clone());
+        let incarnations = |m: &[(NodeId, u64)]| {
+            EntryPayload::Normal(Command::Incarnations(m.iter().copied().collect()))
+        };
+        sm.apply(vec![
+            entry(1, EntryPayload::Membership(members(&[1, 2, 3]))),
+            entry(2, incarnations(&[(3, 0x33), (9, 0x99)])),
+            entry(3, incarnations(&[(3, 0x34), (2, 0x22)])),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(store.logged(), BTreeMap::from([(2, 0x22), (3, 0x33)]));
+        assert!(
+            matches!(
+                store.recognise_peer(3, 0x35).await.unwrap(),
+                Recognition::Replaced { was: 0x33 }
+            ),
+            "a new data dir of node 3 is refused by what the log holds"
+        );
+        sm.apply(vec![entry(4, EntryPayload::Membership(members(&[1, 2])))])
+            .await
+            .unwrap();
+        assert_eq!(store.logged(), BTreeMap::from([(2, 0x22)]), "3 removed");
+        assert_eq!(
+            store.recognise_peer(3, 0x35).await.unwrap(),
+            Recognition::New
+        );
+    }
+
+    /// Issue 29, finding 3: a member that learns a removal from a snapshot forgets the removed
+    /// node's incarnation, as one that applied the entry does, and takes the log's
+    /// incarnations from the snapshot. (It kept its record, and refused the node's new data
+    /// dir until a later removal.)
+    #[tokio::test]
+    async fn a_snapshot_that_removed_a_member_forgets_its_incarnation() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        let mut sm = StateMachine(store.clone());
+        sm.apply(vec![entry(
+            1,
+            EntryPayload::Membership(members(&[1, 2, 3])),
+        )])
+        .await
+        .unwrap();
+        assert_eq!(
+            store.recognise_peer(3, 0x33).await.unwrap(),
+            Recognition::New
+        );
+        let last = LogId::new(CommittedLeaderId::new(2, 2), 40);
+        let membership = StoredMembership::new(Some(last), members(&[1, 2]));
+        let data = serde_json::to_vec(&SnapshotData {
+            last_applied: Some(last),
+            membership: membership.clone(),
+            logged: BTreeMap::from([(2, 0x22)]),
+        })
+        .unwrap();
+        let meta = SnapshotMeta {
+            last_log_id: Some(last),
+            last_membership: membership,
+            snapshot_id: "s".into(),
+        };
+        sm.install_snapshot(&meta, Box::new(Cursor::new(data)))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.recorded(3),
+            None,
+            "node 3's old incarnation is forgotten"
+        );
+        assert_eq!(store.logged(), BTreeMap::from([(2, 0x22)]));
+        assert_eq!(
+            store.recognise_peer(3, 0x36).await.unwrap(),
+            Recognition::New
+        );
     }
 
     #[tokio::test]
