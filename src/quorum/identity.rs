@@ -37,6 +37,18 @@
 //!    promoted to voter only once its own incarnation is confirmed (`until_confirmed`), so
 //!    that no voter counts against a majority it may not vote in. Abstaining never confirms
 //!    anyone, so the argument above is unchanged.
+//! 5. Rules 1-4 fix n; when the members change, the members that recorded a node are fixed at
+//!    its confirmation and those added later may never hear it. So the log carries the
+//!    incarnations (`types::Command::Incarnations`, applied in `storage.rs`: the first one of
+//!    a member stays, a removal forgets, snapshots carry them): before it changes the
+//!    membership, the leader writes the incarnation of every voter the change leaves that the
+//!    log lacks (membership.rs, `log_incarnations`), or fails the change. A member judges a
+//!    hello by the applied log before its own record, and abstains while it holds incarnation
+//!    entries not yet applied. Take X confirmed and the first change C after: X's entry came
+//!    before C in the log, so every member holding C holds it, and a majority of each voter set
+//!    of C holds C for good; of the n−1 others at most ⌈n/2⌉−1 lack the entry, so a new
+//!    incarnation of X never gathers ⌈n/2⌉ accepting answers. Without a change since X's
+//!    confirmation, the fixed-n argument above holds.
 
 use serde::{Deserialize, Serialize};
 
