@@ -4,7 +4,7 @@
 //! The sender signs with HMAC-SHA256 (RustCrypto's `hmac` and `sha2`) over
 //!
 //! ```text
-//! electd-peer-v2 \n cluster id \n sender id \n METHOD \n path \n epoch \n session \n seq \n ts ms \n body
+//! electd-peer-v3 \n cluster id \n sender id \n sender address \n METHOD \n path \n epoch \n session \n seq \n ts ms \n body
 //! ```
 //!
 //! and sends the epoch, session, sequence number, timestamp and hex MAC in `x-electd-epoch`,
@@ -28,9 +28,24 @@
 //!   less for it (README, "Peer authentication").
 //!
 //! A missing header is `missing_auth`, a MAC that does not match `bad_signature`; each refusal is
-//! a 401 counted by reason in `/metrics`. The sender id and the cluster id are covered by the
-//! MAC, so neither can be swapped. Responses are not signed: a peer answers only on a connection
-//! that the caller opened to the member's configured address.
+//! a 401 counted by reason in `/metrics`. The sender id, its address (`x-electd-addr`, which a
+//! receiver may learn the sender's address from) and the cluster id are covered by the MAC, so
+//! none can be swapped.
+//!
+//! **Answers are signed too.** A request's answer is worth as much as a vote or an
+//! acknowledgement (a claim rests on a majority of answers), and the network between hosts is
+//! hostile in this mode: it may forge and replay answers. The receiver of an authenticated
+//! request signs its answer ([`PeerAuth::answer_mac`], in `x-electd-answer`) over
+//!
+//! ```text
+//! electd-answer-v1 \n cluster id \n answering member \n its epoch \n status \n the request's MAC \n body
+//! ```
+//!
+//! The request's MAC is unique (its sequence number), so an answer recorded earlier answers no
+//! other request; the answering member is the one the request was sent to, so a member's answer
+//! cannot stand for another's. The sender checks it ([`PeerAuth::verify_answer`]) before it
+//! reads the answer, the epoch in it included; an answer without a valid MAC is no answer
+//! (counted as `rejected_peer_answers`, logged once per peer).
 //!
 //! The secret is a [`Secret`]: its `Debug` is redacted, it is never serialised, and it appears in
 //! no log and no status. The epoch and the session come from the operating system's random
@@ -54,6 +69,8 @@ pub const HDR_NONCE: &str = "x-electd-nonce";
 pub const HDR_AUTH: &str = "x-electd-auth";
 pub const HDR_EPOCH: &str = "x-electd-epoch";
 pub const HDR_SESSION: &str = "x-electd-session";
+/// The MAC of an answer (see the module's notes).
+pub const HDR_ANSWER: &str = "x-electd-answer";
 
 /// How many sequence numbers below a sender's highest the receiver still tells apart; an older
 /// one is refused. A sender's requests overtake one another by far fewer (a request is signed
@@ -71,6 +88,8 @@ type HmacSha256 = Hmac<Sha256>;
 pub struct Signed<'a> {
     pub cluster: &'a str,
     pub from: NodeId,
+    /// The address the sender names for itself (`x-electd-addr`; empty when it names none).
+    pub addr: &'a str,
     pub method: &'a str,
     pub path: &'a str,
     /// The receiver's epoch the sender signed for (0: not known yet).
@@ -78,6 +97,20 @@ pub struct Signed<'a> {
     pub session: u64,
     pub seq: u64,
     pub ts_ms: u64,
+    pub body: &'a [u8],
+}
+
+/// The signed parts of one answer to a signed request.
+#[derive(Clone, Copy, Debug)]
+pub struct Answer<'a> {
+    pub cluster: &'a str,
+    /// The member that answers: the one the request was sent to.
+    pub from: NodeId,
+    /// Its epoch as a receiver, which the answer also names in `x-electd-epoch`.
+    pub epoch: u64,
+    pub status: u16,
+    /// The MAC of the request answered (hex, as it travelled).
+    pub request_mac: &'a str,
     pub body: &'a [u8],
 }
 
@@ -229,12 +262,40 @@ impl PeerAuth {
         let mut mac = HmacSha256::new_from_slice(self.secret.expose_secret().as_bytes())
             .expect("HMAC takes a key of any length");
         let head = format!(
-            "electd-peer-v2\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
-            s.cluster, s.from, s.method, s.path, s.epoch, s.session, s.seq, s.ts_ms
+            "electd-peer-v3\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
+            s.cluster, s.from, s.addr, s.method, s.path, s.epoch, s.session, s.seq, s.ts_ms
         );
         mac.update(head.as_bytes());
         mac.update(s.body);
         mac
+    }
+
+    /// The MAC of request `s` (what [`PeerAuth::sign`] puts in its proof), for any session and
+    /// sequence number: the fuzz target signs with it.
+    pub fn tag(&self, s: &Signed<'_>) -> [u8; 32] {
+        self.mac(s).finalize().into_bytes().into()
+    }
+
+    fn answer(&self, a: &Answer<'_>) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(self.secret.expose_secret().as_bytes())
+            .expect("HMAC takes a key of any length");
+        let head = format!(
+            "electd-answer-v1\n{}\n{}\n{}\n{}\n{}\n",
+            a.cluster, a.from, a.epoch, a.status, a.request_mac
+        );
+        mac.update(head.as_bytes());
+        mac.update(a.body);
+        mac
+    }
+
+    /// The MAC of answer `a` (hex), which its sender puts in [`HDR_ANSWER`].
+    pub fn answer_mac(&self, a: &Answer<'_>) -> String {
+        to_hex(&self.answer(a).finalize().into_bytes())
+    }
+
+    /// Whether `mac_hex` is the MAC of answer `a` (compared in constant time).
+    pub fn verify_answer(&self, a: &Answer<'_>, mac_hex: &str) -> bool {
+        from_hex(mac_hex).is_some_and(|given| self.answer(a).verify_slice(&given).is_ok())
     }
 
     /// This node's current epoch as a receiver (sent on every answer to a peer request).
@@ -260,6 +321,7 @@ impl PeerAuth {
         &self,
         cluster: &str,
         from: NodeId,
+        addr: &str,
         epoch: u64,
         method: &str,
         path: &str,
@@ -269,6 +331,7 @@ impl PeerAuth {
         let s = Signed {
             cluster,
             from,
+            addr,
             method,
             path,
             epoch,
@@ -344,6 +407,7 @@ mod tests {
         Signed {
             cluster: "c1",
             from: 2,
+            addr: "127.0.0.1:7002",
             method: "POST",
             path: "/peer/raft/vote",
             epoch: p.epoch,
@@ -356,7 +420,16 @@ mod tests {
 
     /// `a` signs a request to `b` for `b`'s epoch.
     fn sign_to(a: &PeerAuth, b: &PeerAuth, body: &[u8], ts_ms: u64) -> Proof {
-        a.sign("c1", 2, b.epoch(), "POST", "/peer/raft/vote", body, ts_ms)
+        a.sign(
+            "c1",
+            2,
+            "127.0.0.1:7002",
+            b.epoch(),
+            "POST",
+            "/peer/raft/vote",
+            body,
+            ts_ms,
+        )
     }
 
     #[test]
@@ -394,7 +467,16 @@ mod tests {
         let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
         // Before it knows b's epoch, a signs for 0.
         assert_eq!(a.epoch_of(9), 0);
-        let p = a.sign("c1", 2, a.epoch_of(9), "POST", "/x", b"", 1);
+        let p = a.sign(
+            "c1",
+            2,
+            "127.0.0.1:7002",
+            a.epoch_of(9),
+            "POST",
+            "/x",
+            b"",
+            1,
+        );
         let s = Signed {
             path: "/x",
             ..signed(&p, b"")
@@ -402,7 +484,16 @@ mod tests {
         assert_eq!(b.verify(&s, &p.mac_hex), Err(AuthError::StaleEpoch));
         a.learn_epoch(9, b.epoch());
         assert_eq!(a.epoch_of(9), b.epoch());
-        let p = a.sign("c1", 2, a.epoch_of(9), "POST", "/x", b"", 1);
+        let p = a.sign(
+            "c1",
+            2,
+            "127.0.0.1:7002",
+            a.epoch_of(9),
+            "POST",
+            "/x",
+            b"",
+            1,
+        );
         let s = Signed {
             path: "/x",
             ..signed(&p, b"")
@@ -508,6 +599,10 @@ mod tests {
             },
             Signed { from: 3, ..base },
             Signed {
+                addr: "10.9.9.9:7002",
+                ..base
+            },
+            Signed {
                 epoch: base.epoch + 1,
                 ..base
             },
@@ -550,5 +645,53 @@ mod tests {
         let bytes: [u8; 32] = std::array::from_fn(|i| (i * 8) as u8);
         assert_eq!(from_hex(&to_hex(&bytes)), Some(bytes));
         assert_eq!(from_hex(&to_hex(&bytes).to_uppercase()), Some(bytes));
+    }
+
+    /// An answer's MAC binds the request it answers, the answering member, its epoch, the
+    /// status and the body: an answer recorded earlier, another member's, or one whose grant
+    /// was rewritten does not pass; nor does one made without the secret.
+    #[test]
+    fn every_part_of_an_answer_matters() {
+        let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
+        let p = sign_to(&a, &b, b"{}", wall_ms());
+        let q = sign_to(&a, &b, b"{}", wall_ms());
+        let base = Answer {
+            cluster: "c1",
+            from: 3,
+            epoch: b.epoch(),
+            status: 200,
+            request_mac: &p.mac_hex,
+            body: b"{\"vote_granted\":false}",
+        };
+        let mac = b.answer_mac(&base);
+        assert!(a.verify_answer(&base, &mac));
+        for v in [
+            Answer {
+                body: b"{\"vote_granted\":true}",
+                ..base
+            },
+            Answer {
+                request_mac: &q.mac_hex,
+                ..base
+            },
+            Answer { from: 2, ..base },
+            Answer {
+                epoch: base.epoch + 1,
+                ..base
+            },
+            Answer {
+                status: 401,
+                ..base
+            },
+            Answer {
+                cluster: "c2",
+                ..base
+            },
+        ] {
+            assert!(!a.verify_answer(&v, &mac), "{v:?}");
+        }
+        assert!(!auth("another secret!!").verify_answer(&base, &mac));
+        assert!(!a.verify_answer(&base, ""));
+        assert!(!a.verify_answer(&base, &"0".repeat(64)));
     }
 }

@@ -14,9 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use hmac::{Hmac, Mac};
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
-use sha2::Sha256;
 
 use crate::auth::{AuthError, PeerAuth, Signed, MAX_SESSIONS, SEQ_WINDOW};
 use crate::config::{Config, Secret};
@@ -86,21 +84,12 @@ pub fn config_text(data: &[u8]) {
 /// it can sign requests properly; the fuzzer's bytes never contain it.
 pub const PEER_AUTH_KEY: &str = "fuzzing-secret-0123456789";
 
-/// The MAC of `s` made with [`PEER_AUTH_KEY`], as a sender computes it (src/auth.rs: HMAC-SHA256
-/// over `electd-peer-v2`, the signed fields a line each, and the body). Written here again
-/// because the target needs MACs for any session and sequence number, which `PeerAuth::sign`
-/// does not give; `the_targets_macs_are_the_nodes` checks the two agree, without which the
-/// target's "accepted" would mean nothing.
+/// The MAC of `s` made with [`PEER_AUTH_KEY`], as a sender computes it ([`PeerAuth::tag`]: the
+/// target needs MACs for any session and sequence number, which `PeerAuth::sign` does not give).
 fn key_mac(s: &Signed<'_>) -> [u8; 32] {
-    let mut mac = Hmac::<Sha256>::new_from_slice(PEER_AUTH_KEY.as_bytes())
-        .expect("HMAC takes a key of any length");
-    let head = format!(
-        "electd-peer-v2\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n",
-        s.cluster, s.from, s.method, s.path, s.epoch, s.session, s.seq, s.ts_ms
-    );
-    mac.update(head.as_bytes());
-    mac.update(s.body);
-    mac.finalize().into_bytes().into()
+    static KEY: std::sync::OnceLock<PeerAuth> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| PeerAuth::new(crate::config::Secret::from(PEER_AUTH_KEY)))
+        .tag(s)
 }
 
 /// A request of the fuzz targets, to `/peer/msg` of cluster `fuzz`.
@@ -115,6 +104,7 @@ fn request(
     Signed {
         cluster: "fuzz",
         from,
+        addr: "",
         method: "POST",
         path: "/peer/msg",
         epoch,
@@ -308,7 +298,16 @@ mod tests {
     fn the_targets_macs_are_the_nodes() {
         let sender = PeerAuth::new(Secret::from(PEER_AUTH_KEY));
         for body in [&b""[..], b"{}", b"\n\xff"] {
-            let p = sender.sign("fuzz", 2, 77, "POST", "/peer/msg", body, 1_700_000_000_000);
+            let p = sender.sign(
+                "fuzz",
+                2,
+                "",
+                77,
+                "POST",
+                "/peer/msg",
+                body,
+                1_700_000_000_000,
+            );
             let s = request(2, p.epoch, p.session, p.seq, p.ts_ms, body);
             assert_eq!(hex::encode(key_mac(&s)), p.mac_hex);
         }

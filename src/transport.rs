@@ -21,8 +21,8 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::auth::{
-    wall_ms, PeerAuth, Signed, CLOCK_SKEW_WARN_MS, HDR_AUTH, HDR_EPOCH, HDR_NONCE, HDR_SESSION,
-    HDR_TS,
+    wall_ms, Answer, PeerAuth, Signed, CLOCK_SKEW_WARN_MS, HDR_ANSWER, HDR_AUTH, HDR_EPOCH,
+    HDR_NONCE, HDR_SESSION, HDR_TS,
 };
 use crate::clock::Clock;
 use crate::config::Config;
@@ -60,6 +60,10 @@ pub enum TransportError {
     /// The target is not a member of the cluster.
     #[error("node {0} is not a member")]
     UnknownPeer(NodeId),
+    /// The answer carries no valid MAC of the member it was sent to (src/auth.rs): forged,
+    /// replayed or mangled on the way; it is no answer.
+    #[error("peer {0}'s answer is not signed by it (forged or replayed on the way)")]
+    UnsignedAnswer(NodeId),
 }
 
 /// The peer transport of one node.
@@ -73,6 +77,8 @@ pub struct Transport {
     auth: Option<PeerAuth>,
     /// With TLS, a peer request must come with a certificate that names its sender.
     tls: Option<Arc<Tls>>,
+    /// Peers an answer without a valid MAC came from (logged once each).
+    unsigned_from: std::sync::Mutex<std::collections::BTreeSet<NodeId>>,
     /// This node's address as its peers know it (sent in [`HDR_ADDR`]).
     own_addr: String,
     /// Quorum mode: a sender not in the address book that names its address is learned.
@@ -141,6 +147,7 @@ impl Transport {
             auth: cfg.cluster_secret.clone().map(PeerAuth::new),
             tls: None,
             own_addr: cfg.peer_addr(cfg.id).unwrap_or_default().to_string(),
+            unsigned_from: Default::default(),
             learns_senders: cfg.mode == electd_client::Mode::Quorum,
             faults,
             counters,
@@ -233,17 +240,20 @@ impl Transport {
             .header(HDR_TS, ts_ms)
             .header("content-type", "application/json");
         let mut signed_for = 0;
+        let mut request_mac = String::new();
         if let Some(auth) = &self.auth {
             signed_for = auth.epoch_of(to);
             let proof = auth.sign(
                 &self.cluster_id,
                 self.id,
+                &self.own_addr,
                 signed_for,
                 "POST",
                 path,
                 body,
                 ts_ms,
             );
+            request_mac = proof.mac_hex.clone();
             for (name, value) in proof.headers() {
                 // HDR_TS again, with the same value: set, not appended.
                 builder
@@ -272,7 +282,45 @@ impl Transport {
         if self.faults.on_receive(to) == Verdict::Drop {
             return Err(lost().await);
         }
+        if let Some(auth) = &self.auth {
+            self.check_answer(auth, to, &res, &request_mac)?;
+        }
         Ok((res, signed_for))
+    }
+
+    /// Whether `res` is `to`'s own answer to the request whose MAC was `request_mac` (src/auth.rs,
+    /// "Answers are signed too"); if not, it is no answer: counted
+    /// (`rejected_peer_requests.answer_bad_signature`) and logged, once a peer.
+    fn check_answer(
+        &self,
+        auth: &PeerAuth,
+        to: NodeId,
+        res: &axum::http::Response<Bytes>,
+        request_mac: &str,
+    ) -> Result<(), TransportError> {
+        let answer = Answer {
+            cluster: &self.cluster_id,
+            from: to,
+            epoch: header_u64(res.headers(), HDR_EPOCH).unwrap_or(0),
+            status: res.status().as_u16(),
+            request_mac,
+            body: res.body(),
+        };
+        let mac = res.headers().get(HDR_ANSWER).and_then(|v| v.to_str().ok());
+        if mac.is_some_and(|m| auth.verify_answer(&answer, m)) {
+            return Ok(());
+        }
+        self.counters.rejected("answer_bad_signature");
+        if self.unsigned_from.lock().expect("unsigned lock").insert(to) {
+            tracing::warn!(
+                peer = to,
+                status = answer.status,
+                "an answer from peer {to} carries no valid MAC of it: taken as no answer \
+                 (forged or replayed on the way, or the peer has another cluster secret); \
+                 logged once"
+            );
+        }
+        Err(TransportError::UnsignedAnswer(to))
     }
 
     /// The address a sender names in [`HDR_ADDR`], when this node learns senders from it.
@@ -325,8 +373,11 @@ impl Transport {
     /// Checks the cluster, the sender, (with TLS) the certificate its connection presented and
     /// (with a secret) the request's proof; gives back the sender and the request, its body
     /// buffered because the proof covers it.
-    async fn authenticate(&self, req: Request<Body>) -> Result<(NodeId, Request<Body>), ApiError> {
-        let from = self.check_headers(req.headers())?;
+    async fn authenticate(
+        &self,
+        req: Request<Body>,
+    ) -> Result<(NodeId, Request<Body>), (ApiError, bool)> {
+        let from = self.check_headers(req.headers()).map_err(|e| (e, false))?;
         let (from, req) = self.authenticated(from, req).await?;
         if !self.peers.contains(from) {
             if let Some(addr) = self.sender_addr(req.headers()) {
@@ -336,12 +387,14 @@ impl Transport {
         Ok((from, req))
     }
 
-    /// [`Transport::authenticate`] past the headers: the certificate and the proof.
+    /// [`Transport::authenticate`] past the headers: the certificate and the proof. A refusal
+    /// says whether the request's MAC held (a stale epoch, a replay): its answer is signed.
     async fn authenticated(
         &self,
         from: NodeId,
         req: Request<Body>,
-    ) -> Result<(NodeId, Request<Body>), ApiError> {
+    ) -> Result<(NodeId, Request<Body>), (ApiError, bool)> {
+        let unsigned = |e: ApiError| (e, false);
         if let Some(tls) = &self.tls {
             let cert = req
                 .extensions()
@@ -349,20 +402,20 @@ impl Transport {
                 .and_then(|c| c.0.as_ref());
             match cert {
                 None => {
-                    return Err(ApiError::unauthorized(
+                    return Err(unsigned(ApiError::unauthorized(
                         "missing_client_cert",
                         "a peer request needs a client certificate of the cluster (TLS)",
-                    ))
+                    )))
                 }
                 Some(c) if !tls.names_member(c, from) => {
-                    return Err(ApiError::new(
+                    return Err(unsigned(ApiError::new(
                         StatusCode::FORBIDDEN,
                         "wrong_client_cert",
                         format!(
                             "the client certificate does not name member {from} ({})",
                             crate::tls::member_name(from)
                         ),
-                    ))
+                    )))
                 }
                 Some(_) => {}
             }
@@ -381,20 +434,26 @@ impl Transport {
             mac,
         ) else {
             let e = crate::auth::AuthError::Missing;
-            return Err(ApiError::unauthorized(e.reason(), e.to_string()));
+            return Err(unsigned(ApiError::unauthorized(e.reason(), e.to_string())));
         };
         let mac = mac.to_string();
         let bytes = axum::body::to_bytes(body, BODY_LIMIT)
             .await
-            .map_err(|_| ApiError::too_large())?;
+            .map_err(|_| unsigned(ApiError::too_large()))?;
         let path = parts
             .uri
             .path_and_query()
             .map(|p| p.as_str())
             .unwrap_or("/");
+        let addr = parts
+            .headers
+            .get(HDR_ADDR)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
         let signed = Signed {
             cluster: &self.cluster_id,
             from,
+            addr,
             method: parts.method.as_str(),
             path,
             epoch,
@@ -403,8 +462,10 @@ impl Transport {
             ts_ms,
             body: &bytes,
         };
-        auth.verify(&signed, &mac)
-            .map_err(|e| ApiError::unauthorized(e.reason(), e.to_string()))?;
+        auth.verify(&signed, &mac).map_err(|e| {
+            let held = e != crate::auth::AuthError::BadSignature;
+            (ApiError::unauthorized(e.reason(), e.to_string()), held)
+        })?;
         Ok((from, Request::from_parts(parts, Body::from(bytes))))
     }
 }
@@ -462,33 +523,67 @@ fn lost_response() -> Response {
 /// Middleware on every `/peer/` route: refuses foreign or unknown senders (counted by reason),
 /// applies the fault set to the request and to its response, and records the contact.
 pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Next) -> Response {
-    let mut res = guarded(&t, req, next).await;
-    // Every answer names this node's epoch, which the sender signs its requests for.
-    if let Some(auth) = &t.auth {
-        res.headers_mut()
-            .insert(HDR_EPOCH, HeaderValue::from(auth.epoch()));
-    }
-    res
+    let request_mac = req
+        .headers()
+        .get(HDR_AUTH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let (mut res, signed) = guarded(&t, req, next).await;
+    let Some(auth) = &t.auth else {
+        return res;
+    };
+    // Every answer names this node's epoch, which the sender signs its requests for; the
+    // answer to a request whose MAC held is signed over it (src/auth.rs), the epoch included.
+    let epoch = auth.epoch();
+    res.headers_mut()
+        .insert(HDR_EPOCH, HeaderValue::from(epoch));
+    let Some(request_mac) = request_mac.filter(|_| signed) else {
+        return res;
+    };
+    let (mut parts, body) = res.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, BODY_LIMIT).await else {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "answer_too_large",
+            "the answer could not be signed",
+        )
+        .into_response();
+    };
+    let mac = auth.answer_mac(&Answer {
+        cluster: &t.cluster_id,
+        from: t.id,
+        epoch,
+        status: parts.status.as_u16(),
+        request_mac: &request_mac,
+        body: &bytes,
+    });
+    parts.headers.insert(
+        HDR_ANSWER,
+        HeaderValue::from_str(&mac).expect("hex is a header value"),
+    );
+    Response::from_parts(parts, Body::from(bytes))
 }
 
-async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> Response {
+/// The answer to a peer request, and whether the request's MAC held (then the answer is
+/// signed: also a refusal as stale or replayed, whose epoch the sender needs).
+async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> (Response, bool) {
     let (from, mut req) = match t.authenticate(req).await {
         Ok(ok) => ok,
-        Err(e) => {
+        Err((e, signed)) => {
             t.counters.rejected(e.code);
-            return e.into_response();
+            return (e.into_response(), signed);
         }
     };
     if let Some(ts_ms) = header_u64(req.headers(), HDR_TS) {
         t.clock_seen(from, ts_ms);
     }
     if t.faults.on_receive(from) == Verdict::Drop {
-        return lost_response();
+        return (lost_response(), true);
     }
     t.counters.contact(from, t.clock.mono_ns());
     req.extensions_mut().insert(PeerId(from));
     let res = next.run(req).await;
-    match t.faults.on_send(from) {
+    let res = match t.faults.on_send(from) {
         Verdict::Drop => lost_response(),
         Verdict::Deliver(delay) => {
             if !delay.is_zero() {
@@ -496,7 +591,8 @@ async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> Response {
             }
             res
         }
-    }
+    };
+    (res, true)
 }
 
 /// Decodes the JSON body of a peer message; a malformed one is refused with 400 and counted
@@ -506,4 +602,171 @@ pub fn decode_peer<T: DeserializeOwned>(counters: &Counters, body: &[u8]) -> Res
         counters.rejected("bad_body");
         ApiError::bad_request("bad_body", format!("malformed peer message: {e}"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use axum::routing::post;
+    use futures_util::future::BoxFuture;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::config::{Peer, Secret};
+    use crate::role::Mode;
+
+    const SECRET: &str = "0123456789abcdef-secret";
+
+    fn config(id: NodeId) -> Config {
+        let dir = std::env::temp_dir();
+        let mut cfg = crate::config::single_member(&dir, Mode::Quorum);
+        cfg.id = id;
+        cfg.cluster_id = "c1".into();
+        cfg.cluster_secret = Some(Secret::from(SECRET));
+        cfg.peers = (1..=3)
+            .map(|id| Peer {
+                id,
+                addr: format!("127.0.0.1:{}", 7000 + id),
+                priority: 0,
+            })
+            .collect();
+        cfg
+    }
+
+    /// Node `id`'s peer router: `/peer/echo` answers the body it got, behind [`guard`].
+    fn router(id: NodeId, wire: Arc<dyn Wire>) -> axum::Router {
+        let t = Arc::new(transport(id, wire));
+        axum::Router::new()
+            .route("/peer/echo", post(|body: Bytes| async move { body }))
+            .layer(axum::middleware::from_fn_with_state(t, guard))
+    }
+
+    fn transport(id: NodeId, wire: Arc<dyn Wire>) -> Transport {
+        let cfg = config(id);
+        Transport::with_wire(
+            &cfg,
+            Arc::new(Faults::new(1)),
+            Arc::new(Counters::default()),
+            wire,
+            crate::clock::system(),
+        )
+    }
+
+    /// The wire between node 1 and the others, with an attacker on it: it carries requests to
+    /// the member's router, records every answer, and (when told) rewrites the answer: a forged
+    /// grant, an earlier answer replayed, or another member's answer.
+    #[derive(Default)]
+    struct Path {
+        routers: Mutex<BTreeMap<NodeId, axum::Router>>,
+        answers: Mutex<Vec<Response<Bytes>>>,
+        attack: Mutex<Option<Attack>>,
+    }
+
+    #[derive(Clone, Copy)]
+    enum Attack {
+        Forge,
+        ReplayFirst,
+        FromMember(NodeId),
+    }
+
+    impl Wire for Path {
+        fn send(
+            &self,
+            to: NodeId,
+            req: Request<Bytes>,
+            _timeout: Duration,
+        ) -> BoxFuture<'_, Result<Response<Bytes>, WireError>> {
+            Box::pin(async move {
+                let attack = *self.attack.lock().unwrap();
+                let to = match attack {
+                    Some(Attack::FromMember(other)) => other,
+                    _ => to,
+                };
+                let router = self.routers.lock().unwrap()[&to].clone();
+                let res = router.oneshot(req.map(Body::from)).await.unwrap();
+                let (parts, body) = res.into_parts();
+                let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+                let res = Response::from_parts(parts, bytes);
+                let mut answers = self.answers.lock().unwrap();
+                answers.push(res.clone());
+                Ok(match attack {
+                    Some(Attack::Forge) => {
+                        let mut forged = Response::new(Bytes::from_static(b"\"granted\""));
+                        *forged.headers_mut() = res.headers().clone();
+                        forged
+                    }
+                    Some(Attack::ReplayFirst) => answers[0].clone(),
+                    _ => res,
+                })
+            })
+        }
+    }
+
+    /// In HMAC mode an answer is taken only when the member it was sent to signed it over
+    /// this request: a forged grant (the genuine answer's headers, another body), an answer
+    /// recorded earlier and replayed, and another member's genuine answer are each no answer
+    /// (issue 30: an on-path attacker's "granted" and "success" made two claimants).
+    #[tokio::test]
+    async fn a_forged_replayed_or_borrowed_answer_is_no_answer() {
+        let path = Arc::new(Path::default());
+        for id in 2..=3 {
+            let r = router(id, path.clone());
+            path.routers.lock().unwrap().insert(id, r);
+        }
+        let a = transport(1, path.clone());
+        let call = |body: &'static str| {
+            let a = &a;
+            async move {
+                a.call::<_, String>(2, "/peer/echo", "echo", &body, Duration::from_secs(2))
+                    .await
+            }
+        };
+        assert_eq!(
+            call("one").await.unwrap(),
+            "one",
+            "a signed answer is taken"
+        );
+        for attack in [Attack::Forge, Attack::ReplayFirst, Attack::FromMember(3)] {
+            *path.attack.lock().unwrap() = Some(attack);
+            let r = call("two").await;
+            assert!(matches!(r, Err(TransportError::UnsignedAnswer(2))), "{r:?}");
+        }
+        *path.attack.lock().unwrap() = None;
+        assert_eq!(call("three").await.unwrap(), "three");
+        let refused = a.counters.snapshot().rejected_peer_requests;
+        assert_eq!(refused.get("answer_bad_signature"), Some(&3));
+    }
+
+    /// The sender's address travels inside the request's MAC: rewritten on the way (so that
+    /// the receiver would learn an attacker's address for the sender), the request is refused.
+    #[tokio::test]
+    async fn a_rewritten_sender_address_is_refused() {
+        let b = transport(2, Arc::new(Path::default()));
+        let a = transport(1, Arc::new(Path::default()));
+        let auth = a.auth.as_ref().unwrap();
+        let proof = auth.sign("c1", 1, "127.0.0.1:7001", 0, "POST", "/peer/echo", b"{}", 1);
+        let signed = |addr| Signed {
+            cluster: "c1",
+            from: 1,
+            addr,
+            method: "POST",
+            path: "/peer/echo",
+            epoch: 0,
+            session: proof.session,
+            seq: proof.seq,
+            ts_ms: 1,
+            body: b"{}",
+        };
+        let b_auth = b.auth.as_ref().unwrap();
+        assert_eq!(
+            b_auth.verify(&signed("10.6.6.6:7001"), &proof.mac_hex),
+            Err(crate::auth::AuthError::BadSignature)
+        );
+        assert_ne!(
+            b_auth.verify(&signed("127.0.0.1:7001"), &proof.mac_hex),
+            Err(crate::auth::AuthError::BadSignature)
+        );
+    }
 }

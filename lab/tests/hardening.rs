@@ -79,7 +79,7 @@ impl Probe {
         body: &[u8],
         ts_ms: u64,
     ) -> Vec<(&'static str, String)> {
-        let p = auth.sign("electd-test", from, self.epoch, "POST", path, body, ts_ms);
+        let p = auth.sign("electd-test", from, "", self.epoch, "POST", path, body, ts_ms);
         p.headers().to_vec()
     }
 
