@@ -339,16 +339,30 @@ impl EventLog {
             .collect()
     }
 
-    /// Events with `seq >= since` (at most `limit`), and the `seq` to ask for next.
+    /// Events with `seq >= since` (at most `limit`) from memory, and the `seq` to ask for next.
     pub fn since(&self, since: u64, limit: usize) -> (Vec<Event>, u64) {
-        let inner = self.inner.lock().expect("event log lock");
-        let events = inner.newer(since, limit);
-        let next = events.last().map(|e| e.seq + 1).unwrap_or(since.max(
-            // Nothing new: the caller may ask again from where the log is now.
-            if since == 0 { 1 } else { since },
-        ));
+        let events = self
+            .inner
+            .lock()
+            .expect("event log lock")
+            .newer(since, limit);
+        let next = next_after(&events, since);
         (events, next)
     }
+
+    /// [`EventLog::since`] reaching back into the file for events no longer in memory (what
+    /// `GET /v1/events` answers): a reader far behind gets every event, none skipped.
+    pub async fn page(self: &Arc<Self>, since: u64, limit: usize) -> (Vec<Event>, u64) {
+        let events = self.replay(since, limit).await;
+        let next = next_after(&events, since);
+        (events, next)
+    }
+}
+
+/// The `since` of the page after `events`, read from `since`: past the last one, or, with
+/// nothing new, where the log is now.
+fn next_after(events: &[Event], since: u64) -> u64 {
+    events.last().map_or(since.max(1), |e| e.seq + 1)
 }
 
 impl Inner {
@@ -669,6 +683,29 @@ mod tests {
             [leading, closed],
             "and the file's last line"
         );
+    }
+
+    /// `GET /v1/events?since=` reaches back into the file: events no longer in memory are read
+    /// from it, none skipped (memory alone answered from its oldest event on, silently).
+    #[tokio::test]
+    async fn a_page_from_before_memory_is_read_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(EventLog::open(dir.path(), 1).unwrap());
+        for term in 1..=(KEEP_IN_MEMORY as u64 + 5) {
+            log.record(term, st(Role::Follower, term, None)).unwrap();
+        }
+        let (mem, _) = log.since(1, 3);
+        assert_eq!(
+            mem[0].seq, 6,
+            "memory alone starts after the evicted events"
+        );
+        let (events, next) = log.page(1, 3).await;
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(next, 4);
+        let (events, next) = log.page(KEEP_IN_MEMORY as u64 + 5, 10).await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(next, KEEP_IN_MEMORY as u64 + 6);
+        assert_eq!(log.page(next, 10).await, (Vec::new(), next));
     }
 
     #[test]

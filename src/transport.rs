@@ -481,7 +481,9 @@ impl Transport {
     /// [`CLOCK_SKEW_WARN_MS`] or comes back within it. Nothing is refused for it: no decision
     /// of electd rests on two wall clocks agreeing (src/auth.rs).
     fn clock_seen(&self, from: NodeId, ts_ms: u64) {
-        let offset = ts_ms as i64 - wall_ms() as i64;
+        // In i128: a timestamp from the network may be anything (u64::MAX overflowed i64).
+        let offset = (i128::from(ts_ms) - i128::from(wall_ms()))
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         let before = self.counters.clock_offset(from, offset);
         let skewed = |o: i64| o.unsigned_abs() > CLOCK_SKEW_WARN_MS;
         match before {

@@ -140,22 +140,30 @@ fn main() -> ExitCode {
     }
 }
 
-/// Reads the TLS files again on every SIGHUP; a reload that fails keeps what was loaded.
-async fn reload_on_sighup(tls: std::sync::Arc<electd::tls::Tls>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-        tracing::warn!("cannot listen for SIGHUP: TLS files are read at start only");
-        return;
-    };
+/// On every SIGHUP, reads the TLS files again (a reload that fails keeps what was loaded), or,
+/// without TLS, says that there is nothing to read.
+async fn reload_on_sighup(
+    mut hangups: tokio::signal::unix::Signal,
+    tls: Option<std::sync::Arc<electd::tls::Tls>>,
+) {
     while hangups.recv().await.is_some() {
-        match tls.reload() {
-            Ok(()) => tracing::info!("SIGHUP: TLS files read again; new connections use them"),
-            Err(e) => tracing::error!("SIGHUP: TLS files not reloaded, the old ones stay: {e}"),
+        match tls.as_ref().map(|t| t.reload()) {
+            Some(Ok(())) => {
+                tracing::info!("SIGHUP: TLS files read again; new connections use them")
+            }
+            Some(Err(e)) => {
+                tracing::error!("SIGHUP: TLS files not reloaded, the old ones stay: {e}")
+            }
+            None => tracing::info!("SIGHUP: no TLS files to read again; nothing else changes"),
         }
     }
 }
 
 async fn run(cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
+    // SIGHUP is taken first thing: its default action ends the process, and a SIGHUP meant to
+    // reload (or a logrotate's) must not stop a node, with TLS or without.
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
     let seed = cfg.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -203,10 +211,10 @@ async fn run(cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
         server_stop.clone().cancelled_owned(),
     ));
     // SIGHUP: read the TLS files again (the claim and open connections are untouched).
-    let reloads = node
-        .tls
-        .clone()
-        .map(|tls| tokio_util::task::AbortOnDropHandle::new(tokio::spawn(reload_on_sighup(tls))));
+    let reloads = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(reload_on_sighup(
+        hangups,
+        node.tls.clone(),
+    )));
     let joining = {
         let cfg = node_cfg;
         tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
