@@ -29,16 +29,34 @@ pub async fn ask_to_be_added(cfg: &Config) {
         return;
     };
     for attempt in 0..TRIES {
-        let leader = match client_of(cfg, join.clone(), Duration::from_secs(2))
-            .leader()
-            .await
-        {
-            Ok(info) => info.leader.map(|l| l.addr),
-            Err(_) => None,
+        let leader = match client_of(cfg, join.clone(), Duration::from_secs(2)) {
+            Some(c) => c
+                .leader()
+                .await
+                .ok()
+                .and_then(|info| info.leader.map(|l| l.addr)),
+            None => None,
         };
         if let Some(leader) = leader {
-            let client = client_of(cfg, leader.clone(), Duration::from_secs(6))
-                .admin_token(Some(token.clone()));
+            let Some(client) = client_of(cfg, leader.clone(), Duration::from_secs(6)) else {
+                tokio::time::sleep(EVERY).await;
+                continue;
+            };
+            // Without TLS the answer that named the leader was not authenticated: the token
+            // goes only to an address the config names (a member, or the join address).
+            if cfg.tls.is_none() && !names(cfg, &leader) {
+                if attempt % 10 == 0 {
+                    tracing::warn!(
+                        leader,
+                        "joining: the leader's address is neither the join address nor a \
+                         member's in the config; the admin token is not sent to it (add it to \
+                         peers, or use TLS)"
+                    );
+                }
+                tokio::time::sleep(EVERY).await;
+                continue;
+            }
+            let client = client.admin_token(Some(token.clone()));
             match client.add_member(cfg.id, &me).await {
                 Ok(_) => {
                     tracing::info!(leader, "joined the cluster: a voter now");
@@ -59,21 +77,74 @@ pub async fn ask_to_be_added(cfg: &Config) {
     tracing::error!("not added to the cluster after {TRIES} attempts through {join}: giving up");
 }
 
+/// Whether `addr` is the join address or a member's address in the config.
+fn names(cfg: &Config, addr: &str) -> bool {
+    cfg.join.as_deref() == Some(addr) || cfg.peers.iter().any(|p| p.addr == addr)
+}
+
 /// A client of the member at `addr`: over TLS when the node runs it, trusting the cluster CA
-/// and presenting the node's own certificate (an admin API may ask for one).
-fn client_of(cfg: &Config, addr: String, timeout: Duration) -> Client {
+/// and presenting the node's own certificate (an admin API may ask for one). `None` when the
+/// TLS files no longer make one (the node read them at start: one changed since, a certificate
+/// mid-rotation): never plain HTTP instead, which would send the admin token in clear.
+fn client_of(cfg: &Config, addr: String, timeout: Duration) -> Option<Client> {
     let Some(tls) = &cfg.tls else {
-        return Client::new(addr, timeout);
+        return Some(Client::new(addr, timeout));
     };
     let read = |p: &std::path::Path| std::fs::read(p).unwrap_or_default();
     let mut identity = read(&tls.cert);
     identity.extend_from_slice(&read(&tls.key));
-    match Client::new_tls(addr.clone(), timeout, &read(&tls.ca), Some(&identity)) {
-        Ok(client) => client,
+    match Client::new_tls(addr, timeout, &read(&tls.ca), Some(&identity)) {
+        Ok(client) => Some(client),
         Err(e) => {
-            // The node read these files at start: one changed since. The request fails.
-            tracing::warn!("joining: the TLS files do not make a client: {e}");
-            Client::new(addr, timeout)
+            tracing::warn!("joining: the TLS files do not make a client, asking later: {e}");
+            None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        let text = format!(
+            "id = 4\ncluster_id = \"c\"\ndata_dir = \"/tmp/x\"\njoin = \"127.0.0.1:7001\"\n{extra}\n\
+             [[peers]]\nid = 1\naddr = \"127.0.0.1:7001\"\n\
+             [[peers]]\nid = 2\naddr = \"127.0.0.1:7002\"\n\
+             [[peers]]\nid = 4\naddr = \"127.0.0.1:7004\"\n"
+        );
+        Config::from_toml(&text, std::path::Path::new("test.toml")).unwrap()
+    }
+
+    /// Without TLS the token goes only to an address the config names: an unauthenticated
+    /// `/v1/leader` answer cannot send it elsewhere (issue 30).
+    #[test]
+    fn the_token_goes_only_to_addresses_the_config_names() {
+        let cfg = config("");
+        assert!(names(&cfg, "127.0.0.1:7001"), "the join address");
+        assert!(names(&cfg, "127.0.0.1:7002"), "a member's");
+        assert!(
+            !names(&cfg, "10.6.6.6:7001"),
+            "an address a forged answer named"
+        );
+    }
+
+    /// TLS files that no longer make a client (a certificate mid-rotation) give no client:
+    /// never plain HTTP with the token in clear (it fell back to plain HTTP before).
+    #[test]
+    fn unreadable_tls_files_give_no_client_not_plain_http() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n).display().to_string();
+        for n in ["ca.pem", "cert.pem", "key.pem"] {
+            std::fs::write(dir.path().join(n), "not a pem").unwrap();
+        }
+        let cfg = config(&format!(
+            "[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"",
+            p("ca.pem"),
+            p("cert.pem"),
+            p("key.pem")
+        ));
+        assert!(cfg.tls.is_some());
+        assert!(client_of(&cfg, "127.0.0.1:7001".into(), Duration::from_secs(1)).is_none());
     }
 }
