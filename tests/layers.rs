@@ -565,12 +565,12 @@ fn the_path_checker_finds_a_dead_path() {
     );
 }
 
-/// The README's Layout names every file of the node, the client and the lab: the node's by file
-/// name (`role.rs`), the client's and the lab's by module name (`bench`).
+/// The Layout of `docs/ARCHITECTURE.md` names every file of the node, the client and the lab:
+/// the node's by file name (`role.rs`), the client's and the lab's by module name (`bench`).
 #[test]
-fn the_readme_layout_names_every_file() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let layout = &readme[readme.find("## Layout").expect("a Layout section")..];
+fn the_architecture_layout_names_every_file() {
+    let doc = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let layout = &doc[doc.find("## Layout").expect("a Layout section")..];
     let mut missing = Vec::new();
     for (dir, by_file_name) in [("src", true), ("client/src", false), ("lab/src", false)] {
         let mut files = Vec::new();
@@ -593,6 +593,6 @@ fn the_readme_layout_names_every_file() {
     }
     assert!(
         missing.is_empty(),
-        "README's Layout does not name: {missing:?}"
+        "docs/ARCHITECTURE.md's Layout does not name: {missing:?}"
     );
 }
