@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Crash soak (README, "Hardening"): SIGKILL the bundled cluster's nodes at random moments, 1000 times by
+# Crash soak (docs/security.md, "Hardening"): SIGKILL the bundled cluster's nodes at random moments, 1000 times by
 # default, restarting each on its own data; then check one agreed leader and (quorum mode) that no
 # term was led twice. The suite runs the same loop for 50 cycles (lab/tests/crash.rs).
 #   scripts/crash-soak.sh [--cycles 1000] [--mode quorum|bully|ring|invitation] [--seed N]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load (README, "Benchmarks"): GET /v1/leader at full rate on every node of the bundled cluster for 60 s
+# Load (docs/benchmarks.md): GET /v1/leader at full rate on every node of the bundled cluster for 60 s
 # while watching for leader changes; exits 1 on any. Brings the cluster up if it is not (with
 # the profile's timings), and takes it down again afterwards only in that case.
 #   scripts/load.sh [--profile default|fast] [--seconds 60] [--connections 64]

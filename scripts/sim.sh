@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The quorum simulator (README, "Simulation"): the real quorum node, N of them in one process
+# The quorum simulator (docs/testing.md, "Simulation"): the real quorum node, N of them in one process
 # on simulated time, through seeded schedules of partitions, one-way cuts, loss, delay,
 # crashes and restarts, resignations and heals; every schedule judged as it runs.
 #   scripts/sim.sh [--seeds N] [--first S] [--nodes K] [--steps N]   N schedules (default 200)

@@ -25,7 +25,7 @@
 //!   it is from its own wall clock (`clock_offset_ms` per peer in `/v1/status`, a warning in the
 //!   log past [`CLOCK_SKEW_WARN_MS`]). Leases and claims are judged on each node's monotonic
 //!   clock (src/clock.rs), so a node whose wall clock is wrong is neither refused nor trusted
-//!   less for it (README, "Peer authentication").
+//!   less for it (docs/security.md, "Peer authentication").
 //!
 //! A missing header is `missing_auth`, a MAC that does not match `bad_signature`; each refusal is
 //! a 401 counted by reason in `/metrics`. The sender id, its address (`x-electd-addr`, which a

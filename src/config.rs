@@ -23,7 +23,7 @@ pub struct Peer {
     pub addr: String,
     /// Quorum mode: the preferred leader is the member of the highest priority; a leader
     /// hands over to a member of higher priority that has been connected and up to date for
-    /// `priority_settle_ms` (README, "Preferred leader"). Default 0: all equal.
+    /// `priority_settle_ms` (docs/operations.md, "Preferred leader"). Default 0: all equal.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: u32,
 }
@@ -32,7 +32,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Timings in milliseconds (README.md, "Timing model" and "Why two nodes never claim at once").
+/// Timings in milliseconds (docs/configuration.md; docs/safety.md, "Timings: the margins").
 ///
 /// `heartbeat_ms < lease_ms < follower_lease_ms`: the leader's claim after an acknowledged
 /// probe ends before any follower that acknowledged it may vote for someone else.
@@ -141,7 +141,7 @@ pub struct Config {
     /// Every peer request names its cluster; requests for another cluster are refused.
     #[serde(default = "default_cluster_id")]
     pub cluster_id: String,
-    /// Shared secret that authenticates peer requests (README, "Hardening"). Never logged or served.
+    /// Shared secret that authenticates peer requests (docs/security.md, "Hardening"). Never logged or served.
     #[serde(default, skip_serializing)]
     pub cluster_secret: Option<Secret>,
     /// Bearer token for the admin API; when unset the admin API is disabled (403).
@@ -177,7 +177,7 @@ pub struct Config {
     /// follower leases if that is longer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_settle_ms: Option<u64>,
-    /// TLS for the API and the peer RPC (README, "TLS"); unset: plain HTTP.
+    /// TLS for the API and the peer RPC (docs/security.md, "TLS"); unset: plain HTTP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsFiles>,
     pub peers: Vec<Peer>,
@@ -522,7 +522,7 @@ impl Config {
         Ok(())
     }
 
-    /// The timing rules of the README's safety argument ("Timings: the margins"):
+    /// The timing rules of the safety argument (docs/safety.md, "Timings: the margins"):
     /// - `follower_lease_ms` between [`MIN_FOLLOWER_LEASE_MS`] and [`MAX_FOLLOWER_LEASE_MS`];
     /// - the claim lease at least [`LEASE_BEATS`] beats, so that a claim renewed every beat
     ///   does not lapse between two probes (and `/v1/claim` does not flap) when one probe is

@@ -12,7 +12,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use crate::role::{NodeId, Role, View};
 
-/// How long things took, in seconds (`/metrics` histograms, README "Metrics").
+/// How long things took, in seconds (`/metrics` histograms, docs/operations.md, "Metrics").
 #[derive(Clone)]
 pub struct Timings {
     /// From a probe's send to the quorum's acknowledgement (quorum), or from a statement's send

@@ -162,7 +162,7 @@ struct Window {
     taken: BTreeSet<u64>,
 }
 
-/// The receiver as README's "Peer authentication" describes it: its epoch, and a window for each
+/// The receiver as docs/security.md's "Peer authentication" describes it: its epoch, and a window for each
 /// of at most [`MAX_SESSIONS`] sessions of each sender.
 struct Model {
     epoch: u64,

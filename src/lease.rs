@@ -4,7 +4,7 @@
 //! what a majority (quorum) or the store (mutex) acknowledged, for the claim lease, never
 //! longer; every answer given meanwhile is a promise that must hold to its end.
 //!
-//! # Why the claim is safe (quorum mode; README, "Why two nodes never claim at once")
+//! # Why the claim is safe (quorum mode; docs/safety.md)
 //! The leader records `t0` *before* it sends a probe round (fresh AppendEntries to every voter).
 //! A voter that acknowledges received the probe after `t0`, and then refuses any vote request
 //! for `election_timeout_max` (its follower lease). Any majority that could elect another

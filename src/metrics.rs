@@ -1,6 +1,6 @@
 //! `/metrics`, built from the node's counters at scrape time: OpenMetrics text for scrapers that
 //! ask for it (`Accept: application/openmetrics-text`), Prometheus' classic text format (0.0.4)
-//! for the others. Every name starts with `electd_`, durations are in seconds; the README's
+//! for the others. Every name starts with `electd_`, durations are in seconds; docs/operations.md's
 //! "Metrics" lists them all.
 
 use prometheus_client::encoding::text::encode;

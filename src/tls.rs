@@ -1,4 +1,4 @@
-//! TLS for the API and the peer RPC (README, "TLS"), with rustls on ring: one port, one
+//! TLS for the API and the peer RPC (docs/security.md, "TLS"), with rustls on ring: one port, one
 //! certificate per node, one cluster CA.
 //!
 //! - **Server.** Every connection is TLS. A client may present a certificate; one that does not

@@ -137,7 +137,7 @@ pub struct Handoff {
     pub exited: Vec<f64>,
 }
 
-/// How long a node may take to exit after SIGTERM (README, "Hardening").
+/// How long a node may take to exit after SIGTERM (docs/security.md, "Hardening").
 pub const EXIT_LIMIT: Duration = Duration::from_secs(2);
 
 /// SIGTERM to the leader, `trials` times: see [`Handoff`]. A trial fails when the node takes

@@ -1,4 +1,4 @@
-//! The crash loop (README, "Hardening"): SIGKILL nodes of a running cluster at random moments, the leader
+//! The crash loop (docs/security.md, "Hardening"): SIGKILL nodes of a running cluster at random moments, the leader
 //! half the time, elections and start-ups included, and restart each on its own data dir; then
 //! judge the whole run. Used by the test suite (50 cycles) and by `electd-lab ctl crash-loop`
 //! (`scripts/crash-soak.sh`, 1000 cycles).

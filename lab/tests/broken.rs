@@ -7,7 +7,7 @@ use electd_client::Mode;
 use electd_lab::chaos::runner::{run_one_with, Layer, RunSpec, Scenario};
 
 /// The leader isolated (S3, application layer) while its claim lease is three follower leases
-/// (`long-lease`, README's safety step 3 left out): the isolated leader goes on claiming after
+/// (`long-lease`, docs/safety.md's step 3 left out): the isolated leader goes on claiming after
 /// the majority elected another, so C2 (two claimants) and C6 (promises broken) fail the run.
 #[test]
 fn the_chaos_checkers_catch_a_claim_that_outlives_the_election_timeout() {

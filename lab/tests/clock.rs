@@ -1,4 +1,4 @@
-//! Wall clocks that disagree change nothing (README, "Peer authentication"): nodes run under
+//! Wall clocks that disagree change nothing (docs/security.md, "Peer authentication"): nodes run under
 //! libfaketime with wall clocks a minute apart, or jumped while they run, and still elect,
 //! follow and fail over as one cluster with a cluster secret; each node names the skew it sees
 //! in `/v1/status` and its log. Real processes, quorum mode.

@@ -1,4 +1,4 @@
-//! Crash durability (README, "Hardening"): 50 SIGKILLs at random moments per mode, elections and start-ups
+//! Crash durability (docs/security.md, "Hardening"): 50 SIGKILLs at random moments per mode, elections and start-ups
 //! included; every node comes back on its own data, one leader is agreed, and (quorum) no term
 //! is led twice. The seed is printed; `electd-lab ctl crash-loop --seed N` replays a schedule on the
 //! bundled cluster, and `scripts/crash-soak.sh` runs 1000 cycles.

@@ -1,4 +1,4 @@
-//! The preferred leader on real processes (quorum mode; README, "Preferred leader"): a member
+//! The preferred leader on real processes (quorum mode; docs/operations.md, "Preferred leader"): a member
 //! of higher priority gets the role through the resign path once it has been connected and up
 //! to date for the settle time, never sooner after it restarts, and a member that flaps
 //! moves the role at most about twice a settle time. No term led twice, never two claimants.

@@ -209,7 +209,7 @@ fn a_leader_that_blocks_everything_from_the_others_stops_claiming_either_way() {
     tc.assert_safe();
 }
 
-/// How a wiped follower meets an election (README, "A wiped disk never votes twice").
+/// How a wiped follower meets an election (docs/safety.md, "A wiped disk never votes twice").
 #[derive(Clone, Copy, Debug)]
 enum WipeOrder {
     /// Restarted under the leader that was there when it went down.

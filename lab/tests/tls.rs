@@ -1,4 +1,4 @@
-//! TLS (README, "TLS") on real processes: a quorum cluster whose peers authenticate by their
+//! TLS (docs/security.md, "TLS") on real processes: a quorum cluster whose peers authenticate by their
 //! certificates alone (no cluster secret) elects, fails over and serves the API over HTTPS;
 //! the client commands and `electd run` take `--cacert`; a peer request without a member's
 //! certificate, or with one that names another member, is refused; plain HTTP gets nowhere;

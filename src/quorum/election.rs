@@ -40,7 +40,7 @@ use crate::role::NodeId;
 /// The election driver's timings, derived from the config. The deadlines of messages follow
 /// the follower lease, not the beat, so that any round trip well under the follower lease
 /// (up to a quarter of it) works whatever the beat: on a WAN the beat is about one round trip
-/// and the follower lease ten (README, "Timings for a WAN").
+/// and the follower lease ten (docs/configuration.md, "Timings for a WAN").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ElectionTiming {
     /// How long without contact before a node may campaign (and before it grants a pre-vote).

@@ -1,5 +1,5 @@
 //! A quorum node's identity: the incarnation of its data dir, and the rule that keeps a wiped or
-//! replaced data dir from voting a second time in a term it already voted in (README, "A wiped
+//! replaced data dir from voting a second time in a term it already voted in (docs/safety.md, "A wiped
 //! disk never votes twice").
 //!
 //! A node's vote lives in its data dir. A node whose data dir was wiped (a replaced disk, an

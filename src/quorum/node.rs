@@ -350,7 +350,7 @@ impl QuorumPeer for QuorumNode {
 
     /// A vote is refused, for any term, while a promise this node answered can still run:
     /// until a follower lease after its latest acknowledged probe, as every follower that
-    /// acknowledged it refuses, and after its start (README, safety step 4). openraft stamps a
+    /// acknowledged it refuses, and after its start (docs/safety.md, step 4). openraft stamps a
     /// leader's own lease only once, when it is elected, and keeps none on a vote it adopted
     /// from a higher vote in an answer, whose term it then shares with the candidate. A
     /// request for a higher term that passes suspends the claim before openraft sees it; a

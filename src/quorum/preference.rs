@@ -1,9 +1,9 @@
-//! The preferred leader (README, "Preferred leader"): members may have a `priority`; a leader
+//! The preferred leader (docs/operations.md, "Preferred leader"): members may have a `priority`; a leader
 //! hands over, through the resign path, to the member of the highest priority above its own
 //! once that member has been connected and up to date for `priority_settle_ms`, and never
 //! twice within that time. Like Kafka's preferred-replica election and the `preferredHolder`
 //! of Kubernetes' coordinated leader election (KEP-4355). Only *who* leads is decided here:
-//! the handover is the resign path, whose safety the README argues.
+//! the handover is the resign path, whose safety docs/safety.md argues.
 //!
 //! Pure logic: the leader's loop (`handover.rs`) feeds it what it sees every beat.
 

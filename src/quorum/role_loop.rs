@@ -1,7 +1,7 @@
 //! The role loop of a quorum node: while openraft has it as leader, it probes the quorum every
 //! beat and claims for a lease after each acknowledged probe, goes quiet after 2F without
 //! acknowledgements, and records every role change. The one place where the claim is taken,
-//! renewed and given up (README, "Why two nodes never claim at once").
+//! renewed and given up (docs/safety.md, "Why two nodes never claim at once").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,7 @@ impl QuorumNode {
     /// together with every [`HEARTBEAT_EVERY`]th probe instead.
     ///
     /// Kept whole (about 80 lines) on purpose: it is the one place where the claim is taken,
-    /// renewed and given up, and the README's safety argument reads it top to bottom.
+    /// renewed and given up, and the safety argument (docs/safety.md) reads it top to bottom.
     pub(super) async fn role_loop(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
         let t = self.timing;
         let hb = Duration::from_millis(t.heartbeat_ms);

@@ -37,7 +37,7 @@ pub struct RunSpec {
     pub layer: Layer,
     pub seed: u64,
     /// The nodes serve the API and the peer RPC over TLS, their peers authenticated by their
-    /// certificates instead of the cluster secret (README, "TLS").
+    /// certificates instead of the cluster secret (docs/security.md, "TLS").
     pub tls: bool,
 }
 

@@ -507,7 +507,7 @@ async fn minority_cut_from_store(h: &mut Harness, l: NodeId) -> Result<(), Strin
 /// minute behind, the leader's an hour ahead, a second follower's a day behind, a third's ten
 /// minutes ahead, each held four follower leases; then every clock back (the heal). Nobody is
 /// cut off, and the monotonic clocks on which every lease is judged do not move: nothing
-/// should change (README, "Hardening": peer authentication needs no clock agreement).
+/// should change (docs/security.md, "Hardening": peer authentication needs no clock agreement).
 async fn wall_clock_jumps(h: &mut Harness, l: NodeId) -> Result<(), String> {
     let each = Duration::from_millis(4 * h.timing.follower_lease_ms);
     let mut others = h.others(&[l]);

@@ -1,4 +1,4 @@
-//! A cluster's TLS (README, "TLS"): a CA of its own and a certificate for each member, made with
+//! A cluster's TLS (docs/security.md, "TLS"): a CA of its own and a certificate for each member, made with
 //! rcgen under `run/tls/` by `up --tls` (and the tests and chaos runs that ask for TLS). A node
 //! gets its files by `--tls-ca`, `--tls-cert` and `--tls-key` (`process.rs`); the lab's clients
 //! trust the CA and present `admin.pem`, a client certificate for admin APIs that ask for one.

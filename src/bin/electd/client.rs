@@ -1,6 +1,6 @@
 //! The client commands of `electd`: `leader`, `status`, `watch`, `resign` and `member`, each against one
 //! node, through the typed client. Human lines by default, the API's JSON with `--json`; the
-//! exit code says what a script needs to know (README, "Client commands").
+//! exit code says what a script needs to know (docs/applications.md, "Client commands").
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@ use electd::config::{Config, ConfigError, Peer};
 use electd_client::Mode;
 use serde::Serialize;
 
-/// electd: a leader-election node (quorum, bully, ring or invitation mode).
+/// electd: a leader-election node (quorum, mutex, bully, ring or invitation mode).
 ///
 /// Without a command, runs a node. Every config field can be given in the TOML file
 /// (--config), as an environment variable ELECTD_<FIELD>, or as a flag; a flag wins over the
@@ -22,7 +22,7 @@ use serde::Serialize;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// TOML config file (see README.md, "Configuration").
+    /// TOML config file (see docs/configuration.md).
     #[arg(long, short = 'c', value_name = "FILE", env = "ELECTD_CONFIG")]
     pub config: Option<PathBuf>,
     #[command(flatten)]
@@ -66,6 +66,8 @@ pub enum Command {
     KeepGroup {
         /// The process group to kill.
         group: i32,
+        /// The child's cgroup (v2), killed too (`cgroup.kill`).
+        cgroup: Option<std::path::PathBuf>,
     },
 }
 
@@ -85,7 +87,7 @@ pub struct Fields {
     #[arg(long, value_name = "DIR", env = "ELECTD_DATA_DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
-    /// Election mode: quorum, bully, ring or invitation.
+    /// Election mode: quorum, mutex, bully, ring or invitation.
     #[arg(long, env = "ELECTD_MODE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<Mode>,
@@ -145,7 +147,7 @@ pub struct Fields {
     tls: TlsFields,
 }
 
-/// `[tls]` as flags and environment variables (README, "TLS").
+/// `[tls]` as flags and environment variables (docs/security.md, "TLS").
 #[derive(clap::Args, Debug, Serialize)]
 pub struct TlsFields {
     /// The cluster CA's certificate (PEM): serve the API and the peer RPC over TLS.

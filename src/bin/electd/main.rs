@@ -1,4 +1,4 @@
-//! `electd`: runs one node, or (with a subcommand) asks one. See `electd --help` and README.md.
+//! `electd`: runs one node, or (with a subcommand) asks one. See `electd --help` and docs/configuration.md.
 //!
 //! - `flags.rs`: the command line (config fields as flags and variables, the subcommands);
 //! - `client.rs`: the client commands against one node (`leader`, `status`, `watch`, `resign`,
@@ -9,6 +9,7 @@
 
 mod addr;
 mod client;
+mod contain;
 mod flags;
 mod join;
 mod run;
@@ -42,7 +43,7 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Resign(a) => client::resign(a).await,
             Command::Member(a) => client::member(a).await,
             Command::Run(a) => run::run(a).await,
-            Command::KeepGroup { group } => run::keep_group(group),
+            Command::KeepGroup { group, cgroup } => run::keep_group(group, cgroup),
         }
     })
 }
@@ -54,7 +55,7 @@ fn client_command(cmd: Command) -> ExitCode {
 struct LabFlaws {
     flaws: electd::Flaws,
     /// The claim lease set to three follower leases after the config was validated: the
-    /// claim outlives the election timeout (README's safety step 3 left out).
+    /// claim outlives the election timeout (docs/safety.md's step 3 left out).
     long_lease: bool,
 }
 
@@ -76,6 +77,7 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             Some("vote-while-leading") => lab.flaws.vote_while_leading = true,
             Some("trust-new-incarnation") => lab.flaws.trust_new_incarnation = true,
             Some("record-between-probes") => lab.flaws.record_between_probes = true,
+            Some("accept-unsigned-answers") => lab.flaws.accept_unsigned_answers = true,
             other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
         }
     }
@@ -131,6 +133,8 @@ fn main() -> ExitCode {
     if lab.long_lease {
         cfg.timing.lease_ms = 3 * cfg.timing.follower_lease_ms;
     }
+    // The peer transport reads its flaws from the process (none but in electd-flawed).
+    lab.flaws.install_for_process();
     match rt.block_on(run(cfg, lab.flaws)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
