@@ -9,7 +9,6 @@
 
 mod addr;
 mod client;
-mod contain;
 mod flags;
 mod join;
 mod run;
@@ -43,7 +42,7 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Resign(a) => client::resign(a).await,
             Command::Member(a) => client::member(a).await,
             Command::Run(a) => run::run(a).await,
-            Command::KeepGroup { group, cgroup } => run::keep_group(group, cgroup),
+            Command::KeepGroup { group } => run::keep_group(group),
         }
     })
 }
@@ -77,7 +76,6 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             Some("vote-while-leading") => lab.flaws.vote_while_leading = true,
             Some("trust-new-incarnation") => lab.flaws.trust_new_incarnation = true,
             Some("record-between-probes") => lab.flaws.record_between_probes = true,
-            Some("accept-unsigned-answers") => lab.flaws.accept_unsigned_answers = true,
             other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
         }
     }
@@ -133,8 +131,6 @@ fn main() -> ExitCode {
     if lab.long_lease {
         cfg.timing.lease_ms = 3 * cfg.timing.follower_lease_ms;
     }
-    // The peer transport reads its flaws from the process (none but in electd-flawed).
-    lab.flaws.install_for_process();
     match rt.block_on(run(cfg, lab.flaws)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
