@@ -176,7 +176,7 @@ impl Running {
 pub struct Flaws {
     /// Quorum mode: the vote handler as it was before a leader kept its promises: a vote
     /// request for a higher term is passed to openraft even while a claim this node answered
-    /// can still run (README, "Why two nodes never claim at once", step 4).
+    /// can still run (docs/safety.md, "Why two nodes never claim at once", step 4).
     #[cfg(feature = "flaws")]
     pub vote_while_leading: bool,
     /// Vote requests for a higher term that arrived while a promise of this node could still
@@ -186,7 +186,7 @@ pub struct Flaws {
     pub granted_inside_promise: Arc<AtomicU64>,
     /// Quorum mode: a new data dir's incarnation is taken as confirmed at once, without the
     /// members recording it: a wiped disk votes again as the member it was (the identity check
-    /// of README's safety step 10 left out).
+    /// of docs/safety.md's step 10 left out).
     #[cfg(feature = "flaws")]
     pub trust_new_incarnation: bool,
     /// Quorum mode: the role loop as it was before it kept the event log in step during a

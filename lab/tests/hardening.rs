@@ -1,4 +1,4 @@
-//! Hardening (README, "Hardening") on real processes, in every mode: intruders and garbage are refused with the right
+//! Hardening (docs/security.md, "Hardening") on real processes, in every mode: intruders and garbage are refused with the right
 //! status, a JSON error body and a counted reason, slow clients are cut off, and none of it
 //! disturbs the leader.
 

@@ -1,6 +1,6 @@
 //! Runtime membership of a quorum cluster: the members in force, read from openraft's
 //! effective membership (what the node's log holds, committed or not), and the changes the
-//! admin API asks for, on openraft's joint consensus (README, "Changing the members").
+//! admin API asks for, on openraft's joint consensus (docs/operations.md, "Changing the members").
 //!
 //! - **Add** (`POST /v1/admin/members`): the leader records the address, adds the node as a
 //!   learner, waits until its log has caught up, then makes it a voter (`change_membership`:

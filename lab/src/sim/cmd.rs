@@ -29,14 +29,14 @@ pub struct SimArgs {
     #[arg(long = "unsafe", conflicts_with = "vote_while_leading")]
     pub long_lease: bool,
     /// Run a deliberately broken node that votes for a higher term while a promise it
-    /// answered can still run (the vote handler before README's safety step 4 was kept): the
+    /// answered can still run (the vote handler before docs/safety.md's step 4 was kept): the
     /// promise checker (C6) must report violations. The summary says in how many schedules a
     /// vote request reached a node inside its own promise, and how many such votes the flaw
     /// granted.
     #[arg(long, conflicts_with = "trust_new_incarnation")]
     pub vote_while_leading: bool,
     /// Run deliberately broken nodes that vote at once on a new data dir, without the members
-    /// recording its incarnation (README's safety step 10 left out): with `--membership`, a
+    /// recording its incarnation (docs/safety.md's step 10 left out): with `--membership`, a
     /// member restarted on a wiped disk must be reported as voting again.
     #[arg(long, conflicts_with = "record_between_probes")]
     pub trust_new_incarnation: bool,

@@ -96,10 +96,10 @@ pub enum Flaw {
     /// others may elect (`--unsafe`).
     LongLease,
     /// A leader votes for a higher term while a promise it answered can still run: the vote
-    /// handler before the fix of README's safety step 4 (`--vote-while-leading`).
+    /// handler before the fix of docs/safety.md's step 4 (`--vote-while-leading`).
     VoteWhileLeading,
     /// A new data dir votes at once, without the members recording its incarnation: a member
-    /// restarted on a wiped disk votes again as the member it was (README's safety step 10
+    /// restarted on a wiped disk votes again as the member it was (docs/safety.md's step 10
     /// left out; `--trust-new-incarnation`).
     TrustNewIncarnation,
     /// A leader records the end of its claim only between probes, up to a probe timeout after

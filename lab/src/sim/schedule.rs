@@ -77,7 +77,7 @@ pub enum Step {
     /// starts on the empty disk with `join` and is added again, under the same id.
     Replace { target: Target, down_ms: u64 },
     /// A wiped disk: `target` crashes, its disk is wiped, and after `down_ms` it starts again
-    /// as the member it was, without `join`. It must never vote as that member (README,
+    /// as the member it was, without `join`. It must never vote as that member (docs/operations.md,
     /// "Changing the members"): it refuses to run, or waits unconfirmed; it is then replaced.
     Wipe { target: Target, down_ms: u64 },
 }
