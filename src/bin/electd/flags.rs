@@ -66,6 +66,8 @@ pub enum Command {
     KeepGroup {
         /// The process group to kill.
         group: i32,
+        /// The child's cgroup (v2), killed too (`cgroup.kill`).
+        cgroup: Option<std::path::PathBuf>,
     },
 }
 

@@ -9,6 +9,7 @@
 
 mod addr;
 mod client;
+mod contain;
 mod flags;
 mod join;
 mod run;
@@ -42,7 +43,7 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Resign(a) => client::resign(a).await,
             Command::Member(a) => client::member(a).await,
             Command::Run(a) => run::run(a).await,
-            Command::KeepGroup { group } => run::keep_group(group),
+            Command::KeepGroup { group, cgroup } => run::keep_group(group, cgroup),
         }
     })
 }

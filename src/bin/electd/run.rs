@@ -17,7 +17,9 @@
 //! - when the node answers that it no longer claims (or claims in a new term), CMD gets
 //!   SIGTERM at once and SIGKILL `--grace-ms` later, never after its deadline;
 //! - every signal goes to CMD's whole process group, so what CMD started in its group stops
-//!   with it; when CMD exits by itself, what is left of its group is killed;
+//!   with it; when CMD exits by itself, what is left of its group is killed; and to what left
+//!   the group (a daemon's double fork): CMD runs in a cgroup of its own where the host
+//!   allows it, and the supervisor is a subreaper in any case (`contain.rs`);
 //! - a keeper process (`electd __keep-group`, [`keep_group`]) holds the read end of a pipe
 //!   from the supervisor: when the supervisor dies (SIGKILL, the OOM killer), the pipe closes
 //!   and the keeper kills CMD's group at once. CMD also gets SIGKILL from the kernel when the
@@ -36,6 +38,7 @@ use rustix::process::{Pid, Signal};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::addr::NodeAddr;
+use super::contain::Containment;
 
 /// Exit codes of `electd run` besides the child's own.
 pub mod exit {
@@ -248,6 +251,8 @@ struct Running {
     child: Child,
     group: Option<Pid>,
     keeper: Option<Keeper>,
+    /// How CMD's descendants are kept in reach (its cgroup, the subreaper).
+    contain: std::sync::Arc<Containment>,
 }
 
 /// The keeper of one child's group, and the pipe whose end it watches.
@@ -262,6 +267,7 @@ struct Supervisor {
     client: Client,
     plan: Plan,
     running: Option<Running>,
+    contain: std::sync::Arc<Containment>,
 }
 
 fn log(line: &str) {
@@ -269,16 +275,47 @@ fn log(line: &str) {
 }
 
 impl Running {
+    /// `sig` to CMD's group, its cgroup and every other descendant of the supervisor (a
+    /// daemon that left the group) but the keeper.
     fn signal(&self, sig: Signal) {
         if let Some(group) = self.group {
             let _ = rustix::process::kill_process_group(group, sig);
         }
+        let outside = self.contain.signal_all(sig, self.group, &self.spare());
+        if outside > 0 {
+            log(&format!(
+                "{sig:?} also to {outside} process(es) that left the child's group (daemons)"
+            ));
+        }
     }
 
-    /// The child is gone: what is left of its group is killed, and the keeper is let go (the
-    /// closed pipe makes it kill the group again, which is then empty, and exit).
+    /// Pids that no signal of [`Running::signal`] is for, and whose status is not reaped here:
+    /// CMD (tokio reaps it) and the keeper.
+    fn spare(&self) -> Vec<i32> {
+        [
+            self.child.id(),
+            self.keeper.as_ref().and_then(|k| k.process.id()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p as i32)
+        .collect()
+    }
+
+    /// The child is gone: what is left of it (its group, its cgroup, daemons re-parented to
+    /// the supervisor) is killed and reaped, at most two seconds, its cgroup removed, and the
+    /// keeper is let go (the closed pipe makes it kill the group again, which is then empty,
+    /// and exit).
     async fn finish(mut self) {
         self.signal(Signal::KILL);
+        for _ in 0..200 {
+            self.contain.reap_orphans(&self.spare());
+            if self.contain.empty(&self.spare()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.contain.remove();
         if let Some(k) = self.keeper.take() {
             drop(k.pipe);
             let mut p = k.process;
@@ -290,11 +327,12 @@ impl Running {
 /// Spawns the keeper of `group`: `electd __keep-group GROUP` (this binary), in a process
 /// group of its own (a Ctrl-C meant for the supervisor does not reach it), reading a pipe
 /// from the supervisor.
-fn spawn_keeper(group: Pid) -> Option<Keeper> {
+fn spawn_keeper(group: Pid, cgroup: Option<&std::path::Path>) -> Option<Keeper> {
     let exe = std::env::current_exe().ok()?;
     let mut process = Command::new(exe)
         .arg("__keep-group")
         .arg(group.as_raw_nonzero().to_string())
+        .args(cgroup)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .process_group(0)
@@ -399,10 +437,19 @@ impl Supervisor {
             .process_group(0)
             .kill_on_drop(true);
         let parent = rustix::process::getpid();
-        // SAFETY: runs in the child between fork and exec: two plain system calls (rustix,
-        // no libc state, no allocation).
+        // CMD writes itself into its cgroup before it execs, so that all it ever starts is
+        // born there (the file, opened close-on-exec, is not left to CMD).
+        let procs = self.contain.procs_file();
+        let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        // SAFETY: runs in the child between fork and exec: plain system calls (rustix, no
+        // libc state, no allocation); `procs_fd` stays open in the parent until `spawn`
+        // returns (`procs` lives past it).
         unsafe {
             cmd.pre_exec(move || {
+                if let Some(fd) = procs_fd {
+                    // Without it the subreaper still finds CMD's daemons.
+                    let _ = rustix::io::write(std::os::fd::BorrowedFd::borrow_raw(fd), b"0");
+                }
                 // SIGKILL from the kernel when the supervisor's thread dies.
                 rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
                 // The supervisor may have died before the signal was armed.
@@ -412,7 +459,9 @@ impl Supervisor {
                 Ok(())
             });
         }
-        match cmd.spawn() {
+        let spawned = cmd.spawn();
+        drop(procs);
+        match spawned {
             Ok(child) => {
                 // `spawn` returns once CMD was exec'd: by this instant the child runs (on
                 // CLOCK_MONOTONIC, for the benchmark that measures claim to exec; the child
@@ -424,11 +473,12 @@ impl Supervisor {
                     self.args.cmd[0],
                     child.id().unwrap_or(0),
                 ));
-                let keeper = group.and_then(spawn_keeper);
+                let keeper = group.and_then(|g| spawn_keeper(g, self.contain.cgroup()));
                 self.running = Some(Running {
                     child,
                     group,
                     keeper,
+                    contain: self.contain.clone(),
                 });
                 Ok(())
             }
@@ -502,11 +552,17 @@ pub async fn run(args: RunArgs) -> ExitCode {
     let client = args
         .node
         .client(Duration::from_millis(args.poll_ms.max(1) * 2));
+    let contain = std::sync::Arc::new(Containment::new());
+    log(&format!(
+        "the child's descendants are kept by: {}",
+        contain.describe()
+    ));
     let mut sup = Supervisor {
         plan: Plan::new(args.grace_ms, args.poll_ms),
         args,
         client,
         running: None,
+        contain,
     };
     let (Ok(mut int), Ok(mut term)) = (on(SignalKind::interrupt()), on(SignalKind::terminate()))
     else {
@@ -575,7 +631,7 @@ async fn follow(at: NodeAddr, changed: std::sync::Arc<tokio::sync::Notify>) {
 /// file, which comes when the supervisor closes it (the child is gone) or dies; then it
 /// kills the group and exits. So CMD, and whatever it started in its group, dies with its
 /// supervisor, whatever killed the supervisor.
-pub fn keep_group(group: i32) -> ExitCode {
+pub fn keep_group(group: i32, cgroup: Option<std::path::PathBuf>) -> ExitCode {
     let Some(group) = Pid::from_raw(group) else {
         return ExitCode::from(2);
     };
@@ -587,6 +643,11 @@ pub fn keep_group(group: i32) -> ExitCode {
         }
     }
     let _ = rustix::process::kill_process_group(group, Signal::KILL);
+    // What left the group (daemons) is in the cgroup, if the run has one; without one, a
+    // daemon of a killed supervisor is init's now and escapes (contain.rs).
+    if let Some(dir) = cgroup {
+        super::contain::kill_cgroup(&dir);
+    }
     ExitCode::SUCCESS
 }
 
