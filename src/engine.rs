@@ -194,6 +194,28 @@ pub struct Flaws {
     /// up to a probe timeout late (`role_loop.rs`, `probe_recording`).
     #[cfg(feature = "flaws")]
     pub record_between_probes: bool,
+    /// HMAC mode: the peer transport as it was before answers were signed (bedd083): an
+    /// answer is taken as it comes, without its MAC checked (transport.rs, `send_once`), so an
+    /// attacker on the path (the forger, faults.rs) grants votes and acknowledges probes.
+    /// Read by the transport from the process's flaws ([`Flaws::install_for_process`]).
+    #[cfg(feature = "flaws")]
+    pub accept_unsigned_answers: bool,
+    /// Quorum mode: a leader changes the membership without writing the voters'
+    /// incarnations into the log first (membership.rs, `log_incarnations` returns at once:
+    /// identity.rs, rule 5 left out): members added later know a voter's data dir only from
+    /// its hellos, and may confirm its wiped successor.
+    #[cfg(feature = "flaws")]
+    pub unlogged_incarnations: bool,
+    /// Quorum mode: the preferred leader hands over to a member without asking whether its
+    /// data dir is confirmed (handover.rs, `may_campaign` always true): a wiped voter started
+    /// again with join is handed the role it cannot take, every settle time.
+    #[cfg(feature = "flaws")]
+    pub handover_to_unconfirmed: bool,
+    /// Quorum mode: a snapshot that removed a member does not make this node forget the
+    /// member's incarnation (storage.rs, `install_snapshot` without `forget_outside`): it
+    /// refuses the member's new data dir once it is added back.
+    #[cfg(feature = "flaws")]
+    pub snapshot_keeps_incarnations: bool,
 }
 
 /// Whether each flaw is on: always `false` without the feature.
@@ -208,6 +230,18 @@ impl Flaws {
     pub fn record_between_probes(&self) -> bool {
         self.record_between_probes
     }
+    pub fn accept_unsigned_answers(&self) -> bool {
+        self.accept_unsigned_answers
+    }
+    pub fn unlogged_incarnations(&self) -> bool {
+        self.unlogged_incarnations
+    }
+    pub fn handover_to_unconfirmed(&self) -> bool {
+        self.handover_to_unconfirmed
+    }
+    pub fn snapshot_keeps_incarnations(&self) -> bool {
+        self.snapshot_keeps_incarnations
+    }
 }
 
 /// Whether each flaw is on: always `false` without the feature.
@@ -221,5 +255,33 @@ impl Flaws {
     }
     pub fn record_between_probes(&self) -> bool {
         false
+    }
+    pub fn accept_unsigned_answers(&self) -> bool {
+        false
+    }
+    pub fn unlogged_incarnations(&self) -> bool {
+        false
+    }
+    pub fn handover_to_unconfirmed(&self) -> bool {
+        false
+    }
+    pub fn snapshot_keeps_incarnations(&self) -> bool {
+        false
+    }
+}
+
+/// The flaws of the whole process, for the code no engine is handed them in (the peer
+/// transport): set once by `electd-flawed` before its node starts; none otherwise.
+static PROCESS_FLAWS: std::sync::OnceLock<Flaws> = std::sync::OnceLock::new();
+
+impl Flaws {
+    /// Makes these the flaws of the whole process (the first call only).
+    pub fn install_for_process(&self) {
+        let _ = PROCESS_FLAWS.set(self.clone());
+    }
+
+    /// The flaws of the whole process ([`Flaws::install_for_process`]; none by default).
+    pub(crate) fn of_process() -> &'static Flaws {
+        PROCESS_FLAWS.get_or_init(Flaws::default)
     }
 }

@@ -4,7 +4,7 @@
 //! range changes from run to run and is printed (replay one with `scripts/sim.sh --seed S`,
 //! `--membership` for the fourth part's). The broken variants must be caught.
 
-use electd_lab::sim::quorum::{run, Flaw, Outcome, Profile, Spec};
+use electd_lab::sim::quorum::{run, Flaw, Outcome, Profile, Reached, Spec};
 use electd_lab::sim::schedule::{Step, Target, Timed};
 
 /// Schedules per test: four tests make the 600 of a run (each schedule draws its timings
@@ -30,6 +30,7 @@ fn schedules(part: u64, membership: bool) {
     eprintln!("sim: seeds {first}..{}{flag}", first + PER_TEST - 1);
     let mut failed = Vec::new();
     let (mut added, mut removed, mut refused) = (0, 0, 0);
+    let mut reached = Reached::default();
     for seed in first..first + PER_TEST {
         let out = run(&Spec {
             membership,
@@ -40,6 +41,7 @@ fn schedules(part: u64, membership: bool) {
             removed + out.removed,
             refused + out.refused,
         );
+        reached.add(&out.reached);
         if let Some(v) = out.violations.first() {
             eprintln!("FAIL seed {seed}: {v} (replay: scripts/sim.sh --seed {seed}{flag})");
             failed.push(seed);
@@ -53,6 +55,16 @@ fn schedules(part: u64, membership: bool) {
             added > 0 && removed > 0 && refused > 0,
             "membership schedules changed nothing: {added} adds, {removed} removals, {refused} \
              refusals"
+        );
+        // Issue 29: the preconditions of its three findings are reached (about one schedule
+        // in eight reaches each).
+        eprintln!("sim: reached {reached:?}");
+        assert!(
+            reached.wiped_after_growth > 0
+                && reached.wipe_joined_preferred > 0
+                && reached.preferred_handovers > 0
+                && reached.readded_after_snapshot > 0,
+            "issue 29's preconditions not reached: {reached:?}"
         );
     }
     assert!(failed.is_empty(), "violated schedules: {failed:?}");
@@ -95,8 +107,10 @@ fn membership_schedules_that_once_failed() {
         777000457, 777000478, 777000480, 888000032, 888000142, 888000146, 5764240481, 5819240593,
         6100000302, 6100000437, 6100000545, 6100000904,
     ] {
+        // As they were drawn then: without issue 29's priorities and steps.
         let out = run(&Spec {
             membership: true,
+            lapses: false,
             ..Spec::new(seed, 5)
         });
         assert!(
@@ -428,4 +442,94 @@ fn a_wiped_member_is_refused_by_members_added_while_it_was_cut_off() {
             out.timeline.join("\n")
         );
     }
+}
+
+/// Issue 29's broken variants, each caught by the drawn membership schedules (`electd-lab sim
+/// --membership --FLAG`) on pinned seeds, by the check that the rule it breaks keeps: `check`
+/// must be among the violations of each seed, which passes without the flaw
+/// (`issue_29_seeds_pass_without_the_flaws`).
+fn caught_in_membership_schedules(flaw: Flaw, flag: &str, seeds: &[u64], check: &str) {
+    for &seed in seeds {
+        let out = run(&Spec {
+            flaw: Some(flaw),
+            membership: true,
+            ..Spec::new(seed, 5)
+        });
+        assert!(
+            out.violations.iter().any(|v| v.contains(check)),
+            "seed {seed}: the flaw went unseen by '{check}': {:?} (replay: scripts/sim.sh \
+             --seed {seed} --membership --{flag})",
+            out.violations
+        );
+    }
+}
+
+/// Issue 29's pinned seeds, of each variant below.
+const UNLOGGED_SEEDS: [u64; 3] = [1001, 1004, 1007];
+const HANDOVER_SEEDS: [u64; 2] = [1003, 1010];
+const SNAPSHOT_SEEDS: [u64; 1] = [1005];
+
+/// A leader that changes the membership without writing the voters' incarnations into the
+/// log (identity.rs, rule 5 left out): a member cut off from the four added while the cluster
+/// grew from 3 to 7, for longer than its hellos, is wiped and started again without join; the
+/// members added know nothing of its earlier data dir and confirm it (`Step::Grow`).
+#[test]
+fn unlogged_incarnations_are_caught() {
+    caught_in_membership_schedules(
+        Flaw::UnloggedIncarnations,
+        "unlogged-incarnations",
+        &UNLOGGED_SEEDS,
+        "restarted on a wiped disk without join, was confirmed",
+    );
+}
+
+/// A preferred leader that hands over without asking whether the successor's data dir is
+/// confirmed: the member of the highest priority, wiped and started again with join, is
+/// handed the role every settle time and cannot campaign (`Step::WipeJoin`).
+#[test]
+fn a_handover_to_an_unconfirmed_member_is_caught() {
+    caught_in_membership_schedules(
+        Flaw::HandoverToUnconfirmed,
+        "handover-to-unconfirmed",
+        &HANDOVER_SEEDS,
+        "with join and not confirmed (it cannot campaign)",
+    );
+}
+
+/// A node that keeps a removed member's incarnation when a snapshot tells it of the removal:
+/// starved of appends while the member was removed, it refuses the member added back on a new
+/// data dir, whose confirmation needs it (`Step::Starve`).
+#[test]
+fn a_snapshot_that_keeps_a_removed_members_incarnation_is_caught() {
+    caught_in_membership_schedules(
+        Flaw::SnapshotKeepsIncarnations,
+        "snapshot-keeps-incarnations",
+        &SNAPSHOT_SEEDS,
+        "was not confirmed within",
+    );
+}
+
+/// The seeds that catch issue 29's broken variants pass with the nodes as they are, and
+/// reach the preconditions they were pinned for.
+#[test]
+fn issue_29_seeds_pass_without_the_flaws() {
+    let mut reached = Reached::default();
+    for seed in UNLOGGED_SEEDS
+        .into_iter()
+        .chain(HANDOVER_SEEDS)
+        .chain(SNAPSHOT_SEEDS)
+    {
+        let out = run(&Spec {
+            membership: true,
+            ..Spec::new(seed, 5)
+        });
+        assert_kept(&out, &format!("seed {seed}: "));
+        reached.add(&out.reached);
+    }
+    assert!(
+        reached.wiped_after_growth >= UNLOGGED_SEEDS.len() as u64
+            && reached.wipe_joined_preferred >= HANDOVER_SEEDS.len() as u64
+            && reached.readded_after_snapshot >= SNAPSHOT_SEEDS.len() as u64,
+        "{reached:?}"
+    );
 }

@@ -307,6 +307,9 @@ impl QuorumNode {
         voters: &BTreeSet<NodeId>,
         until: tokio::time::Instant,
     ) -> Result<(), MembershipError> {
+        if self.flaws.unlogged_incarnations() {
+            return Ok(());
+        }
         let logged = self.store.logged();
         let mut write = BTreeMap::new();
         let mut unknown = Vec::new();
@@ -481,6 +484,7 @@ impl QuorumNode {
     /// Keeps the transport's address book in step with the members the log names. Runs until
     /// `stop` is cancelled or openraft stops.
     pub(super) async fn follow_members(self: Arc<Self>, stop: CancellationToken) {
+        self.store.set_flaws(&self.flaws);
         let mut metrics = self.raft.metrics();
         let mut seen = None;
         loop {

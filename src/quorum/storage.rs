@@ -315,6 +315,8 @@ pub struct Store {
     state: Mutex<Persisted>,
     /// Serialises writers so that writes reach the disk in the order openraft issued them.
     write_lock: tokio::sync::Mutex<()>,
+    /// The lab's deliberate flaws (src/engine.rs), handed over by the node once it runs.
+    flaws: std::sync::OnceLock<crate::engine::Flaws>,
 }
 
 impl Store {
@@ -371,7 +373,13 @@ impl Store {
             disk,
             state: Mutex::new(state),
             write_lock: tokio::sync::Mutex::new(()),
+            flaws: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// The lab's deliberate flaws for this store (the first ones handed over stay).
+    pub(super) fn set_flaws(&self, flaws: &crate::engine::Flaws) {
+        let _ = self.flaws.set(flaws.clone());
     }
 
     fn read<R>(&self, f: impl FnOnce(&Persisted) -> R) -> R {
@@ -737,13 +745,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             StorageIOError::read_snapshot(Some(meta.signature()), openraft::AnyError::new(&e))
         })?;
         let meta = meta.clone();
+        let keep = (self.0.flaws.get()).is_some_and(|f| f.snapshot_keeps_incarnations());
         self.0
             .mutate(move |s| {
                 s.last_applied = decoded.last_applied.or(meta.last_log_id);
                 // What the log held, and the removals it applied: a member that learns a
                 // removal from a snapshot forgets the removed node's incarnation as one that
                 // applied the entry does (it refused the node's new data dir for ever).
-                s.forget_outside(decoded.membership.membership());
+                if !keep {
+                    s.forget_outside(decoded.membership.membership());
+                }
                 s.logged = decoded.logged;
                 s.membership = decoded.membership;
                 s.snapshot = Some(StoredSnapshot { meta, data });

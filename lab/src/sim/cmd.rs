@@ -5,7 +5,8 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use super::quorum::{run, Flaw, Profile, Spec};
+use super::quorum::{run, Flaw, Profile, Reached, Spec};
+use super::schedule::MOST_MEMBERS;
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
@@ -45,6 +46,22 @@ pub struct SimArgs {
     /// an event log that says a node claims while its answers say not.
     #[arg(long)]
     pub record_between_probes: bool,
+    /// Run deliberately broken nodes whose leader changes the membership without writing the
+    /// voters' incarnations into the log (identity.rs, rule 5 left out): with `--membership`,
+    /// a member cut off from the members added while the cluster grew, then wiped, must be
+    /// reported as confirmed again.
+    #[arg(long, conflicts_with_all = ["long_lease", "vote_while_leading", "trust_new_incarnation", "record_between_probes", "handover_to_unconfirmed", "snapshot_keeps_incarnations"])]
+    pub unlogged_incarnations: bool,
+    /// Run deliberately broken nodes whose preferred-leader loop hands over without asking
+    /// whether the successor's data dir is confirmed: with `--membership`, a handover to a
+    /// wiped member of the highest priority started again with join must be reported.
+    #[arg(long, conflicts_with_all = ["long_lease", "vote_while_leading", "trust_new_incarnation", "record_between_probes", "snapshot_keeps_incarnations"])]
+    pub handover_to_unconfirmed: bool,
+    /// Run deliberately broken nodes that keep a removed member's incarnation when a snapshot
+    /// tells them of the removal: with `--membership`, the member added back must be reported
+    /// as never confirmed.
+    #[arg(long, conflicts_with_all = ["long_lease", "vote_while_leading", "trust_new_incarnation", "record_between_probes"])]
+    pub snapshot_keeps_incarnations: bool,
     /// Timings: drawn per schedule from its seed across the range the config accepts (from
     /// heartbeat 2 / follower lease 12 to heartbeat 100 / follower lease 1000), or the defaults.
     #[arg(long, value_enum, default_value_t = Profile::Drawn)]
@@ -66,6 +83,12 @@ impl SimArgs {
             Some(Flaw::TrustNewIncarnation)
         } else if self.record_between_probes {
             Some(Flaw::RecordBetweenProbes)
+        } else if self.unlogged_incarnations {
+            Some(Flaw::UnloggedIncarnations)
+        } else if self.handover_to_unconfirmed {
+            Some(Flaw::HandoverToUnconfirmed)
+        } else if self.snapshot_keeps_incarnations {
+            Some(Flaw::SnapshotKeepsIncarnations)
         } else {
             None
         }
@@ -79,6 +102,9 @@ impl SimArgs {
             Some(Flaw::VoteWhileLeading) => f += " --vote-while-leading",
             Some(Flaw::TrustNewIncarnation) => f += " --trust-new-incarnation",
             Some(Flaw::RecordBetweenProbes) => f += " --record-between-probes",
+            Some(Flaw::UnloggedIncarnations) => f += " --unlogged-incarnations",
+            Some(Flaw::HandoverToUnconfirmed) => f += " --handover-to-unconfirmed",
+            Some(Flaw::SnapshotKeepsIncarnations) => f += " --snapshot-keeps-incarnations",
             None => {}
         }
         if self.timing == Profile::Default {
@@ -109,6 +135,8 @@ struct Tally {
     added: u64,
     removed: u64,
     refused: u64,
+    /// The preconditions of issue 29's findings reached.
+    reached: Reached,
 }
 
 fn widen(range: &mut Option<(u64, u64)>, v: u64) {
@@ -128,6 +156,7 @@ impl Tally {
         self.added += out.added;
         self.removed += out.removed;
         self.refused += out.refused;
+        self.reached.add(&out.reached);
     }
 
     fn print(&self, schedules: u64) {
@@ -149,6 +178,25 @@ impl Tally {
                 "sim: membership: {} adds and {} removals completed; {} members restarted on a \
                  wiped disk refused to run",
                 self.added, self.removed, self.refused
+            );
+            let r = &self.reached;
+            println!(
+                "sim: reached: {} growths to {MOST_MEMBERS} with a member cut off from those \
+                 added past the hellos, {} of them then wiped; {} wiped voters started with \
+                 join, not removed, {} of them the preferred member; priorities in {} of \
+                 {schedules} schedules, {} handovers to a member of higher priority; {} \
+                 snapshots installed on a starved member, {} members added back after one; {} \
+                 adds that did not answer judged, {} of them voters",
+                r.grown_cut_off,
+                r.wiped_after_growth,
+                r.wipe_joined,
+                r.wipe_joined_preferred,
+                r.prioritised,
+                r.preferred_handovers,
+                r.snapshots,
+                r.readded_after_snapshot,
+                r.uncertain_judged,
+                r.uncertain_members
             );
         }
     }
@@ -186,6 +234,7 @@ impl SimArgs {
             script: None,
             timing: None,
             membership: self.membership,
+            lapses: true,
         }
     }
 }

@@ -25,6 +25,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{Request, Response};
 use axum::Router;
+use electd::quorum::PATH_SNAPSHOT;
 use electd::{Wire, WireError};
 use electd_client::NodeId;
 use futures_util::future::BoxFuture;
@@ -32,6 +33,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Notify;
 use tower::ServiceExt;
+
+/// A leader's resignation notice (protocol.rs, `PATH_RESIGN`, which the crate does not export).
+const PATH_RESIGN: &str = "/peer/raft/resign";
 
 /// One-way latency of a message, drawn uniformly in this range (µs).
 const LATENCY_US: (u64, u64) = (100, 1_500);
@@ -86,6 +90,21 @@ struct State {
     /// Members stopped (SIGSTOP) now.
     paused: BTreeSet<NodeId>,
     rng: StdRng,
+    /// Snapshots each member accepted (`/peer/raft/snapshot` answered 200).
+    snapshots: BTreeMap<NodeId, u64>,
+    /// Every resignation notice delivered (`/peer/raft/resign`).
+    handovers: Vec<Handover>,
+}
+
+/// A leader's resignation notice as a follower received it: who resigned, in which term, and
+/// whom it named to campaign first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handover {
+    pub at: tokio::time::Instant,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub term: u64,
+    pub successor: NodeId,
 }
 
 impl Net {
@@ -97,6 +116,8 @@ impl Net {
                 started: BTreeMap::new(),
                 paused: BTreeSet::new(),
                 rng: StdRng::seed_from_u64(seed),
+                snapshots: BTreeMap::new(),
+                handovers: Vec::new(),
             }),
             resumed: Notify::new(),
         })
@@ -163,6 +184,40 @@ impl Net {
     /// their files and their tasks are freed with the runtime.
     pub fn clear(&self) {
         self.state().members.clear();
+    }
+
+    /// How many snapshots member `id` accepted so far.
+    pub fn snapshots(&self, id: NodeId) -> u64 {
+        self.state().snapshots.get(&id).copied().unwrap_or(0)
+    }
+
+    /// The resignation notices delivered so far, in order.
+    pub fn handovers(&self) -> Vec<Handover> {
+        self.state().handovers.clone()
+    }
+
+    /// Notes what the simulation counts of a request `from` → `to` at `path` that `to`
+    /// answered with `status`.
+    fn observe(&self, from: NodeId, to: NodeId, path: &str, body: &[u8], status: u16) {
+        if status != 200 {
+            return;
+        }
+        if path.starts_with(PATH_SNAPSHOT) {
+            *self.state().snapshots.entry(to).or_default() += 1;
+        } else if path.starts_with(PATH_RESIGN) {
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+                return;
+            };
+            if let (Some(term), Some(successor)) = (v["term"].as_u64(), v["successor"].as_u64()) {
+                self.state().handovers.push(Handover {
+                    at: tokio::time::Instant::now(),
+                    from,
+                    to,
+                    term,
+                    successor,
+                });
+            }
+        }
     }
 
     /// Replaces the network's rules.
@@ -245,10 +300,13 @@ impl MemWire {
         let Some(router) = self.net.router(to) else {
             return Err(WireError::Unreachable(format!("node {to} is down")));
         };
+        let sent = req.body().clone();
         let res = router
             .oneshot(req.map(Body::from))
             .await
             .expect("a router never fails");
+        self.net
+            .observe(self.from, to, &path, &sent, res.status().as_u16());
         let (parts, body) = res.into_parts();
         let bytes = axum::body::to_bytes(body, usize::MAX)
             .await

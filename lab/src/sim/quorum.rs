@@ -52,7 +52,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::SimClock;
 use super::net::{Effect, Leg, Net, Rule};
-use super::schedule::{draw, draw_timing, draw_with_members, Step, Target, Timed};
+use super::schedule::{
+    draw, draw_lapse, draw_timing, draw_with_members, Step, Target, Timed, FEWEST_MEMBERS,
+    MOST_MEMBERS,
+};
 use crate::chaos::checkers::{election_safety, promise_keeping, split_brain, time_goes_back};
 use crate::chaos::record::{ProcEvent, ProcKind, Promise, RunLog};
 
@@ -87,6 +90,12 @@ pub struct Spec {
     /// Schedules add, remove, replace and wipe members too (drawn step by step, from the
     /// members as they are then).
     pub membership: bool,
+    /// With `membership` and drawn steps: the schedule also draws, from a random source of its
+    /// own, the priorities of its members and at most one of the steps that set up issue 29's
+    /// preconditions (`schedule::draw_lapse`), and judges the adds that did not answer once
+    /// the membership says what became of them. Off, a seed draws the schedule it drew before
+    /// (the schedules pinned as once failed).
+    pub lapses: bool,
 }
 
 /// A deliberately broken node (`electd-lab sim --unsafe`, `--vote-while-leading`).
@@ -106,6 +115,17 @@ pub enum Flaw {
     /// it ended: the event log says it claims while its answers say not (the role loop before
     /// `probe_recording`; `--record-between-probes`).
     RecordBetweenProbes,
+    /// A leader changes the membership without writing the voters' incarnations into the log
+    /// (identity.rs, rule 5 left out; `--unlogged-incarnations`): members added while a node
+    /// was cut off confirm its wiped successor.
+    UnloggedIncarnations,
+    /// The preferred leader hands over without asking whether the successor's data dir is
+    /// confirmed (`--handover-to-unconfirmed`): a wiped voter started with join is handed the
+    /// role every settle time, and cannot take it.
+    HandoverToUnconfirmed,
+    /// A snapshot that removed a member does not make the node forget its incarnation
+    /// (`--snapshot-keeps-incarnations`): the member added back is refused.
+    SnapshotKeepsIncarnations,
 }
 
 /// Where a schedule's timings come from.
@@ -130,7 +150,52 @@ impl Spec {
             script: None,
             timing: None,
             membership: false,
+            lapses: true,
         }
+    }
+}
+
+/// How often a schedule reached the preconditions of issue 29's findings (`schedule::Step::Grow`,
+/// `WipeJoin`, `Starve`, the priorities, the adds that did not answer).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reached {
+    /// Growths to seven members with a member cut off from those added for longer than the
+    /// rounds of hellos.
+    pub grown_cut_off: u64,
+    /// Of those, the cut-off member then wiped and started without join, reaching only the
+    /// members added.
+    pub wiped_after_growth: u64,
+    /// Wiped voters started again with join, without being removed.
+    pub wipe_joined: u64,
+    /// Of those, the member of the highest priority, while another led.
+    pub wipe_joined_preferred: u64,
+    /// Schedules whose members had priorities.
+    pub prioritised: u64,
+    /// Handovers (distinct resignations) to a member of higher priority than the leader's.
+    pub preferred_handovers: u64,
+    /// Snapshots installed on a member starved of appends while a member was removed.
+    pub snapshots: u64,
+    /// Members removed and added back, judged after a member that missed the removal took a
+    /// snapshot, with that member's answer needed for the confirmation.
+    pub readded_after_snapshot: u64,
+    /// Adds that did not answer, judged once the membership said what became of them, and of
+    /// those, the ones that had made the node a voter.
+    pub uncertain_judged: u64,
+    pub uncertain_members: u64,
+}
+
+impl Reached {
+    pub fn add(&mut self, o: &Reached) {
+        self.grown_cut_off += o.grown_cut_off;
+        self.wiped_after_growth += o.wiped_after_growth;
+        self.wipe_joined += o.wipe_joined;
+        self.wipe_joined_preferred += o.wipe_joined_preferred;
+        self.prioritised += o.prioritised;
+        self.preferred_handovers += o.preferred_handovers;
+        self.snapshots += o.snapshots;
+        self.readded_after_snapshot += o.readded_after_snapshot;
+        self.uncertain_judged += o.uncertain_judged;
+        self.uncertain_members += o.uncertain_members;
     }
 }
 
@@ -161,6 +226,8 @@ pub struct Outcome {
     pub removed: u64,
     /// Members restarted on a wiped disk that refused to run.
     pub refused: u64,
+    /// The preconditions of issue 29's findings this schedule reached.
+    pub reached: Reached,
 }
 
 /// The electd timings a schedule runs with: drawn or the defaults, then broken if asked.
@@ -210,6 +277,9 @@ struct Watch {
     promises: Vec<Promise>,
     /// Each member's event log as the sampler has read it.
     logs: BTreeMap<NodeId, LogCursor>,
+    /// Changes of the one claimant from one node to another, and the last one.
+    leader_changes: u64,
+    last_leader: Option<NodeId>,
 }
 
 impl Watch {
@@ -272,6 +342,14 @@ struct Sim {
     /// Shared by every node: the flaw switched on, and the counts of its path.
     flaws: Flaws,
     squeezes: u64,
+    /// The random source of the issue-29 draws (`Spec::lapses`), apart from `rng`.
+    extra: StdRng,
+    /// The members' priorities (none: all 0) and the settle time they run with.
+    priorities: BTreeMap<NodeId, u32>,
+    settle_ms: Option<u64>,
+    /// Adds whose answer did not say done, not judged yet.
+    uncertain_adds: BTreeSet<NodeId>,
+    reached: Reached,
 }
 
 impl Sim {
@@ -279,9 +357,25 @@ impl Sim {
         let clock = SimClock::new();
         let ids: Vec<NodeId> = (1..=spec.nodes as NodeId).collect();
         let mut rng = StdRng::seed_from_u64(spec.seed);
+        let timing = timing(spec, &mut rng);
+        let mut extra = StdRng::seed_from_u64(spec.seed ^ 0x6973_7375_6529);
+        let mut priorities = BTreeMap::new();
+        let mut settle_ms = None;
+        if spec.membership && spec.lapses && spec.script.is_none() && extra.gen_bool(0.6) {
+            // One member preferred, sometimes a second one less so; a settle time of two to
+            // four follower leases (the least the config accepts is two).
+            let mut shuffled = ids.clone();
+            shuffled.shuffle(&mut extra);
+            priorities.insert(shuffled[0], extra.gen_range(5..=10));
+            if extra.gen_bool(0.5) {
+                priorities.insert(shuffled[1], extra.gen_range(1..=4));
+            }
+            let f = timing.follower_lease_ms;
+            settle_ms = Some(extra.gen_range(2 * f..=4 * f));
+        }
         Sim {
             spec: spec.clone(),
-            timing: timing(spec, &mut rng),
+            timing,
             dir: dir.to_path_buf(),
             start_ns: clock.now_ns(),
             clock,
@@ -306,9 +400,20 @@ impl Sim {
                 vote_while_leading: spec.flaw == Some(Flaw::VoteWhileLeading),
                 trust_new_incarnation: spec.flaw == Some(Flaw::TrustNewIncarnation),
                 record_between_probes: spec.flaw == Some(Flaw::RecordBetweenProbes),
+                unlogged_incarnations: spec.flaw == Some(Flaw::UnloggedIncarnations),
+                handover_to_unconfirmed: spec.flaw == Some(Flaw::HandoverToUnconfirmed),
+                snapshot_keeps_incarnations: spec.flaw == Some(Flaw::SnapshotKeepsIncarnations),
                 ..Flaws::default()
             },
             squeezes: 0,
+            extra,
+            reached: Reached {
+                prioritised: u64::from(!priorities.is_empty()),
+                ..Reached::default()
+            },
+            priorities,
+            settle_ms,
+            uncertain_adds: BTreeSet::new(),
         }
     }
 
@@ -348,14 +453,14 @@ impl Sim {
             timing: self.timing,
             max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
             join,
-            priority_settle_ms: None,
+            priority_settle_ms: self.settle_ms,
             tls: None,
             peers: peers
                 .into_iter()
                 .map(|p| Peer {
                     id: p,
                     addr: Sim::addr(p),
-                    priority: 0,
+                    priority: self.priorities.get(&p).copied().unwrap_or(0),
                 })
                 .collect(),
         }
@@ -549,6 +654,9 @@ impl Sim {
     /// the simulation's once the add completed. A node whose add did not complete runs on (it
     /// may still become a learner or a voter: the membership at the end says).
     async fn join(&mut self, id: NodeId) {
+        // One process per member: one still running is stopped first (its event log is the
+        // new one's too).
+        self.crash(id);
         self.wipe(id);
         {
             let mut ever = self.ever.lock().expect("ever");
@@ -565,14 +673,16 @@ impl Sim {
                 self.ids.sort_unstable();
                 self.removed.remove(&id);
                 self.uncertain.remove(&id);
+                self.uncertain_adds.remove(&id);
                 self.added += 1;
                 self.note(format!("add {id}: a voter"));
             }
             other => {
-                // It may still complete: the node runs on, a member or not (the membership at
-                // the end says).
+                // It may still complete: the node runs on, a member or not (the membership
+                // says later: `judge_uncertain`).
                 self.note(format!("add {id} did not complete ({other:?})"));
                 self.uncertain.insert(id);
+                self.uncertain_adds.insert(id);
             }
         }
     }
@@ -588,6 +698,7 @@ impl Sim {
             self.ids.retain(|&m| m != id);
             self.removed.insert(id);
             self.uncertain.remove(&id);
+            self.uncertain_adds.remove(&id);
             self.removals += 1;
         } else {
             self.uncertain.insert(id);
@@ -632,11 +743,7 @@ impl Sim {
                     self.join(n).await;
                 }
             }
-            Step::Wipe { .. }
-                if !self.to_replace.is_empty()
-                    || self.ids.len() < 3
-                    || self.smallest_voter_set().await < 3 =>
-            {
+            Step::Wipe { .. } if !self.may_wipe().await => {
                 // One lost disk at a time, among three voters or more in every voter set in
                 // force: two of four lost, or one of two (the new set of a joint change that
                 // did not complete), would be a majority whose data is gone, where no leader
@@ -648,6 +755,21 @@ impl Sim {
                     self.to_replace
                 ));
             }
+            Step::Grow {
+                target,
+                hold_ms,
+                down_ms,
+            } => self.grow(*target, *hold_ms, *down_ms).await,
+            Step::WipeJoin { .. } if !self.may_wipe().await => {
+                self.note(format!(
+                    "wipe with join: none ({} members, {:?} still to replace, or a voter set \
+                     of fewer than 3 in force)",
+                    self.ids.len(),
+                    self.to_replace
+                ));
+            }
+            Step::WipeJoin { target, down_ms } => self.wipe_join(*target, *down_ms).await,
+            Step::Starve { lagging, victim } => self.starve(*lagging, *victim).await,
             Step::Wipe { target, down_ms } => {
                 let n = self.resolve(*target);
                 self.note(format!("wipe {n} ({target}), restart it without join"));
@@ -655,7 +777,7 @@ impl Sim {
                 self.wipe(n);
                 tokio::time::sleep(Duration::from_millis(*down_ms)).await;
                 self.start(n, false).await;
-                self.watch_wiped(n, 20 * f).await;
+                self.watch_wiped(n, 20 * f, false).await;
                 // Then as an operator would: remove it and let it join again.
                 self.crash(n);
                 self.to_replace.insert(n);
@@ -664,6 +786,377 @@ impl Sim {
             _ => return false,
         }
         true
+    }
+
+    /// Whether a disk may be lost now: one at a time, among three voters or more in every
+    /// voter set in force (see [`Step::Wipe`]'s refusal).
+    async fn may_wipe(&self) -> bool {
+        self.to_replace.is_empty() && self.ids.len() >= 3 && self.smallest_voter_set().await >= 3
+    }
+
+    /// The member of the highest priority, if the schedule gave priorities.
+    fn preferred(&self) -> Option<NodeId> {
+        self.priorities
+            .iter()
+            .max_by_key(|(id, p)| (**p, std::cmp::Reverse(**id)))
+            .map(|(id, _)| *id)
+    }
+
+    /// Every cut, loss, delay and rule cleared, on every running member.
+    async fn heal_network(&mut self) {
+        let line = self.change_network(&Step::Heal);
+        self.note(line);
+        self.apply_all_faults().await;
+    }
+
+    /// A running member's engine status field, if it runs.
+    fn status_of(&self, id: NodeId) -> Option<serde_json::Value> {
+        self.running.get(&id).map(|r| r.node.engine_status())
+    }
+
+    fn confirmed(&self, id: NodeId) -> bool {
+        self.status_of(id)
+            .is_some_and(|s| s["identity"]["confirmed"] == true)
+    }
+
+    fn last_log_index(&self, id: NodeId) -> Option<u64> {
+        self.status_of(id)
+            .and_then(|s| s["last_log_index"].as_u64())
+    }
+
+    /// A running member other than the claimant and `not`, at random (`pick` if it is one).
+    fn bystander(&mut self, pick: NodeId, not: &[NodeId]) -> Option<NodeId> {
+        let leader = self.claimant();
+        let ok =
+            |i: &NodeId| Some(*i) != leader && !not.contains(i) && self.running.contains_key(i);
+        if self.ids.contains(&pick) && ok(&pick) {
+            return Some(pick);
+        }
+        let rest: Vec<NodeId> = self.ids.iter().copied().filter(ok).collect();
+        rest.choose(&mut self.rng).copied()
+    }
+
+    /// [`Step::Grow`].
+    async fn grow(&mut self, target: Target, hold_ms: u64, down_ms: u64) {
+        let f = self.timing.follower_lease_ms;
+        let picked = self.resolve(target);
+        let Some(x) = self.bystander(picked, &[]) else {
+            self.note("grow: none (no member but the leader)".into());
+            return;
+        };
+        self.note(format!(
+            "grow: {x} cut off from the members added up to {MOST_MEMBERS}, until {hold_ms} ms \
+             after the last"
+        ));
+        while self.ids.len() > FEWEST_MEMBERS {
+            let Some(n) = self.bystander(0, &[x]) else {
+                break;
+            };
+            if !self.remove(n).await {
+                break;
+            }
+            self.crash(n);
+        }
+        if self.ids.len() > FEWEST_MEMBERS {
+            self.note(format!("grow: none (still {} members)", self.ids.len()));
+            return;
+        }
+        let grew_with: Vec<NodeId> = self.ids.iter().copied().filter(|&i| i != x).collect();
+        let next = self.ever.lock().expect("ever").iter().max().unwrap_or(&0) + 1;
+        let new: Vec<NodeId> = (next..).take(MOST_MEMBERS - self.ids.len()).collect();
+        // Written on the new members, which know `x` from their config when they start.
+        for &y in &new {
+            self.cuts.insert((x, y), true);
+            self.cuts.insert((y, x), false);
+        }
+        for &y in &new {
+            self.join(y).await;
+            self.apply_all_faults().await;
+        }
+        tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+        let grown = new.iter().all(|y| self.ids.contains(y));
+        self.reached.grown_cut_off += u64::from(grown);
+        self.note(format!(
+            "grow: {x} cut off from {new:?} for {hold_ms} ms after the last add ({})",
+            if grown { "all added" } else { "not all added" }
+        ));
+        self.heal_network().await;
+        if !grown || !self.ids.contains(&x) || !self.confirmed(x) || !self.may_wipe().await {
+            return;
+        }
+        // At once, before another change of the membership makes anyone say hello again.
+        self.cut_between(&[vec![x], grew_with.clone()]);
+        self.note(format!(
+            "wipe {x}, restart it without join, cut off from {grew_with:?}"
+        ));
+        self.crash(x);
+        self.wipe(x);
+        tokio::time::sleep(Duration::from_millis(down_ms)).await;
+        self.start(x, false).await;
+        self.apply_all_faults().await;
+        self.reached.wiped_after_growth += 1;
+        self.watch_wiped(x, 20 * f, false).await;
+        self.crash(x);
+        self.heal_network().await;
+        self.to_replace.insert(x);
+        self.replace_wiped().await;
+    }
+
+    /// [`Step::WipeJoin`]: watched for 20 follower leases or six settle times, whichever is
+    /// longer; a handover to it meanwhile is a violation (it cannot campaign, and the
+    /// cluster is left without a leader for a follower lease).
+    async fn wipe_join(&mut self, target: Target, down_ms: u64) {
+        let f = self.timing.follower_lease_ms;
+        let n = self.resolve(target);
+        if !self.ids.contains(&n) || !self.confirmed(n) {
+            // Only the disk of a confirmed member, which may have voted, must never vote again.
+            self.note(format!(
+                "wipe {n} ({target}) with join: none (not a running, confirmed member)"
+            ));
+            return;
+        }
+        self.note(format!(
+            "wipe {n} ({target}), restart it with join, not removed"
+        ));
+        self.crash(n);
+        self.wipe(n);
+        tokio::time::sleep(Duration::from_millis(down_ms)).await;
+        self.start(n, true).await;
+        let ms = (20 * f).max(6 * self.settle_ms.unwrap_or(0));
+        let seen = self.net.handovers().len();
+        let changes = self.watch.lock().expect("watch").leader_changes;
+        let t0 = self.clock.elapsed_ms();
+        self.watch_wiped(n, ms, true).await;
+        self.reached.wipe_joined += 1;
+        let leader = self.claimant();
+        if self.preferred() == Some(n) && leader.is_some_and(|l| l != n) {
+            self.reached.wipe_joined_preferred += 1;
+        }
+        let to_it: BTreeSet<(NodeId, u64)> = self.net.handovers()[seen..]
+            .iter()
+            .filter(|h| h.successor == n)
+            .map(|h| (h.from, h.term))
+            .collect();
+        if let Some((from, term)) = to_it.first() {
+            let changes = self.watch.lock().expect("watch").leader_changes - changes;
+            self.watch.lock().expect("watch").violations.push(format!(
+                "from {t0} ms node {from} (term {term}) handed over to node {n}, restarted on a \
+                 wiped disk with join and not confirmed (it cannot campaign): {} handovers to \
+                 it and {changes} leader changes in {ms} ms",
+                to_it.len()
+            ));
+        }
+        self.crash(n);
+        self.to_replace.insert(n);
+        self.replace_wiped().await;
+    }
+
+    /// [`Step::Starve`].
+    async fn starve(&mut self, lagging: Target, victim: Target) {
+        use electd::quorum::PATH_SNAPSHOT;
+        let f = self.timing.follower_lease_ms;
+        if self.ids.len() < 4 {
+            let id = self.ever.lock().expect("ever").iter().max().unwrap_or(&0) + 1;
+            self.join(id).await;
+        }
+        self.heal_network().await;
+        let until = self.clock.elapsed_ms() + 20 * f;
+        while self.claimant().is_none() && self.clock.elapsed_ms() < until {
+            tokio::time::sleep(Duration::from_millis(f / 2)).await;
+        }
+        // Every member runs (a wiped one waiting to be replaced does not): the members left
+        // when some crash below must be a majority.
+        let all_run = self.ids.iter().all(|i| self.running.contains_key(i));
+        let (Some(leader), true) = (self.claimant(), self.ids.len() >= 4 && all_run) else {
+            self.note(format!(
+                "starve: none ({} members, claimant {:?}, all running: {all_run})",
+                self.ids.len(),
+                self.claimant()
+            ));
+            return;
+        };
+        let picked = self.resolve(lagging);
+        let Some(m) = self.bystander(picked, &[]) else {
+            return;
+        };
+        let picked = self.resolve(victim);
+        let Some(r) = self.bystander(picked, &[m]) else {
+            return;
+        };
+        let ever = self.ever.lock().expect("ever").clone();
+        let rules = ever
+            .iter()
+            .filter(|&&from| from != m)
+            .flat_map(|&from| {
+                [PATH_APPEND, PATH_SNAPSHOT].map(|path| Rule {
+                    from,
+                    to: m,
+                    path,
+                    leg: Leg::Request,
+                    effect: Effect::Drop,
+                })
+            })
+            .collect();
+        self.net.set_rules(rules);
+        self.note(format!(
+            "starve {m} of appends and snapshots (leader {leader}), remove {r}"
+        ));
+        let took = self.net.snapshots(m);
+        if !self.remove(r).await {
+            self.net.set_rules(Vec::new());
+            self.note(format!("starve {m}: lifted ({r} not removed)"));
+            return;
+        }
+        self.crash(r);
+        // Leaders resign (each elected leader appends an entry) until the leader's log is far
+        // past the starved member's: snapshots every 32 entries, 8 kept (node.rs).
+        let mut resigns = 0;
+        for _ in 0..150 {
+            let Some(l) = self.claimant() else {
+                tokio::time::sleep(Duration::from_millis(f / 2)).await;
+                continue;
+            };
+            let gap = self
+                .last_log_index(l)
+                .unwrap_or(0)
+                .saturating_sub(self.last_log_index(m).unwrap_or(0));
+            if gap >= 50 {
+                break;
+            }
+            let req = admin(Request::post("/v1/admin/resign"))
+                .header("content-type", "application/json")
+                .body(Body::empty())
+                .expect("a request");
+            if matches!(self.net.ask(l, req).await, Some((200, _))) {
+                resigns += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(2 * f)).await;
+        }
+        self.net.set_rules(Vec::new());
+        // Until it has caught up with the leader.
+        let until = self.clock.elapsed_ms() + 40 * f;
+        while self.clock.elapsed_ms() < until {
+            let l = self.claimant();
+            let behind = l.is_none_or(|l| self.last_log_index(m) < self.last_log_index(l));
+            if !behind && self.net.snapshots(m) > took {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(f / 2)).await;
+        }
+        let snapshots = self.net.snapshots(m) - took;
+        self.reached.snapshots += snapshots;
+        let l = self.claimant();
+        self.note(format!(
+            "starve {m}: lifted after {resigns} resignations; it took {snapshots} snapshots; \
+             its log ends at {:?}, the claimant's ({l:?}) at {:?}",
+            self.last_log_index(m),
+            l.and_then(|l| self.last_log_index(l))
+        ));
+        // Crash voters until the victim's confirmation needs the starved member: of the v
+        // voters, ⌈(v+1)/2⌉ must record it, the leader and `m` among them.
+        let v = self.ids.len();
+        let need = (v + 1).div_ceil(2);
+        let mut down = Vec::new();
+        for _ in 0..v.saturating_sub(need) {
+            let Some(b) = self.bystander(0, &[m]) else {
+                break;
+            };
+            if down.contains(&b) {
+                break;
+            }
+            self.note(format!("crash {b} while {r} is added back"));
+            self.crash(b);
+            down.push(b);
+        }
+        // `bystander` picks among the members: the crashed ones are still members.
+        self.join(r).await;
+        let until = self.clock.elapsed_ms() + 40 * f;
+        while !self.confirmed(r) && self.clock.elapsed_ms() < until {
+            tokio::time::sleep(Duration::from_millis(f / 2)).await;
+        }
+        if snapshots > 0 {
+            self.reached.readded_after_snapshot += 1;
+        }
+        if !self.confirmed(r) {
+            self.watch.lock().expect("watch").violations.push(format!(
+                "at {} ms node {r}, removed while node {m} was starved of appends ({m} took \
+                 {snapshots} snapshots since) and added back on a new data dir with {down:?} \
+                 down, was not confirmed within {} ms",
+                self.clock.elapsed_ms(),
+                40 * f
+            ));
+        }
+        for b in down {
+            self.start(b, false).await;
+            self.note(format!("restart {b}"));
+        }
+    }
+
+    /// The changes whose answer did not say done, judged once the claimant's membership is
+    /// committed and says what became of the node: a voter is a member (the end checks it as
+    /// one), a node the membership does not name is not; a learner stays uncertain.
+    async fn judge_uncertain(&mut self) {
+        if self.uncertain.is_empty() {
+            return;
+        }
+        let Some(l) = self.claimant() else {
+            return;
+        };
+        let m: Members = match self.net.ask(l, get("/v1/members")).await {
+            Some((200, b)) => match serde_json::from_slice(&b) {
+                Ok(m) => m,
+                Err(_) => return,
+            },
+            _ => return,
+        };
+        if m.voter_sets.len() != 1 || !m.committed {
+            return;
+        }
+        for u in self.uncertain.clone() {
+            let add = self.uncertain_adds.contains(&u);
+            match m.members.iter().find(|x| x.id == u) {
+                Some(x) if x.voter => {
+                    if !self.ids.contains(&u) {
+                        self.ids.push(u);
+                        self.ids.sort_unstable();
+                    }
+                    self.removed.remove(&u);
+                    self.reached.uncertain_members += u64::from(add);
+                }
+                Some(_) => continue,
+                None => {
+                    if self.ids.contains(&u) {
+                        self.removed.insert(u);
+                    }
+                    self.ids.retain(|&i| i != u);
+                }
+            }
+            self.reached.uncertain_judged += u64::from(add);
+            self.uncertain.remove(&u);
+            self.uncertain_adds.remove(&u);
+            self.note(format!(
+                "{u}: its {} did not answer; judged {}",
+                if add { "add" } else { "change" },
+                if self.ids.contains(&u) {
+                    "a member: a voter of the membership"
+                } else {
+                    "no member: the membership does not name it"
+                }
+            ));
+        }
+    }
+
+    /// Handovers (distinct resignations) to a member of higher priority than the leader's.
+    fn count_preferred_handovers(&mut self) {
+        let p = |id: NodeId| self.priorities.get(&id).copied().unwrap_or(0);
+        let distinct: BTreeSet<(NodeId, u64, NodeId)> = self
+            .net
+            .handovers()
+            .iter()
+            .filter(|h| p(h.successor) > p(h.from))
+            .map(|h| (h.from, h.term, h.successor))
+            .collect();
+        self.reached.preferred_handovers = distinct.len() as u64;
     }
 
     /// Removes each wiped member still waiting for it and lets it join again.
@@ -680,7 +1173,7 @@ impl Sim {
     /// For `ms` of simulated time, member `n`, started on a wiped disk as the member it was:
     /// it must stop on its own (a member knows its earlier incarnation) or stay unconfirmed;
     /// never be confirmed as a voter.
-    async fn watch_wiped(&mut self, n: NodeId, ms: u64) {
+    async fn watch_wiped(&mut self, n: NodeId, ms: u64, join: bool) {
         let until = self.clock.elapsed_ms() + ms;
         while self.clock.elapsed_ms() < until {
             let Some(r) = self.running.get(&n) else {
@@ -694,9 +1187,10 @@ impl Sim {
             let confirmed = r.node.engine_status()["identity"]["confirmed"] == true;
             if confirmed {
                 self.watch.lock().expect("watch").violations.push(format!(
-                    "at {} ms member {n}, restarted on a wiped disk without join, was \
-                     confirmed: it votes again as the member it was",
-                    self.clock.elapsed_ms()
+                    "at {} ms member {n}, restarted on a wiped disk {} join, was confirmed: it \
+                     votes again as the member it was",
+                    self.clock.elapsed_ms(),
+                    if join { "with" } else { "without" }
                 ));
                 return;
             }
@@ -884,7 +1378,10 @@ impl Sim {
             | Step::Add
             | Step::Remove { .. }
             | Step::Replace { .. }
-            | Step::Wipe { .. } => {
+            | Step::Wipe { .. }
+            | Step::Grow { .. }
+            | Step::WipeJoin { .. }
+            | Step::Starve { .. } => {
                 unreachable!("not a network step")
             }
         }
@@ -914,17 +1411,33 @@ impl Sim {
             tokio::time::sleep(Duration::from_millis(t.then_ms)).await;
         }
         if self.spec.membership && self.spec.script.is_none() {
+            let lapses = self.spec.lapses;
+            let lapse_at = lapses.then(|| self.extra.gen_range(0..self.spec.steps.max(1)));
             // Drawn as they come: the members change.
-            for _ in 0..self.spec.steps {
+            for i in 0..self.spec.steps {
+                if lapse_at == Some(i) {
+                    let preferred = self.preferred();
+                    let lapse = draw_lapse(&mut self.extra, &self.ids, &self.timing, preferred);
+                    if let Some(t) = lapse {
+                        self.apply(&t.step).await;
+                        tokio::time::sleep(Duration::from_millis(t.then_ms)).await;
+                        self.replace_wiped().await;
+                        self.judge_uncertain().await;
+                    }
+                }
                 let t = draw_with_members(&mut self.rng, &self.ids, f);
                 self.apply(&t.step).await;
                 tokio::time::sleep(Duration::from_millis(t.then_ms)).await;
                 self.replace_wiped().await;
+                if lapses {
+                    self.judge_uncertain().await;
+                }
             }
         }
         self.apply(&Step::Heal).await;
         self.replace_wiped().await;
         self.converge().await;
+        self.count_preferred_handovers();
         sampler.abort();
         for r in self.running.values() {
             r.stop.cancel();
@@ -941,6 +1454,9 @@ impl Sim {
         let until = self.clock.elapsed_ms() + 10_000;
         let mut last = String::new();
         while self.clock.elapsed_ms() < until {
+            if self.spec.lapses {
+                self.judge_uncertain().await;
+            }
             let running: Vec<NodeId> = self.running.keys().copied().collect();
             match self.settled(&running).await {
                 Ok(()) => return,
@@ -1111,6 +1627,7 @@ impl Sim {
             added: self.added,
             removed: self.removals,
             refused: self.refused,
+            reached: self.reached.clone(),
         }
     }
 }
@@ -1239,6 +1756,12 @@ async fn sample(
                 ));
             }
             w.terms.insert(*id, info.term.max(before));
+        }
+        if let [l] = claimants[..] {
+            if w.last_leader.is_some_and(|was| was != l) {
+                w.leader_changes += 1;
+            }
+            w.last_leader = Some(l);
         }
         if claimants != w.claimants {
             let terms: Vec<u64> = claimants.iter().map(|c| seen[c].term).collect();

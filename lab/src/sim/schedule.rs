@@ -80,6 +80,30 @@ pub enum Step {
     /// as the member it was, without `join`. It must never vote as that member (docs/operations.md,
     /// "Changing the members"): it refuses to run, or waits unconfirmed; it is then replaced.
     Wipe { target: Target, down_ms: u64 },
+    /// Growth past every retry window (issue 29, finding 1): members are removed until three
+    /// are left; `target` (never the leader) is cut off, both ways, from the members then
+    /// added up to seven, for `hold_ms` after the last add (longer than the rounds of hellos,
+    /// [`hello_window_ms`], so that they never hear its incarnation from it); then the cut
+    /// heals, and at once `target`'s disk is wiped and it starts again without join after
+    /// `down_ms`, cut off from the members it grew with: only the members added know it then.
+    /// Judged as [`Step::Wipe`]: it must never be confirmed.
+    Grow {
+        target: Target,
+        hold_ms: u64,
+        down_ms: u64,
+    },
+    /// A wiped voter started again with `join`, without being removed (issue 29, finding 2):
+    /// `target` crashes, its disk is wiped, and after `down_ms` it starts again with join. The
+    /// leader appends to it, but it must never be confirmed, and no leader may hand over to it
+    /// (it cannot campaign); then it is replaced.
+    WipeJoin { target: Target, down_ms: u64 },
+    /// A member that learns a removal from a snapshot (issue 29, finding 3): every cut, loss
+    /// and delay heals; `lagging` (never the leader) loses every append and snapshot sent to
+    /// it while `victim` is removed and leaders resign until the log has moved on past what
+    /// the leader keeps, so that it is sent a snapshot once its requests pass again; then
+    /// members crash until the victim's confirmation needs `lagging`, and the victim is added
+    /// back on a new data dir: it must be confirmed. The crashed members start again.
+    Starve { lagging: Target, victim: Target },
 }
 
 /// A step and how long the schedule runs after it, in simulated ms.
@@ -131,6 +155,57 @@ pub fn draw_with_members(rng: &mut StdRng, ids: &[NodeId], follower_lease_ms: u6
         step,
         then_ms: rng.gen_range(f / 3..=8 * f),
     }
+}
+
+/// How many rounds of hellos a confirmed node sends after a change of the membership
+/// (`HELLO_ROUNDS` in src/quorum/membership.rs, which the crate keeps to itself).
+pub const HELLO_ROUNDS: u32 = 20;
+
+/// How long a confirmed node says hello to a member that never answers, after a change of
+/// the membership: each round waits a follower lease for the answers, then a pause that
+/// starts at a beat and doubles up to a second (membership.rs, `say_hello`); about 16 s at
+/// the default timings.
+pub fn hello_window_ms(t: &Timing) -> u64 {
+    (0..HELLO_ROUNDS)
+        .map(|k| t.follower_lease_ms + (t.heartbeat_ms << k.min(20)).min(1_000))
+        .sum()
+}
+
+/// One of the steps that set up the preconditions of issue 29's findings (none a quarter of
+/// the time), for the members `ids` as they are when it runs; `preferred` is the member of
+/// the highest priority, if the schedule gave priorities. A schedule with membership changes
+/// draws at most one, from a random source of its own, so that the schedules drawn before
+/// them stay as they were when it draws none.
+pub fn draw_lapse(
+    rng: &mut StdRng,
+    ids: &[NodeId],
+    t: &Timing,
+    preferred: Option<NodeId>,
+) -> Option<Timed> {
+    let f = t.follower_lease_ms;
+    let step = match rng.gen_range(0..4) {
+        0 => Step::Grow {
+            target: Target::Node(*ids.choose(rng).expect("members")),
+            hold_ms: hello_window_ms(t) + rng.gen_range(f..=10 * f),
+            down_ms: rng.gen_range(0..=3 * f),
+        },
+        1 => Step::WipeJoin {
+            target: match preferred {
+                Some(p) if rng.gen_bool(0.8) => Target::Node(p),
+                _ => target(rng, ids),
+            },
+            down_ms: rng.gen_range(0..=3 * f),
+        },
+        2 => Step::Starve {
+            lagging: Target::Node(*ids.choose(rng).expect("members")),
+            victim: target(rng, ids),
+        },
+        _ => return None,
+    };
+    Some(Timed {
+        step,
+        then_ms: rng.gen_range(f / 3..=8 * f),
+    })
 }
 
 /// Most members a schedule with membership changes grows to, and fewest it shrinks to.
@@ -258,6 +333,36 @@ mod tests {
         assert!(min_f <= 13 && max_f >= 950, "{min_f}..{max_f}");
         assert!(max_hb >= 90, "{max_hb}");
         assert!((800..1200).contains(&explicit), "{explicit}");
+    }
+
+    /// The hellos after a change last about 16 s at the default timings, plus a follower
+    /// lease of waiting per round; a growth's cut outlasts them; every issue-29 step is drawn.
+    #[test]
+    fn lapses_outlast_the_hellos_and_are_all_drawn() {
+        let t = Timing::default();
+        assert_eq!(hello_window_ms(&t), 15_890 + 20 * t.follower_lease_ms);
+        let mut rng = StdRng::seed_from_u64(4);
+        let ids: Vec<NodeId> = (1..=5).collect();
+        let mut kinds = std::collections::BTreeSet::new();
+        for _ in 0..100 {
+            match draw_lapse(&mut rng, &ids, &t, Some(3)).map(|l| l.step) {
+                Some(Step::Grow { hold_ms, .. }) => {
+                    assert!(hold_ms > hello_window_ms(&t));
+                    kinds.insert("grow");
+                }
+                Some(Step::WipeJoin { .. }) => {
+                    kinds.insert("wipe-join");
+                }
+                Some(Step::Starve { .. }) => {
+                    kinds.insert("starve");
+                }
+                Some(other) => panic!("{other:?}"),
+                None => {
+                    kinds.insert("none");
+                }
+            }
+        }
+        assert_eq!(kinds.len(), 4, "{kinds:?}");
     }
 
     /// Every kind of step, pauses past the lease included, turns up in a few schedules.
