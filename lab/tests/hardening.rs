@@ -79,7 +79,16 @@ impl Probe {
         body: &[u8],
         ts_ms: u64,
     ) -> Vec<(&'static str, String)> {
-        let p = auth.sign("electd-test", from, "", self.epoch, "POST", path, body, ts_ms);
+        let p = auth.sign(
+            "electd-test",
+            from,
+            "",
+            self.epoch,
+            "POST",
+            path,
+            body,
+            ts_ms,
+        );
         p.headers().to_vec()
     }
 
@@ -255,7 +264,16 @@ async fn peers_must_prove_who_they_are(p: &Probe) {
     // Signed for another epoch of the node (one from before it started): refused, and the
     // answer names the epoch to sign for.
     let stale = PeerAuth::new(Secret::from(p.secret.clone()));
-    let q = stale.sign("electd-test", from_id, p.epoch ^ 1, "POST", path, b"{}", 0);
+    let q = stale.sign(
+        "electd-test",
+        from_id,
+        "",
+        p.epoch ^ 1,
+        "POST",
+        path,
+        b"{}",
+        0,
+    );
     let (s, b) = p
         .peer(
             path,
@@ -465,4 +483,32 @@ fn bully_leader_hands_off_on_sigterm() {
 #[test]
 fn ring_leader_hands_off_on_sigterm() {
     graceful(Mode::Ring);
+}
+
+/// A SIGHUP (a logrotate's, or one meant to reload TLS files on a node without TLS) does not
+/// stop a node: the handler is installed first thing, with TLS or without. (Without TLS there
+/// was none, and SIGHUP's default action ended the process.)
+#[test]
+fn a_sighup_does_not_stop_a_node_without_tls() {
+    let tc = TestCluster::start(Mode::Quorum, 1);
+    let rt = TestCluster::rt();
+    rt.block_on(tc.c.wait_agreed(Duration::from_secs(20)))
+        .expect("a leader");
+    let before = tc.log_len(1);
+    assert!(tc.c.signal(1, rustix::process::Signal::HUP), "SIGHUP sent");
+    let until = Instant::now() + Duration::from_secs(10);
+    while !tc.log_since(1, before).contains("SIGHUP") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        tc.log_since(1, before)
+            .contains("no TLS files to read again"),
+        "the SIGHUP was logged: {}",
+        tc.log_since(1, before)
+    );
+    assert!(tc.c.pid(1).is_some(), "node 1 still runs");
+    assert_eq!(
+        rt.block_on(tc.c.wait_agreed(Duration::from_secs(5))),
+        Some(1)
+    );
 }

@@ -324,15 +324,26 @@ struct Family {
 }
 
 impl Family {
-    fn start(rt: &tokio::runtime::Runtime) -> Family {
+    /// With `daemon`, the grandchild is a daemon: started through a double fork (its parent
+    /// exits at once, so it is orphaned), in a session and process group of its own
+    /// (`setsid`), ignoring SIGTERM: what nginx or `redis --daemonize yes` do. A signal to
+    /// CMD's group does not reach it.
+    fn start_with(rt: &tokio::runtime::Runtime, daemon: bool) -> Family {
         let tc = TestCluster::start(Mode::Quorum, 3);
         let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
         let dir = tempfile::tempdir().unwrap();
         let (child, grandchild) = (dir.path().join("child"), dir.path().join("grandchild"));
         let stampers = Stampers(vec![child.clone(), grandchild.clone()]);
+        let grand = if daemon {
+            format!(
+                "( ( trap '' TERM; exec setsid \"$LAB\" stamp {} --outlive-parent ) & );",
+                grandchild.display()
+            )
+        } else {
+            format!("\"$LAB\" stamp {} --outlive-parent &", grandchild.display())
+        };
         let script = format!(
-            "\"$LAB\" stamp {} --outlive-parent & exec \"$LAB\" stamp {} --outlive-parent",
-            grandchild.display(),
+            "{grand} exec \"$LAB\" stamp {} --outlive-parent",
             child.display()
         );
         let sup = supervise(&tc, leader, dir.path(), &[], &script);
@@ -355,8 +366,21 @@ impl Family {
 /// resignation), before another node claims.
 #[test]
 fn a_grandchild_is_gone_when_the_claim_ends() {
+    grandchild_gone_when_the_claim_ends(false);
+}
+
+/// A daemon (double fork, `setsid`, SIGTERM ignored) that CMD started is gone before the next
+/// leader claims too: CMD's cgroup or the supervisor as subreaper keeps it in reach (before,
+/// it left CMD's group and ran on after the resignation, 2.2 s in the trial, until
+/// killed by hand).
+#[test]
+fn a_daemonized_grandchild_is_gone_when_the_claim_ends() {
+    grandchild_gone_when_the_claim_ends(true);
+}
+
+fn grandchild_gone_when_the_claim_ends(daemon: bool) {
     let rt = TestCluster::rt();
-    let mut f = Family::start(&rt);
+    let mut f = Family::start_with(&rt, daemon);
     let (tc, l) = (&f.tc, f.leader);
     let client = tc.c.client(l).unwrap();
     rt.block_on(client.resign(None))
@@ -389,8 +413,47 @@ fn a_grandchild_is_gone_when_the_claim_ends() {
 /// The supervisor SIGKILLed: its child and the child's group die with it.
 #[test]
 fn a_killed_supervisor_takes_its_child_with_it() {
+    killed_supervisor_takes_its_child(false);
+}
+
+/// The supervisor SIGKILLed: a daemon its child started dies with it too, where the host gives
+/// the run a cgroup (the keeper kills it; with a subreaper only, the daemon of a dead
+/// supervisor is init's and escapes, as `contain.rs` says, and the test is a skip).
+#[test]
+fn a_killed_supervisor_takes_a_daemonized_grandchild_with_it() {
+    if !cgroup_v2_writable() {
+        electd_lab::skip::skip("no cgroup v2 this process may make a child cgroup in");
+        return;
+    }
+    killed_supervisor_takes_its_child(true);
+}
+
+/// Whether this process may make a child cgroup (v2) under its own, as `electd run` does.
+fn cgroup_v2_writable() -> bool {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let Some(mount) = mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2").then(|| left.split_whitespace().nth(4))?
+    }) else {
+        return false;
+    };
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return false;
+    };
+    let probe = Path::new(mount)
+        .join(path.trim_start_matches('/'))
+        .join(format!("electd-test-probe-{}", std::process::id()));
+    let ok = std::fs::create_dir(&probe).is_ok();
+    let _ = std::fs::remove_dir(&probe);
+    ok
+}
+
+fn killed_supervisor_takes_its_child(daemon: bool) {
     let rt = TestCluster::rt();
-    let mut f = Family::start(&rt);
+    let mut f = Family::start_with(&rt, daemon);
     let (_, mut sup) = f.sups.0.pop().expect("the supervisor");
     sup.kill().expect("SIGKILL to the supervisor");
     let killed = electd::clock::mono_ns();
