@@ -13,15 +13,62 @@
 //!   runs them, or its answers lost after it ran them; the drop rate and the delay apply to
 //!   statements as to messages.
 //!
+//! - `forge_to`: the forger, below.
+//!
 //! A lost message is never reported as such to the sender: the sender waits until its request
 //! deadline and sees a timeout, as it would behind an iptables DROP rule.
+//!
+//! # The forger
+//!
+//! `forge_to: [B, …]` on node A puts a network adversary on the links between A and B: an
+//! attacker who holds no cluster secret, sees every byte, and may withhold, substitute, replay
+//! or rewrite any of them (issue 30: before answers were signed, such a proxy between nodes made
+//! two claimants). It lives in A's transport, and that is the same as a process on the path:
+//! it acts exactly where A's bytes leave for B and where B's bytes arrive at A, after A signed
+//! and before A checks; it reads the requests and answers as they are on the wire (headers,
+//! body, MAC); it holds no key (it never calls [`crate::auth`]: what it sends is either bytes
+//! it saw or bytes it made without the secret); and what it does to a message is only what a
+//! proxy can do to it. Being inside A it also sees the path a request went to and its body,
+//! which a proxy sees too (without TLS). What it does:
+//!
+//! - **On A's side, A's requests to B** ([`Faults::forge_answer`], called after the wire would
+//!   have returned and before the answer is checked): the first request of each path goes
+//!   through, and its genuine answer (2xx) is recorded ([`Faults::record_answer`]). From then on
+//!   every request of that path is withheld from B and answered by the forger: in turn a
+//!   **forged** answer (the recorded genuine answer's headers, MAC included, with a body that
+//!   grants or acknowledges: `vote_granted`/`granted`/`accepted`/`ok` set, an append's
+//!   `"Success"`, a vote grant naming the candidate's own vote from the request) and a
+//!   **replayed** one (the recorded answer, verbatim).
+//! - **Withheld, delivered much later**: of the requests it withholds, one per path at a time
+//!   ([`Faults::hold`]) is delivered to B verbatim [`HOLD`] later (counted when delivered,
+//!   [`Faults::delivered_late`]); the others are lost. B takes a late request for what it is
+//!   (an old term, a sequence number seen or out of the window).
+//! - **On A's side, B's requests to A** ([`Faults::rewrite_request`], before A authenticates
+//!   them): in turn `x-electd-addr` rewritten to an address of the attacker's, and
+//!   `x-electd-nonce` rewritten to a sequence number near `u64::MAX` (which, taken, would close
+//!   B's window for good). Both are inside the request's MAC: A refuses them (`bad_signature`)
+//!   and its refusal is unsigned, so B has no answer either.
+//!
+//! So for a node that checks what it gets, the forger cuts A from B both ways, and everything
+//! it made up is refused (`rejected_peer_requests.answer_bad_signature` on A,
+//! `bad_signature` on B); a node that took answers as they came would see B grant and
+//! acknowledge everything while B hears nothing of it (the lab's flaw
+//! `accept-unsigned-answers`). What it did is counted in the fault set's `forger` (forged,
+//! replayed, withheld, rewritten), kept across fault sets until the node stops. Without a
+//! cluster secret nothing is signed and everything forged is taken: the forger then shows what
+//! `insecure = true` means.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderValue, Response};
+pub use electd_client::wire::ForgerCounts;
 pub use electd_client::FaultSet;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
 
 use crate::role::NodeId;
 
@@ -34,10 +81,28 @@ pub enum Verdict {
     Drop,
 }
 
-/// The fault set in force plus the seeded random source for drop decisions.
+/// How long the forger withholds the request it delivers late: many election timeouts at the
+/// lab's timings, a few at the defaults.
+pub const HOLD: Duration = Duration::from_millis(1_500);
+
+/// The fault set in force plus the seeded random source for drop decisions, and the forger's
+/// memory.
 pub struct Faults {
     set: Mutex<FaultSet>,
     rng: Mutex<StdRng>,
+    forger: Mutex<Forger>,
+}
+
+/// What the forger recorded and did.
+#[derive(Default)]
+struct Forger {
+    /// The genuine answer of each (peer, path), recorded while forging on that link.
+    answers: BTreeMap<(u64, String), Response<Bytes>>,
+    /// The (peer, path) whose withheld request waits to be delivered late.
+    held: BTreeSet<(u64, String)>,
+    /// Turns: forged or replayed, address or sequence number.
+    turn: u64,
+    counts: ForgerCounts,
 }
 
 impl Faults {
@@ -45,15 +110,109 @@ impl Faults {
         Faults {
             set: Mutex::new(FaultSet::default()),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            forger: Mutex::new(Forger::default()),
         }
     }
 
+    /// The fault set in force, with what the forger did so far.
     pub fn get(&self) -> FaultSet {
-        self.set.lock().expect("faults lock").clone()
+        let mut set = self.set.lock().expect("faults lock").clone();
+        let counts = self.forger.lock().expect("forger lock").counts;
+        set.forger = (!counts.is_zero()).then_some(counts);
+        set
     }
 
+    /// Puts `set` in force (its `forger` counts are the node's, not the caller's). The forger
+    /// forgets the answers it recorded on a link it no longer sits on.
     pub fn replace(&self, set: FaultSet) {
-        *self.set.lock().expect("faults lock") = set;
+        {
+            let mut f = self.forger.lock().expect("forger lock");
+            f.answers.retain(|(peer, _), _| set.forge_to.contains(peer));
+        }
+        *self.set.lock().expect("faults lock") = FaultSet {
+            forger: None,
+            ..set
+        };
+    }
+
+    /// Whether the forger sits on the link to `peer`.
+    pub fn forges(&self, peer: NodeId) -> bool {
+        self.set
+            .lock()
+            .expect("faults lock")
+            .forge_to
+            .contains(&peer)
+    }
+
+    /// The forger's answer to this node's request to `to` at `path` with `body`, in place of
+    /// `to`'s, once it recorded a genuine one of that path (`None`: the request goes through,
+    /// and its answer is to be recorded with [`Faults::record_answer`]). In turn a forged
+    /// grant or acknowledgement and the recorded answer replayed.
+    pub fn forge_answer(&self, to: NodeId, path: &str, body: &[u8]) -> Option<Response<Bytes>> {
+        if !self.forges(to) {
+            return None;
+        }
+        let mut f = self.forger.lock().expect("forger lock");
+        let genuine = f.answers.get(&(to, path.to_string()))?.clone();
+        f.turn += 1;
+        if f.turn % 2 == 1 {
+            f.counts.forged += 1;
+            let mut forged = Response::new(Bytes::from(forge_body(path, body, genuine.body())));
+            *forged.status_mut() = genuine.status();
+            *forged.headers_mut() = genuine.headers().clone();
+            Some(forged)
+        } else {
+            f.counts.replayed += 1;
+            Some(genuine)
+        }
+    }
+
+    /// `to`'s genuine answer to a request at `path`, while the forger sits on the link: kept
+    /// (the last success of each path) to forge and replay.
+    pub fn record_answer(&self, to: NodeId, path: &str, res: &Response<Bytes>) {
+        if !res.status().is_success() || !self.forges(to) {
+            return;
+        }
+        let mut copy = Response::new(res.body().clone());
+        *copy.status_mut() = res.status();
+        *copy.headers_mut() = res.headers().clone();
+        let mut f = self.forger.lock().expect("forger lock");
+        f.answers.insert((to, path.to_string()), copy);
+    }
+
+    /// Whether the request to `to` at `path` that the forger withholds is the one it delivers
+    /// [`HOLD`] later (one per link and path at a time; the others are lost).
+    pub fn hold(&self, to: NodeId, path: &str) -> bool {
+        let mut f = self.forger.lock().expect("forger lock");
+        f.held.insert((to, path.to_string()))
+    }
+
+    /// The withheld request to `to` at `path` was delivered (or its delivery failed).
+    pub fn delivered_late(&self, to: NodeId, path: &str) {
+        let mut f = self.forger.lock().expect("forger lock");
+        f.held.remove(&(to, path.to_string()));
+        f.counts.withheld += 1;
+    }
+
+    /// A request from `from` just arrived: with the forger on the link, rewritten in turn in
+    /// its sender address and its sequence number (near `u64::MAX`), before it is checked.
+    pub fn rewrite_request(&self, from: NodeId, headers: &mut HeaderMap) {
+        if !self.forges(from) {
+            return;
+        }
+        let mut f = self.forger.lock().expect("forger lock");
+        f.turn += 1;
+        f.counts.rewritten += 1;
+        if f.turn % 2 == 1 {
+            let addr = format!("10.66.66.66:{}", 7000 + from % 1000);
+            headers.insert(
+                crate::transport::HDR_ADDR,
+                HeaderValue::from_str(&addr).expect("an address is a header value"),
+            );
+        } else {
+            let seq = u64::MAX - (f.turn % 1024);
+            headers.insert(crate::auth::HDR_NONCE, HeaderValue::from(seq));
+        }
     }
 
     fn lose(&self, rate: f64) -> bool {
@@ -102,9 +261,145 @@ impl Faults {
     }
 }
 
+/// The body of a forged answer to a request at `path` with body `request`, from a genuine
+/// answer of that path: every grant and acknowledgement set, every refusal taken out; an
+/// append (openraft's `Result<AppendEntriesResponse, _>`) acknowledged; a vote (openraft's
+/// `Result<VoteResponse, _>`) granted for the candidate's own vote and log. Not JSON: as it was.
+pub fn forge_body(path: &str, request: &[u8], genuine: &[u8]) -> Vec<u8> {
+    let Ok(mut v) = serde_json::from_slice::<Value>(genuine) else {
+        return genuine.to_vec();
+    };
+    let req = serde_json::from_slice::<Value>(request).unwrap_or(Value::Null);
+    if path.ends_with("/append") {
+        v = json!({"Ok": "Success"});
+    } else if path.ends_with("/vote") && req.get("vote").is_some() {
+        v = json!({"Ok": {
+            "vote": req["vote"],
+            "vote_granted": true,
+            "last_log_id": req.get("last_log_id").cloned().unwrap_or(Value::Null),
+        }});
+    } else {
+        grant(&mut v);
+        if path.ends_with("/prevote") {
+            if let (Some(t), Some(obj)) =
+                (req.get("term").and_then(Value::as_u64), v.as_object_mut())
+            {
+                obj.insert("term".into(), json!(t.saturating_sub(1)));
+            }
+        }
+    }
+    serde_json::to_vec(&v).expect("JSON serialises")
+}
+
+/// Sets every grant and acknowledgement in `v` and takes every refusal out.
+fn grant(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for key in ["refused", "lease_left_us", "known", "behind"] {
+                m.remove(key);
+            }
+            for (k, x) in m.iter_mut() {
+                let flag = matches!(
+                    k.as_str(),
+                    "vote_granted" | "granted" | "accepted" | "ok" | "success" | "member"
+                );
+                if flag && x.is_boolean() {
+                    *x = Value::Bool(true);
+                } else {
+                    grant(x);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(grant),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forged_bodies_grant_and_acknowledge() {
+        let vote_req = br#"{"vote":{"leader_id":{"term":5,"node_id":1},"committed":false},"last_log_id":null}"#;
+        let refused = br#"{"Ok":{"vote":{"leader_id":{"term":4,"node_id":2},"committed":true},"vote_granted":false,"last_log_id":null}}"#;
+        let v: Value =
+            serde_json::from_slice(&forge_body("/peer/raft/vote", vote_req, refused)).unwrap();
+        assert_eq!(v["Ok"]["vote_granted"], true);
+        assert_eq!(v["Ok"]["vote"]["leader_id"]["term"], 5);
+        let v: Value = serde_json::from_slice(&forge_body(
+            "/peer/raft/append",
+            b"{}",
+            br#"{"Ok":{"HigherVote":{}}}"#,
+        ))
+        .unwrap();
+        assert_eq!(v, json!({"Ok": "Success"}));
+        let v: Value = serde_json::from_slice(&forge_body(
+            "/peer/raft/prevote",
+            br#"{"term":7,"last_log_id":null}"#,
+            br#"{"granted":false,"term":6,"refused":"leader_alive","lease_left_us":10}"#,
+        ))
+        .unwrap();
+        assert_eq!(v, json!({"granted": true, "term": 6}));
+        assert_eq!(
+            forge_body("/peer/msg", b"{}", br#"{"ok":false}"#),
+            br#"{"ok":true}"#
+        );
+    }
+
+    #[test]
+    fn the_forger_records_then_forges_and_replays_then_forgets() {
+        let f = Faults::new(1);
+        let answer = |body: &'static str| {
+            let mut r = Response::new(Bytes::from_static(body.as_bytes()));
+            r.headers_mut()
+                .insert("x-electd-answer", HeaderValue::from_static("00"));
+            r
+        };
+        f.record_answer(2, "/peer/msg", &answer(r#"{"ok":false}"#));
+        assert!(
+            f.forge_answer(2, "/peer/msg", b"{}").is_none(),
+            "not on the link"
+        );
+        f.replace(FaultSet {
+            forge_to: [2].into(),
+            ..Default::default()
+        });
+        assert!(
+            f.forge_answer(2, "/peer/msg", b"{}").is_none(),
+            "nothing recorded"
+        );
+        f.record_answer(2, "/peer/msg", &answer(r#"{"ok":false}"#));
+        let forged = f.forge_answer(2, "/peer/msg", b"{}").unwrap();
+        assert_eq!(forged.body().as_ref(), br#"{"ok":true}"#);
+        assert_eq!(forged.headers()["x-electd-answer"], "00");
+        let replayed = f.forge_answer(2, "/peer/msg", b"{}").unwrap();
+        assert_eq!(replayed.body().as_ref(), br#"{"ok":false}"#);
+        assert!(f.forge_answer(3, "/peer/msg", b"{}").is_none());
+        assert!(f.hold(2, "/peer/msg") && !f.hold(2, "/peer/msg"));
+        f.delivered_late(2, "/peer/msg");
+        let mut h = HeaderMap::new();
+        f.rewrite_request(2, &mut h);
+        f.rewrite_request(2, &mut h);
+        assert!(h.contains_key(crate::transport::HDR_ADDR));
+        let seq: u64 = h[crate::auth::HDR_NONCE].to_str().unwrap().parse().unwrap();
+        assert!(seq > u64::MAX - 1024);
+        let counts = ForgerCounts {
+            forged: 1,
+            replayed: 1,
+            withheld: 1,
+            rewritten: 2,
+        };
+        assert_eq!(f.get().forger, Some(counts));
+        f.replace(FaultSet::default());
+        assert_eq!(
+            f.get().forger,
+            Some(counts),
+            "the counts outlive the fault set"
+        );
+        assert!(f.get().forge_to.is_empty());
+        assert!(f.forge_answer(2, "/peer/msg", b"{}").is_none());
+    }
 
     #[test]
     fn blocks_are_directional() {

@@ -265,6 +265,21 @@ impl Transport {
         let request = builder
             .body(body.clone())
             .expect("a peer request from valid parts");
+        // The forger on the link (src/faults.rs): the request withheld (one a path delivered
+        // late), and the answer made up, where the wire would have returned it.
+        if let Some(forged) = self.faults.forge_answer(to, path, body) {
+            if self.faults.hold(to, path) {
+                let (wire, faults, path) =
+                    (self.wire.clone(), self.faults.clone(), path.to_string());
+                tokio::spawn(async move {
+                    tokio::time::sleep(crate::faults::HOLD).await;
+                    let _ = tokio::time::timeout(timeout, wire.send(to, request, timeout)).await;
+                    faults.delivered_late(to, &path);
+                });
+            }
+            self.take_answer(to, &forged, &request_mac)?;
+            return Ok((forged, signed_for));
+        }
         let res = match tokio::time::timeout(remaining, self.wire.send(to, request, remaining))
             .await
         {
@@ -282,10 +297,25 @@ impl Transport {
         if self.faults.on_receive(to) == Verdict::Drop {
             return Err(lost().await);
         }
-        if let Some(auth) = &self.auth {
-            self.check_answer(auth, to, &res, &request_mac)?;
-        }
+        self.faults.record_answer(to, path, &res);
+        self.take_answer(to, &res, &request_mac)?;
         Ok((res, signed_for))
+    }
+
+    /// Whether `res` is taken as `to`'s answer: with a cluster secret, if it carries `to`'s
+    /// MAC over this request ([`Transport::check_answer`]; not with the lab's flaw
+    /// `accept-unsigned-answers`, which takes every answer as it comes, as before bedd083).
+    fn take_answer(
+        &self,
+        to: NodeId,
+        res: &axum::http::Response<Bytes>,
+        request_mac: &str,
+    ) -> Result<(), TransportError> {
+        match &self.auth {
+            Some(_) if crate::engine::Flaws::of_process().accept_unsigned_answers() => Ok(()),
+            Some(auth) => self.check_answer(auth, to, res, request_mac),
+            None => Ok(()),
+        }
     }
 
     /// Whether `res` is `to`'s own answer to the request whose MAC was `request_mac` (src/auth.rs,
@@ -524,7 +554,15 @@ fn lost_response() -> Response {
 
 /// Middleware on every `/peer/` route: refuses foreign or unknown senders (counted by reason),
 /// applies the fault set to the request and to its response, and records the contact.
-pub async fn guard(State(t): State<Arc<Transport>>, req: Request<Body>, next: Next) -> Response {
+pub async fn guard(
+    State(t): State<Arc<Transport>>,
+    mut req: Request<Body>,
+    next: Next,
+) -> Response {
+    // The forger on the link rewrites the request before this node sees it (src/faults.rs).
+    if let Some(from) = header_u64(req.headers(), HDR_FROM) {
+        t.faults.rewrite_request(from, req.headers_mut());
+    }
     let request_mac = req
         .headers()
         .get(HDR_AUTH)
@@ -617,6 +655,7 @@ mod tests {
 
     use super::*;
     use crate::config::{Peer, Secret};
+    use crate::faults::FaultSet;
     use crate::role::Mode;
 
     const SECRET: &str = "0123456789abcdef-secret";
@@ -739,6 +778,57 @@ mod tests {
         assert_eq!(call("three").await.unwrap(), "three");
         let refused = a.counters.snapshot().rejected_peer_requests;
         assert_eq!(refused.get("answer_bad_signature"), Some(&3));
+    }
+
+    /// The forger of the fault set (src/faults.rs) on node 1's link to 2: the first answer is
+    /// genuine and recorded, the next ones forged or replayed, and each refused; the withheld
+    /// request is delivered late. On 2's side, 1's requests rewritten are refused by 2, and
+    /// 2's unsigned refusal is no answer to 1.
+    #[tokio::test]
+    async fn the_forgers_answers_and_rewrites_are_refused() {
+        let path = Arc::new(Path::default());
+        let b = Arc::new(transport(2, path.clone()));
+        let r = axum::Router::new()
+            .route("/peer/echo", post(|body: Bytes| async move { body }))
+            .layer(axum::middleware::from_fn_with_state(b.clone(), guard));
+        path.routers.lock().unwrap().insert(2, r);
+        let a = transport(1, path.clone());
+        let call = |body: &'static str| {
+            let a = &a;
+            async move {
+                a.call::<_, String>(2, "/peer/echo", "echo", &body, Duration::from_secs(2))
+                    .await
+            }
+        };
+        assert_eq!(call("warm").await.unwrap(), "warm");
+        a.faults.replace(FaultSet {
+            forge_to: [2].into(),
+            ..Default::default()
+        });
+        assert_eq!(call("recorded").await.unwrap(), "recorded");
+        for _ in 0..4 {
+            let r = call("forged").await;
+            assert!(matches!(r, Err(TransportError::UnsignedAnswer(2))), "{r:?}");
+        }
+        tokio::time::sleep(crate::faults::HOLD + Duration::from_millis(500)).await;
+        let counts = a.faults.get().forger.unwrap();
+        assert_eq!((counts.forged, counts.replayed, counts.withheld), (2, 2, 1));
+        let refused = a.counters.snapshot().rejected_peer_requests;
+        assert_eq!(refused.get("answer_bad_signature"), Some(&4));
+        a.faults.replace(FaultSet::default());
+        b.faults.replace(FaultSet {
+            forge_to: [1].into(),
+            ..Default::default()
+        });
+        for _ in 0..2 {
+            let r = call("rewritten").await;
+            assert!(matches!(r, Err(TransportError::UnsignedAnswer(2))), "{r:?}");
+        }
+        assert_eq!(b.faults.get().forger.unwrap().rewritten, 2);
+        let refused = b.counters.snapshot().rejected_peer_requests;
+        assert_eq!(refused.get("bad_signature"), Some(&2));
+        b.faults.replace(FaultSet::default());
+        assert_eq!(call("healed").await.unwrap(), "healed");
     }
 
     /// The sender's address travels inside the request's MAC: rewritten on the way (so that

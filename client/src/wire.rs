@@ -273,6 +273,37 @@ pub struct FaultSet {
     /// Mutex mode: the store's answers to this node are lost (it ran the statements).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub block_from_store: bool,
+    /// The network adversary (src/faults.rs, "The forger"): an attacker without the cluster
+    /// secret on the links between this node and these peers. It withholds this node's
+    /// requests to them and answers them itself, with forged grants and acknowledgements and
+    /// replayed answers; it delivers a withheld request much later; it rewrites their requests
+    /// to this node (`x-electd-addr`, `x-electd-nonce` near `u64::MAX`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub forge_to: BTreeSet<NodeId>,
+    /// What the forger did since the node started, in answers only (absent while all are 0;
+    /// a `PUT` naming it is refused, `invalid_fault_set`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forger: Option<ForgerCounts>,
+}
+
+/// What the forger of a node did since it started ([`FaultSet::forger`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ForgerCounts {
+    /// Answers it made up: a recorded genuine answer with the grant or success set.
+    pub forged: u64,
+    /// Answers it replayed: a genuine answer recorded earlier, verbatim.
+    pub replayed: u64,
+    /// Requests of this node it withheld and delivered later, verbatim.
+    pub withheld: u64,
+    /// Requests it rewrote (`x-electd-addr` or `x-electd-nonce`) before delivering them.
+    pub rewritten: u64,
+}
+
+impl ForgerCounts {
+    pub fn is_zero(&self) -> bool {
+        *self == ForgerCounts::default()
+    }
 }
 
 impl FaultSet {
@@ -281,6 +312,7 @@ impl FaultSet {
         for (field, set) in [
             ("block_to", &self.block_to),
             ("block_from", &self.block_from),
+            ("forge_to", &self.forge_to),
         ] {
             if let Some(bad) = set.iter().find(|id| !members.contains(id)) {
                 return Err((
@@ -288,6 +320,12 @@ impl FaultSet {
                     format!("node {bad} is not a member of the cluster {members:?}"),
                 ));
             }
+        }
+        if self.forger.is_some() {
+            return Err((
+                "forger".into(),
+                "the forger's counts are answered, not set".into(),
+            ));
         }
         if !(0.0..=1.0).contains(&self.drop_rate) || self.drop_rate.is_nan() {
             return Err((
@@ -421,6 +459,27 @@ mod tests {
     #[test]
     fn unknown_fault_fields_are_refused() {
         assert!(serde_json::from_str::<FaultSet>(r#"{"block":[1]}"#).is_err());
+    }
+
+    #[test]
+    fn the_forger_is_set_and_its_counts_only_answered() {
+        let set: FaultSet = serde_json::from_str(r#"{"forge_to":[2,3]}"#).unwrap();
+        assert_eq!(set.forge_to, [2, 3].into());
+        assert_eq!(set.validate(&[1, 2]).unwrap_err().0, "forge_to");
+        let named: FaultSet = serde_json::from_str(r#"{"forger":{"forged":1}}"#).unwrap();
+        assert_eq!(named.validate(&[1]).unwrap_err().0, "forger");
+        let json = serde_json::to_value(FaultSet::default()).unwrap();
+        assert!(json.get("forge_to").is_none() && json.get("forger").is_none());
+        let counted = FaultSet {
+            forger: Some(ForgerCounts {
+                forged: 2,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&counted).unwrap();
+        assert_eq!(json["forger"]["forged"], 2);
+        assert_eq!(json["forger"]["rewritten"], 0);
     }
 }
 

@@ -45,3 +45,44 @@ fn the_chaos_checkers_catch_a_claim_that_outlives_the_election_timeout() {
         "C6 sees broken promises: {r:?}"
     );
 }
+
+/// The forger on the leader's links (S20, application layer) against a node that takes answers
+/// as they come (`accept-unsigned-answers`: the transport before bedd083): the forged
+/// acknowledgements keep the cut-off leader claiming while the others elect another, so C2
+/// (two claimants) fails the run, and C6 (promises broken) with it.
+#[test]
+fn the_chaos_checkers_catch_answers_taken_unsigned() {
+    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
+    let flawed = bin.with_file_name("electd-flawed");
+    assert!(
+        flawed.is_file(),
+        "no {} (build it: cargo build -p electd --features flaws --bin electd-flawed)",
+        flawed.display()
+    );
+    let spec = RunSpec {
+        mode: Mode::Quorum,
+        scenario: Scenario::S20,
+        layer: Layer::App,
+        seed: 1,
+        tls: false,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (r, _) = rt.block_on(run_one_with(
+        &spec,
+        &flawed,
+        None,
+        &["--lab-flaw", "accept-unsigned-answers"],
+    ));
+    eprintln!("{}", serde_json::to_string(&r).unwrap());
+    assert!(r.skipped.is_none(), "the run happened: {r:?}");
+    assert!(!r.passed, "a broken node passed: {r:?}");
+    assert!(r.split_brain_ms > 0.0, "C2 sees two claimants: {r:?}");
+    assert!(
+        r.promises_broken.is_some_and(|n| n > 0),
+        "C6 sees broken promises: {r:?}"
+    );
+}

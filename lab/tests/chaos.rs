@@ -836,6 +836,69 @@ fn wall_clock_jumps_change_nothing() {
     }
 }
 
+/// S20: the forger on the leader's links, then on a follower's (an attacker without the
+/// cluster secret: forged grants and acks, replayed answers, late and rewritten requests).
+/// Quorum mode stays safe, and the fault took effect: under each window the forger forged,
+/// replayed and rewrote, and what it made up was refused (answers without the member's MAC,
+/// requests without the sender's); under the first the leader was cut off: it stopped claiming
+/// within F and another node led; under the second the follower lost its leader, who kept
+/// its claim (no forged grant won the follower a vote).
+#[test]
+fn quorum_forger_on_the_path() {
+    let Some(ran) = quorum_is_safe(Scenario::S20, Layer::App) else {
+        return;
+    };
+    let w = windows(&ran.log);
+    assert_eq!(w.len(), 2, "two forger windows: {}", ran.why());
+    for w in &w {
+        for what in [
+            " forged",
+            " replayed",
+            " rewritten",
+            " answers refused",
+            " requests refused",
+        ] {
+            assert!(
+                observed(w, what).is_some_and(|n| n > 0.0),
+                "{what} > 0 under {:?}: {}",
+                w.label,
+                ran.why()
+            );
+        }
+    }
+    assert!(
+        w.iter()
+            .any(|w| observed(w, " withheld").is_some_and(|n| n > 0.0)),
+        "a withheld request delivered late: {}",
+        ran.why()
+    );
+    leader_fails_over(&ran, &w[0]);
+    let victim = cut_off(&ran.log, &w[1]);
+    assert_eq!(victim.len(), 1, "one follower forged off: {}", ran.why());
+    leader_keeps_and_cut_lose(&ran, &w[1], &victim);
+}
+
+/// Legacy modes under S20: they converge (judged as they are), and what the forger made up was
+/// refused as in quorum mode.
+#[test]
+fn legacy_forger_on_the_path() {
+    for mode in [Mode::Bully, Mode::Ring, Mode::Invitation] {
+        if let Some(ran) = run(mode, Scenario::S20, Layer::App) {
+            assert!(ran.r.passed, "converges: {}", ran.why());
+            for w in &windows(&ran.log) {
+                for what in [" forged", " answers refused"] {
+                    assert!(
+                        observed(w, what).is_some_and(|n| n > 0.0),
+                        "{what} > 0 under {:?}: {}",
+                        w.label,
+                        ran.why()
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn invitation_splits_and_converges() {
     legacy_splits(Mode::Invitation, Layer::App);

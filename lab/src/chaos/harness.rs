@@ -122,7 +122,17 @@ impl Harness {
     /// Who can talk to whom under the current cuts, as the checker's groups (pairs open both
     /// ways, singletons for cut-off nodes; none when no node is cut from another).
     fn groups(&self) -> Vec<Vec<NodeId>> {
-        if self.cuts.iter().all(|(a, b)| *a == STORE || *b == STORE) {
+        self.groups_with(&BTreeMap::new())
+    }
+
+    /// [`Self::groups`] with the links of `forgers` cut too (node n's forger on its links to
+    /// those peers: everything on them that a node takes is refused).
+    fn groups_with(&self, forgers: &BTreeMap<NodeId, BTreeSet<NodeId>>) -> Vec<Vec<NodeId>> {
+        let forged = |a: NodeId, b: NodeId| forgers.get(&a).is_some_and(|to| to.contains(&b));
+        let cut = |a, b| self.cuts.contains(&(a, b)) || forged(a, b) || forged(b, a);
+        if self.cuts.iter().all(|(a, b)| *a == STORE || *b == STORE)
+            && forgers.values().all(BTreeSet::is_empty)
+        {
             return Vec::new();
         }
         let ids = self.ids();
@@ -130,7 +140,7 @@ impl Harness {
         for &a in &ids {
             let mut alone = true;
             for &b in &ids {
-                if a != b && !self.cuts.contains(&(a, b)) && !self.cuts.contains(&(b, a)) {
+                if a != b && !cut(a, b) && !cut(b, a) {
                     alone = false;
                     if a < b {
                         g.push(vec![a, b]);
@@ -196,6 +206,7 @@ impl Harness {
                 delay_ms: self.delays.get(&id).copied().unwrap_or(0),
                 block_to_store: store_cut((id, STORE)),
                 block_from_store: store_cut((STORE, id)),
+                ..FaultSet::default()
             };
             self.c
                 .set_faults(id, &set)
@@ -278,6 +289,39 @@ impl Harness {
             }
         }
         self.heal_ns = Some(mono_ns());
+        Ok(())
+    }
+
+    /// Puts the forger (src/faults.rs) on node n's links to the peers of `forgers[n]`, on top
+    /// of the app-layer faults in force, and opens a fault window labelled `label` in which
+    /// those links are cut. [`Self::heal`] takes it off (it clears every fault set).
+    pub(super) async fn forge(
+        &mut self,
+        forgers: &BTreeMap<NodeId, BTreeSet<NodeId>>,
+        label: &str,
+    ) -> Result<(), String> {
+        self.close_window();
+        for (&id, to) in forgers {
+            if self.c.pid(id).is_none() {
+                continue;
+            }
+            let mut set = self
+                .c
+                .client(id)
+                .map_err(|e| e.to_string())?
+                .faults()
+                .await
+                .map_err(|e| e.to_string())?;
+            set.forge_to = to.clone();
+            set.forger = None;
+            self.c
+                .set_faults(id, &set)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let t = mono_ns();
+        self.mark_fault(t);
+        self.open = Some((t, label.to_string(), self.groups_with(forgers)));
         Ok(())
     }
 
@@ -365,6 +409,36 @@ impl Harness {
         (sent, received)
     }
 
+    /// What the forgers did so far and what it cost them, summed over the running nodes
+    /// (the counts of each node's fault set, `forger`; the answers refused unsigned,
+    /// `rejected_peer_requests.answer_bad_signature`, and the requests refused as not signed
+    /// by their sender, `bad_signature`). A node that does not answer is left out.
+    pub(super) async fn forger_counts(&self) -> ForgerTally {
+        let mut t = ForgerTally::default();
+        for id in self.ids() {
+            if self.c.pid(id).is_none() {
+                continue;
+            }
+            if let Ok(s) = self.c.status(id).await {
+                let f = s.faults.forger.unwrap_or_default();
+                t.forged += f.forged;
+                t.replayed += f.replayed;
+                t.withheld += f.withheld;
+                t.rewritten += f.rewritten;
+                let refused = |why: &str| {
+                    s.counters
+                        .rejected_peer_requests
+                        .get(why)
+                        .copied()
+                        .unwrap_or(0)
+                };
+                t.answers_refused += refused("answer_bad_signature");
+                t.requests_refused += refused("bad_signature");
+            }
+        }
+        t
+    }
+
     /// Node `id`'s probe round trips so far (`/metrics`, `probe_round_trip_seconds`): how many
     /// were acknowledged, and their sum in seconds; `None` when it does not answer.
     pub(super) async fn probe_round_trips(&self, id: NodeId) -> Option<(u64, f64)> {
@@ -391,6 +465,33 @@ impl Harness {
         // Long enough for many follower leases on each side: 3 s at the default timings, as
         // with the timings of earlier reports.
         Duration::from_millis(20 * self.timing.follower_lease_ms)
+    }
+}
+
+/// The forgers' counts summed over the nodes ([`Harness::forger_counts`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct ForgerTally {
+    pub forged: u64,
+    pub replayed: u64,
+    pub withheld: u64,
+    pub rewritten: u64,
+    pub answers_refused: u64,
+    pub requests_refused: u64,
+}
+
+impl ForgerTally {
+    /// What happened between `before` and `self`.
+    pub fn since(self, before: ForgerTally) -> ForgerTally {
+        ForgerTally {
+            forged: self.forged.saturating_sub(before.forged),
+            replayed: self.replayed.saturating_sub(before.replayed),
+            withheld: self.withheld.saturating_sub(before.withheld),
+            rewritten: self.rewritten.saturating_sub(before.rewritten),
+            answers_refused: self.answers_refused.saturating_sub(before.answers_refused),
+            requests_refused: self
+                .requests_refused
+                .saturating_sub(before.requests_refused),
+        }
     }
 }
 

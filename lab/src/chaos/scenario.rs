@@ -1,5 +1,5 @@
-//! The scenarios of `docs/design/chaos.md`, S1–S14, the store's of mutex mode, S15–S18, and
-//! wall-clock jumps, S19:
+//! The scenarios of `docs/design/chaos.md`, S1–S14, the store's of mutex mode, S15–S18,
+//! wall-clock jumps, S19, and the forger on the path, S20:
 //! each one a variant of [`Scenario`] and one `async fn` below that runs its schedule on a
 //! warmed-up cluster through the harness ([`super::harness`]).
 //!
@@ -41,11 +41,12 @@ pub enum Scenario {
     S17,
     S18,
     S19,
+    S20,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 19] = [
+    pub const ALL: [Scenario; 20] = [
         Scenario::S1,
         Scenario::S2,
         Scenario::S3,
@@ -65,9 +66,10 @@ impl Scenario {
         Scenario::S17,
         Scenario::S18,
         Scenario::S19,
+        Scenario::S20,
     ];
 
-    /// `"S1"` … `"S19"`.
+    /// `"S1"` … `"S20"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::S1 => "S1",
@@ -89,6 +91,7 @@ impl Scenario {
             Scenario::S17 => "S17",
             Scenario::S18 => "S18",
             Scenario::S19 => "S19",
+            Scenario::S20 => "S20",
         }
     }
 
@@ -121,6 +124,10 @@ impl Scenario {
             Scenario::S19 => {
                 "wall clocks jump: the leader's and followers' by a minute, an hour, a day"
             }
+            Scenario::S20 => {
+                "a forger on the path (no secret): on the leader's links, then on a follower's: \
+                 forged grants and acks, replayed answers, late and rewritten requests"
+            }
         }
     }
 
@@ -148,7 +155,7 @@ impl Scenario {
             | Scenario::S16
             | Scenario::S17
             | Scenario::S19 => &[Layer::Process],
-            Scenario::S9 => &[Layer::App],
+            Scenario::S9 | Scenario::S20 => &[Layer::App],
             _ => &[Layer::App, Layer::Kernel],
         }
     }
@@ -177,6 +184,7 @@ impl Scenario {
             Scenario::S17 => store_paused(h).await,
             Scenario::S18 => minority_cut_from_store(h, l).await,
             Scenario::S19 => wall_clock_jumps(h, l).await,
+            Scenario::S20 => forger_on_the_path(h, l).await,
         }
     }
 }
@@ -194,7 +202,7 @@ impl FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S19"))
+            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S20"))
     }
 }
 
@@ -525,6 +533,61 @@ async fn wall_clock_jumps(h: &mut Harness, l: NodeId) -> Result<(), String> {
     h.heal().await
 }
 
+/// S20: the forger (src/faults.rs: an attacker without the cluster secret) on the leader's
+/// links to every other node, for the hold (many election timeouts), heal; then on a
+/// follower's links, heal. A node that checks its answers takes none of what the forger made
+/// up: the leader is cut off (it stops claiming, the others elect one), the follower cannot
+/// win a vote. Each window's label says what the forgers did and what was refused (`[F
+/// forged, R replayed, W withheld, X rewritten; A answers refused unsigned, B requests
+/// refused unsigned]`).
+/// Mutex mode has no peer links: only the window, with nothing to forge.
+async fn forger_on_the_path(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let hold = h.hold();
+    if h.mode == Mode::Mutex {
+        h.forge(&BTreeMap::new(), "no forger: mutex mode has no peer links")
+            .await?;
+        sleep(hold).await;
+        return h.heal().await;
+    }
+    let others: BTreeSet<NodeId> = h.others(&[l]).into_iter().collect();
+    let before = h.forger_counts().await;
+    h.forge(
+        &BTreeMap::from([(l, others.clone())]),
+        &format!("forger on {l}'s links to {others:?}"),
+    )
+    .await?;
+    sleep(hold).await;
+    let tally = h.forger_counts().await.since(before);
+    h.observed(&forger_observed(tally));
+    h.heal().await?;
+    let l = h.leader().await?;
+    let f = {
+        let o = h.others(&[l]);
+        o[h.rng.gen_range(0..o.len())]
+    };
+    let others: BTreeSet<NodeId> = h.others(&[f]).into_iter().collect();
+    let before = h.forger_counts().await;
+    h.forge(
+        &BTreeMap::from([(f, others.clone())]),
+        &format!("forger on follower {f}'s links to {others:?}"),
+    )
+    .await?;
+    sleep(hold).await;
+    let tally = h.forger_counts().await.since(before);
+    h.observed(&forger_observed(tally));
+    h.heal().await
+}
+
+/// What a window of S20 saw, for its label (the chaos tests read the numbers back).
+fn forger_observed(t: super::harness::ForgerTally) -> String {
+    format!(
+        "{} forged, {} replayed, {} withheld, {} rewritten; {} answers refused unsigned, {} \
+         requests refused unsigned",
+        t.forged, t.replayed, t.withheld, t.rewritten, t.answers_refused, t.requests_refused
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,7 +596,7 @@ mod tests {
     #[test]
     fn names_parse_back_and_are_in_order() {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=19).map(|i| format!("S{i}")).collect();
+        let expected: Vec<String> = (1..=20).map(|i| format!("S{i}")).collect();
         assert_eq!(names, expected);
         for s in Scenario::ALL {
             assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
@@ -542,7 +605,7 @@ mod tests {
             assert!(!s.description().is_empty());
         }
         assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S20".parse::<Scenario>().is_err());
+        assert!("S21".parse::<Scenario>().is_err());
         assert!("s5".parse::<Scenario>().is_err());
         assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
     }
@@ -554,7 +617,7 @@ mod tests {
         for s in Scenario::ALL {
             let want: &[Layer] = match s.as_str() {
                 "S1" | "S2" | "S11" | "S16" | "S17" | "S19" => &[Layer::Process],
-                "S9" => &[Layer::App],
+                "S9" | "S20" => &[Layer::App],
                 _ => &[Layer::App, Layer::Kernel],
             };
             assert_eq!(s.layers(), want, "{s}");

@@ -77,6 +77,7 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             Some("vote-while-leading") => lab.flaws.vote_while_leading = true,
             Some("trust-new-incarnation") => lab.flaws.trust_new_incarnation = true,
             Some("record-between-probes") => lab.flaws.record_between_probes = true,
+            Some("accept-unsigned-answers") => lab.flaws.accept_unsigned_answers = true,
             other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
         }
     }
@@ -132,6 +133,8 @@ fn main() -> ExitCode {
     if lab.long_lease {
         cfg.timing.lease_ms = 3 * cfg.timing.follower_lease_ms;
     }
+    // The peer transport reads its flaws from the process (none but in electd-flawed).
+    lab.flaws.install_for_process();
     match rt.block_on(run(cfg, lab.flaws)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
