@@ -69,6 +69,11 @@ pub const HDR_NONCE: &str = "x-electd-nonce";
 pub const HDR_AUTH: &str = "x-electd-auth";
 pub const HDR_EPOCH: &str = "x-electd-epoch";
 pub const HDR_SESSION: &str = "x-electd-session";
+/// The sender's own address (quorum mode), covered by the request's MAC: a member that has
+/// not yet applied the change that added the sender learns it from its requests, or it could
+/// never hear from a leader added while it was cut off (the address book is kept from the
+/// log, which that leader sends).
+pub const HDR_ADDR: &str = "x-electd-addr";
 /// The MAC of an answer (see the module's notes).
 pub const HDR_ANSWER: &str = "x-electd-answer";
 

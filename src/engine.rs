@@ -197,7 +197,7 @@ pub struct Flaws {
     /// HMAC mode: the peer transport as it was before answers were signed (bedd083): an
     /// answer is taken as it comes, without its MAC checked (transport.rs, `send_once`), so an
     /// attacker on the path (the forger, faults.rs) grants votes and acknowledges probes.
-    /// Read by the transport from the process's flaws ([`Flaws::install_for_process`]).
+    /// Given to the transport by `Node::start_in` (`Transport::takes_unsigned_answers`).
     #[cfg(feature = "flaws")]
     pub accept_unsigned_answers: bool,
     /// Quorum mode: a leader changes the membership without writing the voters'
@@ -267,21 +267,5 @@ impl Flaws {
     }
     pub fn snapshot_keeps_incarnations(&self) -> bool {
         false
-    }
-}
-
-/// The flaws of the whole process, for the code no engine is handed them in (the peer
-/// transport): set once by `electd-flawed` before its node starts; none otherwise.
-static PROCESS_FLAWS: std::sync::OnceLock<Flaws> = std::sync::OnceLock::new();
-
-impl Flaws {
-    /// Makes these the flaws of the whole process (the first call only).
-    pub fn install_for_process(&self) {
-        let _ = PROCESS_FLAWS.set(self.clone());
-    }
-
-    /// The flaws of the whole process ([`Flaws::install_for_process`]; none by default).
-    pub(crate) fn of_process() -> &'static Flaws {
-        PROCESS_FLAWS.get_or_init(Flaws::default)
     }
 }

@@ -206,7 +206,7 @@ impl Faults {
         if f.turn % 2 == 1 {
             let addr = format!("10.66.66.66:{}", 7000 + from % 1000);
             headers.insert(
-                crate::transport::HDR_ADDR,
+                crate::auth::HDR_ADDR,
                 HeaderValue::from_str(&addr).expect("an address is a header value"),
             );
         } else {
@@ -381,7 +381,7 @@ mod tests {
         let mut h = HeaderMap::new();
         f.rewrite_request(2, &mut h);
         f.rewrite_request(2, &mut h);
-        assert!(h.contains_key(crate::transport::HDR_ADDR));
+        assert!(h.contains_key(crate::auth::HDR_ADDR));
         let seq: u64 = h[crate::auth::HDR_NONCE].to_str().unwrap().parse().unwrap();
         assert!(seq > u64::MAX - 1024);
         let counts = ForgerCounts {

@@ -119,10 +119,12 @@ impl Node {
             Some(files) => Some(Arc::new(Tls::load(files).map_err(NodeError::Tls)?)),
             None => None,
         };
-        let transport = Arc::new(match around.wire {
+        let mut transport = match around.wire {
             Some(wire) => Transport::with_wire(&cfg, faults, counters.clone(), wire, clock.clone()),
             None => Transport::new(&cfg, faults, counters.clone(), clock.clone(), tls.clone()),
-        });
+        };
+        transport.takes_unsigned_answers = around.flaws.accept_unsigned_answers();
+        let transport = Arc::new(transport);
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
         let plumbing = Plumbing {
             transport: transport.clone(),

@@ -35,10 +35,7 @@ use crate::wire::{AddressBook, HttpWire, Wire, WireError};
 
 pub const HDR_CLUSTER: &str = "x-electd-cluster";
 pub const HDR_FROM: &str = "x-electd-from";
-/// The sender's own address (quorum mode): a member that has not yet applied the change that
-/// added the sender learns it from its requests, or it could never hear from a leader added
-/// while it was cut off (the address book is kept from the log, which that leader sends).
-pub const HDR_ADDR: &str = "x-electd-addr";
+pub use crate::auth::HDR_ADDR;
 /// Set on a response that the fault layer lost: the client treats it as silence.
 pub const HDR_LOST: &str = "x-electd-lost";
 
@@ -77,6 +74,9 @@ pub struct Transport {
     auth: Option<PeerAuth>,
     /// With TLS, a peer request must come with a certificate that names its sender.
     tls: Option<Arc<Tls>>,
+    /// The lab's flaw `accept-unsigned-answers` (src/engine.rs, `Flaws`): answers are taken
+    /// without their MAC checked, as before they were signed. Always false in a node.
+    pub takes_unsigned_answers: bool,
     /// Peers an answer without a valid MAC came from (logged once each).
     unsigned_from: std::sync::Mutex<std::collections::BTreeSet<NodeId>>,
     /// This node's address as its peers know it (sent in [`HDR_ADDR`]).
@@ -148,6 +148,7 @@ impl Transport {
             tls: None,
             own_addr: cfg.peer_addr(cfg.id).unwrap_or_default().to_string(),
             unsigned_from: Default::default(),
+            takes_unsigned_answers: false,
             learns_senders: cfg.mode == electd_client::Mode::Quorum,
             faults,
             counters,
@@ -312,7 +313,7 @@ impl Transport {
         request_mac: &str,
     ) -> Result<(), TransportError> {
         match &self.auth {
-            Some(_) if crate::engine::Flaws::of_process().accept_unsigned_answers() => Ok(()),
+            Some(_) if self.takes_unsigned_answers => Ok(()),
             Some(auth) => self.check_answer(auth, to, res, request_mac),
             None => Ok(()),
         }

@@ -133,8 +133,6 @@ fn main() -> ExitCode {
     if lab.long_lease {
         cfg.timing.lease_ms = 3 * cfg.timing.follower_lease_ms;
     }
-    // The peer transport reads its flaws from the process (none but in electd-flawed).
-    lab.flaws.install_for_process();
     match rt.block_on(run(cfg, lab.flaws)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
