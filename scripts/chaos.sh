@@ -5,7 +5,7 @@
 #   scripts/chaos.sh --scenario S5 --mode bully --layer kernel --seed 7   replay one run
 #   --out DIR                                output folder (default target/chaos)
 # Kernel-layer runs need root and iptables (installed here as root when missing); without them
-# they are reported as skipped.
+# they are reported as skipped, and a skip makes the run exit 1 (a skip is no pass).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/lib/iptables.sh"

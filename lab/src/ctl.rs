@@ -560,7 +560,7 @@ pub struct ChaosArgs {
     /// One run of each scenario per mode (and per layer where it matters), seed 1.
     #[arg(long)]
     pub quick: bool,
-    /// Only this scenario (S1..S19); repeatable.
+    /// Only this scenario (S1..S20); repeatable.
     #[arg(long)]
     pub scenario: Vec<Scenario>,
     /// Only this mode; repeatable.
@@ -667,8 +667,8 @@ fn matrix(args: &ChaosArgs) -> Result<Matrix, ExitCode> {
 }
 
 /// Runs the matrix until it is done or the process is told to stop; exit 0 when every run
-/// passed (skips aside), 1 when one failed or the report could not be written, 130 when
-/// stopped.
+/// passed, 1 when one failed or was skipped (a skip is no pass) or the report could not be
+/// written, 130 when stopped.
 fn run_chaos(m: &Matrix, bin: &Path) -> ExitCode {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

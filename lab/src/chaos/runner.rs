@@ -437,6 +437,9 @@ pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
                 if s.store_only() && *mode != Mode::Mutex {
                     continue; // only mutex mode has a store
                 }
+                if s.between_peers() && *mode == Mode::Mutex {
+                    continue; // mutex mode's nodes talk to the store only
+                }
                 for (k, seed) in m.seeds.iter().enumerate() {
                     let spec = RunSpec {
                         mode: *mode,

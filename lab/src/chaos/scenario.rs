@@ -146,6 +146,12 @@ impl Scenario {
         )
     }
 
+    /// Whether the scenario acts on the links between nodes that talk to each other, which
+    /// mutex mode's nodes do not (the matrix leaves mutex mode out).
+    pub fn between_peers(self) -> bool {
+        self == Scenario::S20
+    }
+
     /// The layers where the scenario's faults live.
     pub fn layers(self) -> &'static [Layer] {
         match self {
