@@ -3,6 +3,10 @@
 # what changed: a no-op when both are up to date.
 #   build_release   # sets $lab to the lab binary
 build_release() {
-  (cd "$root" && cargo build --release --quiet -p electd -p electd-lab)
+  # Two builds: the lab enables electd's feature `flaws` (its broken variants), and one build
+  # of both would compile the node with it; the node the scripts run is built alone, as users
+  # build it.
+  (cd "$root" && cargo build --release --quiet -p electd --bin electd \
+    && cargo build --release --quiet -p electd-lab)
   lab="$root/target/release/electd-lab"
 }
