@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -250,6 +250,202 @@ fn a_dead_member_is_replaced_on_a_new_data_dir() {
         .expect("elected with the replacement");
     assert!(next != leader && next != other);
     leaderless_ms(&tc, "replace a dead member", t0);
+    tc.assert_safe();
+}
+
+/// A cut of `ids` both ways, as `Cluster::partition` sets it (the admin faults API).
+fn cut_from(ids: impl IntoIterator<Item = NodeId>) -> electd_client::FaultSet {
+    let ids: BTreeSet<NodeId> = ids.into_iter().collect();
+    electd_client::FaultSet {
+        block_to: ids.clone(),
+        block_from: ids,
+        ..Default::default()
+    }
+}
+
+/// Sets node `id`'s fault set, until it takes it (a node starting, or one that has not applied
+/// the addition of a member the set names yet), at most [`WAIT`].
+async fn until_faults(tc: &TestCluster, id: NodeId, set: &electd_client::FaultSet) -> bool {
+    let until = Instant::now() + WAIT;
+    while Instant::now() < until {
+        if tc.c.set_faults(id, set).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Waits until every node of `ids` names the same leader, one of them.
+async fn until_leader_among(tc: &TestCluster, ids: &[NodeId]) -> Option<NodeId> {
+    let until = Instant::now() + WAIT;
+    while Instant::now() < until {
+        let mut named = BTreeSet::new();
+        for &id in ids {
+            let l = tc.c.leader_info(id).await.ok().and_then(|i| i.leader);
+            named.insert(l.map(|l| l.id));
+        }
+        if let [Some(l)] = named.into_iter().collect::<Vec<_>>()[..] {
+            if ids.contains(&l) {
+                return Some(l);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// Starts node `id` again after a kill, until it serves its API or stops for another reason, at
+/// most [`WAIT`]: now and then the killed process's address is still taken a moment after it
+/// is gone ("cannot listen on ...: Address already in use"), and the node exits at once; it is
+/// started again then.
+fn restart(rt: &tokio::runtime::Runtime, tc: &mut TestCluster, id: NodeId) {
+    let until = Instant::now() + WAIT;
+    let mut starts = 0;
+    while Instant::now() < until {
+        let from = tc.log_len(id);
+        tc.start_node(id);
+        starts += 1;
+        while Instant::now() < until {
+            if rt.block_on(tc.c.status(id)).is_ok() {
+                return;
+            }
+            if tc.c.pid(id).is_none() {
+                if tc.log_since(id, from).contains("cannot listen") {
+                    break;
+                }
+                return; // it ran, and stopped: the caller judges why
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    panic!("node {id} does not serve its API after {starts} starts");
+}
+
+/// Issue 29, finding 1, on real processes (the simulator's
+/// `a_wiped_member_is_refused_by_members_added_while_it_was_cut_off`): members 4-7 are added
+/// one at a time to {1, 2, 3} while 3 is cut off from them (app-layer faults, both ways), so
+/// none of them ever hears 3's incarnation from 3 itself. Then {1, 2} are cut off and crash,
+/// and 3 restarts on a wiped data dir without `--join` and is healed to 4-7, a majority of
+/// the seven. 4-7 hold 3's earlier incarnation from the log (the leader wrote it before each
+/// change: identity.rs, rule 5), so 3 is refused and stops, never confirmed, never voting.
+/// (Before, 4-7 knew no incarnation of 3, recorded the new one and confirmed it: a data dir
+/// that lost its votes voted again.)
+#[test]
+fn a_wiped_member_is_refused_by_members_added_while_it_was_cut_off() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Quorum, 7, TEST_TIMING);
+    let all: Vec<NodeId> = (1..=7).collect();
+    let node1 = tc.c.member(1).unwrap().addr.clone();
+    for id in 1..=3 {
+        rewrite_config(&tc.c.member(id).unwrap().config.clone(), &[1, 2, 3], None);
+    }
+    for id in 4..=7 {
+        rewrite_config(&tc.c.member(id).unwrap().config.clone(), &all, Some(&node1));
+    }
+    for id in 1..=3 {
+        tc.start_node(id);
+    }
+    let leader = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("a leader of three");
+    assert!(rt.block_on(until_voters(&tc, 1, &[1, 2, 3])));
+    // 3 must not lead: the new members catch up from the leader, and 3 will not reach them.
+    if leader == 3 {
+        rt.block_on(admin(&tc, 3).resign(Some(1)))
+            .expect("3 hands over");
+        let next = rt.block_on(until_leader_among(&tc, &[1, 2, 3]));
+        assert!(
+            next.is_some_and(|l| l != 3),
+            "a leader other than 3: {next:?}"
+        );
+    }
+    // Grow to seven, 3 cut off from each new member from its start: 3 is paused while the
+    // member starts and takes its cut (a hello from 3 would beat the fault set otherwise), and
+    // takes the cut itself once it counts the member (a fault set names members only).
+    let mut voters = vec![1, 2, 3];
+    for k in 4..=7 {
+        tc.rec.pause(&tc.c, 3);
+        tc.start_node(k);
+        assert!(
+            rt.block_on(until_faults(&tc, k, &cut_from([3]))),
+            "node {k} takes the cut from 3"
+        );
+        tc.rec.resume(&tc.c, 3);
+        assert!(
+            rt.block_on(until_faults(&tc, 3, &cut_from(4..=k))),
+            "node 3 takes the cut from 4-{k}"
+        );
+        voters.push(k);
+        assert!(
+            rt.block_on(until_voters(&tc, 1, &voters)),
+            "node {k} added without 3"
+        );
+    }
+    // The cut held: none of 4-7 recorded 3's incarnation from a hello of 3 or an answer of 3.
+    for id in 4..=7 {
+        let heard = tc.log_since(id, 0);
+        let heard: Vec<&str> = heard
+            .lines()
+            .filter(|l| l.contains("recorded a member's incarnation") && l.contains(" peer=3 "))
+            .collect();
+        assert!(heard.is_empty(), "node {id} heard 3: {heard:?}");
+    }
+    let t0 = mono_ns();
+    // The issue's steps: {1, 2} cut off from the rest, and crashed.
+    for id in [1, 2] {
+        assert!(rt.block_on(until_faults(&tc, id, &cut_from(3..=7))));
+    }
+    assert!(rt.block_on(until_faults(&tc, 3, &cut_from([1, 2, 4, 5, 6, 7]))));
+    for id in 4..=7 {
+        assert!(rt.block_on(until_faults(&tc, id, &cut_from([1, 2, 3]))));
+    }
+    tc.kill(1);
+    tc.kill(2);
+    // 3 on a wiped data dir, without --join: its config still names {1, 2, 3}.
+    tc.kill(3);
+    let logged_before = tc.log_len(3);
+    std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, 3)).unwrap();
+    restart(&rt, &mut tc, 3);
+    // Heal the cut between 3 and 4-7 (3 started with no fault set).
+    for id in 4..=7 {
+        assert!(rt.block_on(until_faults(&tc, id, &cut_from([1, 2]))));
+    }
+    // Until 3 stops, at most 20 s: never confirmed while it runs.
+    let until = Instant::now() + WAIT;
+    let mut answers = 0;
+    while tc.c.pid(3).is_some() && Instant::now() < until {
+        if let Ok(st) = rt.block_on(tc.c.status(3)) {
+            answers += 1;
+            assert_ne!(
+                st.engine["identity"]["confirmed"],
+                serde_json::json!(true),
+                "node 3 on a wiped data dir was confirmed by 4-7: it votes again"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = tc.log_since(3, logged_before);
+    assert!(
+        !log.contains("incarnation confirmed"),
+        "node 3 on a wiped data dir was confirmed:\n{log}"
+    );
+    assert!(
+        tc.c.wait_exit(3, Duration::from_millis(500)),
+        "node 3 on a wiped data dir still runs after {} s ({answers} status answers, never \
+         confirmed):\n{log}",
+        WAIT.as_secs()
+    );
+    assert!(
+        log.contains("knows it by an earlier one") && log.contains("Refusing to vote or run"),
+        "no refusal in node 3's log:\n{log}"
+    );
+    eprintln!(
+        "node 3 refused {:.1} s after the crash of 1 and 2 ({answers} status answers first)",
+        (mono_ns() - t0) as f64 / 1e9
+    );
+    let next = rt.block_on(until_leader_among(&tc, &[4, 5, 6, 7]));
+    assert!(next.is_some(), "4-7 elect a leader without 1, 2 and 3");
     tc.assert_safe();
 }
 
