@@ -464,10 +464,12 @@ fn caught_in_membership_schedules(flaw: Flaw, flag: &str, seeds: &[u64], check: 
     }
 }
 
-/// Issue 29's pinned seeds, of each variant below.
-const UNLOGGED_SEEDS: [u64; 3] = [1001, 1004, 1007];
-const HANDOVER_SEEDS: [u64; 2] = [1003, 1010];
-const SNAPSHOT_SEEDS: [u64; 1] = [1005];
+/// Issue 29's pinned seeds of each variant below, among those of seeds 1..=100 that it
+/// failed (`electd-lab sim --membership --seeds 100 --first 1 --FLAG`); seeds 1..=300 pass
+/// without a flaw.
+const UNLOGGED_SEEDS: [u64; 3] = [7, 38, 44];
+const HANDOVER_SEEDS: [u64; 3] = [27, 33, 47];
+const SNAPSHOT_SEEDS: [u64; 3] = [2, 5, 21];
 
 /// A leader that changes the membership without writing the voters' incarnations into the
 /// log (identity.rs, rule 5 left out): a member cut off from the four added while the cluster
