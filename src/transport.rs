@@ -677,6 +677,12 @@ mod tests {
         cfg
     }
 
+    /// `body` sent by `a` to node 2's `/peer/echo`, and the answer it took.
+    async fn echo(a: &Transport, body: &'static str) -> Result<String, TransportError> {
+        a.call::<_, String>(2, "/peer/echo", "echo", &body, Duration::from_secs(2))
+            .await
+    }
+
     /// Node `id`'s peer router: `/peer/echo` answers the body it got, behind [`guard`].
     fn router(id: NodeId, wire: Arc<dyn Wire>) -> axum::Router {
         let t = Arc::new(transport(id, wire));
@@ -758,13 +764,7 @@ mod tests {
             path.routers.lock().unwrap().insert(id, r);
         }
         let a = transport(1, path.clone());
-        let call = |body: &'static str| {
-            let a = &a;
-            async move {
-                a.call::<_, String>(2, "/peer/echo", "echo", &body, Duration::from_secs(2))
-                    .await
-            }
-        };
+        let call = |body: &'static str| echo(&a, body);
         assert_eq!(
             call("one").await.unwrap(),
             "one",
@@ -794,13 +794,7 @@ mod tests {
             .layer(axum::middleware::from_fn_with_state(b.clone(), guard));
         path.routers.lock().unwrap().insert(2, r);
         let a = transport(1, path.clone());
-        let call = |body: &'static str| {
-            let a = &a;
-            async move {
-                a.call::<_, String>(2, "/peer/echo", "echo", &body, Duration::from_secs(2))
-                    .await
-            }
-        };
+        let call = |body: &'static str| echo(&a, body);
         assert_eq!(call("warm").await.unwrap(), "warm");
         a.faults.replace(FaultSet {
             forge_to: [2].into(),
