@@ -56,6 +56,8 @@ pub struct EventLog {
     latest: watch::Sender<u64>,
     /// The file told of an earlier run when it was opened.
     earlier_run: bool,
+    /// Set when the process is taken as dead ([`EventLog::seal`]): nothing is recorded after.
+    sealed: std::sync::atomic::AtomicBool,
     /// Held while a leased engine judges its view and records it
     /// ([`EventLog::record_leased_view`]): a view judged before another thread's change (a
     /// resign, a shutdown) cannot be written after that change's own event.
@@ -152,6 +154,7 @@ impl EventLog {
             latest: watch::Sender::new(next_seq - 1),
             earlier_run: next_seq > 1,
             judging: Mutex::new(()),
+            sealed: Default::default(),
             inner: Mutex::new(Inner {
                 file,
                 len,
@@ -170,6 +173,14 @@ impl EventLog {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Records nothing from now on: the lab's simulator crashes a node in its own process,
+    /// where the dead incarnation's tasks (a probe still out) could otherwise write into the
+    /// file its successor has opened, as a killed process never does.
+    pub fn seal(&self) {
+        let _inner = self.inner.lock().expect("event log lock");
+        self.sealed.store(true, Ordering::SeqCst);
     }
 
     /// Records `view` stamped `t_mono_ns` if it differs from the last view recorded, and counts
@@ -227,7 +238,7 @@ impl EventLog {
     /// before the probe that could start a claim is sent, so a claim's start is never moved.
     pub fn record(&self, t_mono_ns: u64, state: View) -> Option<Event> {
         let mut inner = self.inner.lock().expect("event log lock");
-        if inner.last == Some(state) {
+        if inner.last == Some(state) || self.sealed.load(Ordering::SeqCst) {
             return None;
         }
         let t_mono_ns = t_mono_ns.max(inner.last_t_mono_ns);

@@ -245,6 +245,12 @@ impl Node {
         }
     }
 
+    /// The node is taken as dead (the lab's simulator crashes it in its own process): its
+    /// event log records nothing more (`EventLog::seal`), as a killed process writes nothing.
+    pub fn crashed(&self) {
+        self.events.seal();
+    }
+
     pub fn engine_status(&self) -> serde_json::Value {
         self.engine.status()
     }

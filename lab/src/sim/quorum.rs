@@ -499,6 +499,7 @@ impl Sim {
             return;
         };
         self.net.detach(id);
+        r.node.crashed();
         r.stop.cancel();
         // Whatever the dead incarnation still writes lands on a disk nobody reads again.
         let survived = Arc::new(MemDisk::default());
