@@ -243,7 +243,6 @@ impl QuorumNode {
             last_log_id: self.store.last_log_id(),
         };
         let sets = self.voter_sets();
-        let need = self.voters().len() / 2 + 1;
         let timing = self.election;
         let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
         // This node's own round counts as its pledge: it refuses other candidates meanwhile.
@@ -271,7 +270,7 @@ impl QuorumNode {
             })
             .collect();
         let mut granted = BTreeSet::from([self.id]);
-        let mut waits = Vec::new();
+        let mut waits = std::collections::BTreeMap::new();
         if majority_of_each(&sets, &granted) {
             return Ok(());
         }
@@ -280,7 +279,11 @@ impl QuorumNode {
                 Some(r) if r.granted => {
                     granted.insert(from);
                 }
-                Some(r) => waits.extend(r.lease_left_us),
+                Some(r) => {
+                    if let Some(us) = r.lease_left_us {
+                        waits.insert(from, us);
+                    }
+                }
                 None => {}
             }
             if majority_of_each(&sets, &granted) {
@@ -288,11 +291,10 @@ impl QuorumNode {
                 return Ok(());
             }
         }
-        let yes = granted.len();
-        let retry = prevote_retry_after_us(yes, need, waits)
+        let retry = prevote_retry_after_us(&sets, &granted, &waits)
             .filter(|us| *us <= timing.stagger_ns / 1000)
             .map(Duration::from_micros);
-        tracing::debug!(term, yes, need, ?retry, "pre-vote lost: no election");
+        tracing::debug!(term, ?granted, ?sets, ?retry, "pre-vote lost: no election");
         Err(retry)
     }
 

@@ -251,16 +251,35 @@ impl Campaign {
     }
 }
 
-/// When to ask again after a lost pre-vote round: `yes` grants of the `need` needed, and the
-/// lease time left (µs) of each member that refused only because its lease still ran. `None`
-/// when waiting for leases cannot win (too few such refusals).
-pub fn prevote_retry_after_us(yes: usize, need: usize, mut lease_left_us: Vec<u64>) -> Option<u64> {
-    let missing = need.checked_sub(yes)?;
-    if missing == 0 || lease_left_us.len() < missing {
-        return None;
+/// When to ask again after a lost pre-vote round. `sets` are the voter sets in force (two
+/// during a joint change), `granted` the members that said yes (this node included), and
+/// `lease_left_us` the lease time left (µs) of each member that refused only because its lease
+/// still ran. Each set needs its own majority, so each set waits for enough of its own refusing
+/// leases to end (a grant or a lease in one set counts nothing towards the other); the round can
+/// win once every set's wait is over. `None` when waiting for leases cannot win (some set has
+/// too few such refusals) or nothing is missing.
+pub fn prevote_retry_after_us(
+    sets: &[Vec<NodeId>],
+    granted: &std::collections::BTreeSet<NodeId>,
+    lease_left_us: &std::collections::BTreeMap<NodeId, u64>,
+) -> Option<u64> {
+    let mut after = None;
+    for set in sets {
+        let yes = set.iter().filter(|id| granted.contains(id)).count();
+        let Some(missing) = (set.len() / 2 + 1).checked_sub(yes).filter(|m| *m > 0) else {
+            continue;
+        };
+        let mut waits: Vec<u64> = set
+            .iter()
+            .filter_map(|id| lease_left_us.get(id).copied())
+            .collect();
+        if waits.len() < missing {
+            return None;
+        }
+        waits.sort_unstable();
+        after = after.max(Some(waits[missing - 1]));
     }
-    lease_left_us.sort_unstable();
-    Some(lease_left_us[missing - 1])
+    after
 }
 
 /// Why a pre-vote is refused.
@@ -587,13 +606,55 @@ mod tests {
 
     #[test]
     fn a_lost_prevote_asks_again_when_enough_leases_have_ended() {
+        use std::collections::{BTreeMap, BTreeSet};
+        let five = vec![vec![1, 2, 3, 4, 5]];
+        let me = BTreeSet::from([1]);
+        let waits = |w: &[(NodeId, u64)]| w.iter().copied().collect::<BTreeMap<_, _>>();
+        let retry = |sets: &[Vec<NodeId>], yes: &BTreeSet<NodeId>, w: &[(NodeId, u64)]| {
+            prevote_retry_after_us(sets, yes, &waits(w))
+        };
         assert_eq!(
-            prevote_retry_after_us(1, 3, vec![900, 300, 5000]),
+            retry(&five, &me, &[(2, 900), (3, 300), (4, 5000)]),
             Some(900)
         );
-        assert_eq!(prevote_retry_after_us(2, 3, vec![900, 300]), Some(300));
-        assert_eq!(prevote_retry_after_us(1, 3, vec![300]), None, "too few");
-        assert_eq!(prevote_retry_after_us(3, 3, vec![]), None, "already won");
+        assert_eq!(
+            retry(&five, &BTreeSet::from([1, 2]), &[(3, 900), (4, 300)]),
+            Some(300)
+        );
+        assert_eq!(retry(&five, &me, &[(2, 300)]), None, "too few");
+        assert_eq!(
+            retry(&five, &BTreeSet::from([1, 2, 3]), &[]),
+            None,
+            "already won"
+        );
+    }
+
+    /// Issue 29 finding 4: during a joint change each voter set needs its own majority, so the
+    /// waits are counted per set. Old {1,2,3}, new {1,4,5}: 1 granted itself, 2 and 3 refused
+    /// with leases of 100 µs and 200 µs, 4 and 5 with 5,000 µs and 9,000 µs. Counting the union
+    /// (3 of 5 needed, 2 missing) asked again after 200 µs, when the new set still has no
+    /// majority; per set it is after 5,000 µs (old set: 1 missing, 100 µs; new: 1, 5,000 µs).
+    #[test]
+    fn a_lost_joint_prevote_waits_for_a_majority_of_each_set() {
+        use std::collections::{BTreeMap, BTreeSet};
+        let sets = vec![vec![1, 2, 3], vec![1, 4, 5]];
+        let leases = BTreeMap::from([(2, 100), (3, 200), (4, 5_000), (5, 9_000)]);
+        assert_eq!(
+            prevote_retry_after_us(&sets, &BTreeSet::from([1]), &leases),
+            Some(5_000)
+        );
+        // A set whose refusals are not all leases cannot be waited out: 4 refused for its log.
+        let leases = BTreeMap::from([(2, 100), (3, 200), (5, 9_000)]);
+        assert_eq!(
+            prevote_retry_after_us(&sets, &BTreeSet::from([1]), &leases),
+            Some(9_000)
+        );
+        let sets = vec![vec![1, 2, 3], vec![4, 5, 6]];
+        assert_eq!(
+            prevote_retry_after_us(&sets, &BTreeSet::from([1]), &leases),
+            None,
+            "the new set {{4,5,6}} needs two leases to end and has one"
+        );
     }
 
     #[tokio::test]
