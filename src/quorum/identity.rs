@@ -28,7 +28,13 @@
 //!    incarnation, or does not know the node yet, and would refuse a node the cluster has
 //!    since removed and added back, or just added. So a hello names the membership entry its
 //!    sender's log is at, and a member that has not applied that entry answers that it is
-//!    behind ([`is_behind`]): it neither records nor refuses, and does not count.
+//!    behind ([`is_behind`]): it neither records nor refuses, and does not count. And a member
+//!    records an incarnation only while the membership it applied names the node, checked in
+//!    the same step as the record, under the lock `apply` forgets under (`storage.rs`,
+//!    `recognise_peer`): otherwise a hello (or a hello's answer) from a node being removed,
+//!    judged against the membership openraft reports, which lags the apply, could be recorded
+//!    just after the removal was applied, and that stale record would refuse the node's new data
+//!    dir once it is added back, for ever ([`Recognition::Stranger`]).
 //! 4. Members change, and the argument needs every member's incarnation recorded by the
 //!    members of the membership in force, new ones included. So a member answers a hello
 //!    with its own confirmed incarnation, which the sender records in turn; a confirmed node
@@ -71,12 +77,14 @@ pub enum Recognition {
     Same,
     /// Another one was recorded: the peer's data dir was replaced since.
     Replaced { was: u64 },
+    /// The membership this member applied does not name the peer: nothing recorded (rule 3).
+    Stranger,
 }
 
 impl Recognition {
     /// Whether the peer may count this member as one that recorded it.
     pub fn accepted(self) -> bool {
-        !matches!(self, Recognition::Replaced { .. })
+        matches!(self, Recognition::New | Recognition::Same)
     }
 }
 

@@ -416,6 +416,10 @@ impl QuorumNode {
                 "recorded a member's incarnation from its answer"
             ),
             Ok(Recognition::Same) => {}
+            Ok(Recognition::Stranger) => tracing::debug!(
+                peer = from,
+                "a node the applied membership does not name answered a hello: not recorded"
+            ),
             Ok(Recognition::Replaced { was }) => tracing::warn!(
                 peer = from,
                 incarnation = format!("{incarnation:#x}"),

@@ -250,6 +250,15 @@ impl QuorumNode {
             "identity": self.store.identity().map(|i| serde_json::json!({
                 "incarnation": format!("{:#x}", i.incarnation),
                 "confirmed": i.confirmed,
+                // What this node holds for the others (the applied log's first, identity.rs
+                // rule 5), and whether it abstains from judging a hello meanwhile.
+                "peers": self.store.recorded_all().into_iter().map(|(id, (inc, in_log))| {
+                    (id.to_string(), serde_json::json!({
+                        "incarnation": format!("{inc:#x}"),
+                        "in_log": in_log,
+                    }))
+                }).collect::<serde_json::Map<_, _>>(),
+                "abstains": self.store.unapplied(),
             })),
             "election": {
                 "ms_since_contact": since_contact,
@@ -570,6 +579,19 @@ impl QuorumPeer for QuorumNode {
                 known = format!("{was:#x}"),
                 "member {from} came back on a new data dir: refused (it lost its votes)"
             ),
+            // Removed between the check above (openraft's view) and the record (identity.rs,
+            // rule 3).
+            Recognition::Stranger => {
+                tracing::warn!(
+                    peer = from,
+                    "node {from} said hello but the applied membership does not name it: not \
+                     recorded"
+                );
+                return Ok(HelloAnswer {
+                    member: false,
+                    ..mine
+                });
+            }
         }
         Ok(HelloAnswer {
             accepted: r.accepted(),

@@ -119,6 +119,17 @@ impl Persisted {
         self.logged.get(&peer).or(self.known.get(&peer)).copied()
     }
 
+    /// What this node makes of `peer`'s `incarnation` (identity.rs): a stranger when the
+    /// applied membership names members but not `peer` (none applied yet: a new cluster's
+    /// members record each other before their first membership is committed).
+    fn recognise(&self, peer: NodeId, incarnation: u64) -> Recognition {
+        let m = self.membership.membership();
+        if m.voter_ids().next().is_some() && m.get_node(&peer).is_none() {
+            return Recognition::Stranger;
+        }
+        recognise(self.recorded(peer), incarnation)
+    }
+
     /// Forgets the incarnations of the nodes that are not members of `m` (identity.rs, rule
     /// 3): they may come back on a new data dir once added again.
     fn forget_outside(&mut self, m: &openraft::Membership<NodeId, BasicNode>) {
@@ -452,18 +463,24 @@ impl Store {
     }
 
     /// What this node makes of `peer`'s `incarnation`; a new one is recorded durably first.
+    /// Judged against the membership applied, in the same step as the record (identity.rs,
+    /// rule 3): a node the applied membership does not name is a stranger, never recorded, so
+    /// no record made after a removal was applied outlives it.
     pub async fn recognise_peer(
         &self,
         peer: NodeId,
         incarnation: u64,
     ) -> std::io::Result<Recognition> {
-        let r = self.read(|s| recognise(s.recorded(peer), incarnation));
+        let r = self.read(|s| s.recognise(peer, incarnation));
         if r == Recognition::New {
-            // Recorded by the mutation itself, so that two racing hellos record one.
+            // Judged again and recorded by the mutation itself, so that two racing hellos
+            // record one and an apply in between is seen.
             return self
                 .mutate(|s| {
-                    let r = recognise(s.recorded(peer), incarnation);
-                    s.known.entry(peer).or_insert(incarnation);
+                    let r = s.recognise(peer, incarnation);
+                    if r == Recognition::New {
+                        s.known.insert(peer, incarnation);
+                    }
                     r
                 })
                 .await;
@@ -474,6 +491,17 @@ impl Store {
     /// The incarnation this node holds for `peer`: the log's, else its own record.
     pub fn recorded(&self, peer: NodeId) -> Option<u64> {
         self.read(|s| s.recorded(peer))
+    }
+
+    /// The incarnation held for every peer, and whether it is the applied log's (else this
+    /// node's own record from a hello).
+    pub fn recorded_all(&self) -> BTreeMap<NodeId, (u64, bool)> {
+        self.read(|s| {
+            let mut all: BTreeMap<_, _> =
+                s.known.iter().map(|(id, i)| (*id, (*i, false))).collect();
+            all.extend(s.logged.iter().map(|(id, i)| (*id, (*i, true))));
+            all
+        })
     }
 
     /// The incarnations the applied log holds (identity.rs, rule 5).
@@ -958,7 +986,62 @@ mod tests {
         assert_eq!(store.logged(), BTreeMap::from([(2, 0x22)]), "3 removed");
         assert_eq!(
             store.recognise_peer(3, 0x35).await.unwrap(),
+            Recognition::Stranger,
+            "not a member: nothing recorded"
+        );
+        sm.apply(vec![entry(
+            5,
+            EntryPayload::Membership(members(&[1, 2, 3])),
+        )])
+        .await
+        .unwrap();
+        assert_eq!(
+            store.recognise_peer(3, 0x35).await.unwrap(),
+            Recognition::New,
+            "added back: its new data dir is recorded"
+        );
+    }
+
+    /// Issue 29, found by the 10,000-schedule soak (seed 626 of `sim --membership`): a hello
+    /// from a node being removed, judged against the membership openraft reports (which lags
+    /// the apply), was recorded just after this member applied the removal, and the stale
+    /// record refused the node's new data dir once it was added back, for ever. Now the record
+    /// is judged against the applied membership under the same lock as the apply.
+    #[tokio::test]
+    async fn a_hello_after_the_removal_was_applied_records_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        let mut sm = StateMachine(store.clone());
+        sm.apply(vec![entry(
+            1,
+            EntryPayload::Membership(members(&[1, 2, 3])),
+        )])
+        .await
+        .unwrap();
+        assert_eq!(
+            store.recognise_peer(3, 0x33).await.unwrap(),
             Recognition::New
+        );
+        sm.apply(vec![entry(2, EntryPayload::Membership(members(&[1, 2])))])
+            .await
+            .unwrap();
+        assert_eq!(store.recorded(3), None, "the removal forgot it");
+        // The removed node's last hello arrives after the apply.
+        assert_eq!(
+            store.recognise_peer(3, 0x33).await.unwrap(),
+            Recognition::Stranger
+        );
+        assert_eq!(store.recorded(3), None, "and is not recorded again");
+        sm.apply(vec![entry(
+            3,
+            EntryPayload::Membership(members(&[1, 2, 3])),
+        )])
+        .await
+        .unwrap();
+        assert_eq!(
+            store.recognise_peer(3, 0x34).await.unwrap(),
+            Recognition::New,
+            "added back on a new data dir: accepted"
         );
     }
 
@@ -1005,7 +1088,8 @@ mod tests {
         assert_eq!(store.logged(), BTreeMap::from([(2, 0x22)]));
         assert_eq!(
             store.recognise_peer(3, 0x36).await.unwrap(),
-            Recognition::New
+            Recognition::Stranger,
+            "the snapshot's membership does not name 3"
         );
     }
 
