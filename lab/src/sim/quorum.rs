@@ -255,6 +255,19 @@ pub fn run(spec: &Spec) -> Outcome {
         .build()
         .expect("a runtime");
     let dir = tempfile::tempdir().expect("a temp dir");
+    // ELECTD_SIM_LOG=FILTER (e.g. `electd::quorum=debug`): the nodes' logs on stderr, stamped
+    // in simulated ms, to read a replayed schedule (the nodes share this thread: a line does
+    // not say which node wrote it unless its fields do).
+    let _log = std::env::var("ELECTD_SIM_LOG").ok().map(|filter| {
+        let start = rt.block_on(async { tokio::time::Instant::now() });
+        let sub = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_timer(SimTimer(start))
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_default(sub)
+    });
     let outcome = rt.block_on(async {
         let mut sim = Sim::new(spec, dir.path());
         sim.play().await;
@@ -263,6 +276,19 @@ pub fn run(spec: &Spec) -> Outcome {
     // Dropping the runtime ends every task the nodes left.
     drop(rt);
     outcome
+}
+
+/// Log lines stamped with the simulated time since the schedule began (ms).
+struct SimTimer(tokio::time::Instant);
+
+impl tracing_subscriber::fmt::time::FormatTime for SimTimer {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        let ms = tokio::time::Instant::now()
+            .saturating_duration_since(self.0)
+            .as_secs_f64()
+            * 1e3;
+        write!(w, "{ms:10.3} ms")
+    }
 }
 
 /// What the sampler saw.
@@ -1079,12 +1105,32 @@ impl Sim {
             self.reached.readded_after_snapshot += 1;
         }
         if !self.confirmed(r) {
+            // What each member holds for r, to see who refused or abstained.
+            let held: Vec<String> = self
+                .ids
+                .iter()
+                .filter_map(|&id| {
+                    let s = self.status_of(id)?;
+                    let i = &s["identity"];
+                    Some(format!(
+                        "{id}: {} abstains {} applied {}",
+                        if id == r {
+                            &i["incarnation"]
+                        } else {
+                            &i["peers"][r.to_string()]
+                        },
+                        i["abstains"],
+                        s["last_applied"]
+                    ))
+                })
+                .collect();
             self.watch.lock().expect("watch").violations.push(format!(
                 "at {} ms node {r}, removed while node {m} was starved of appends ({m} took \
                  {snapshots} snapshots since) and added back on a new data dir with {down:?} \
-                 down, was not confirmed within {} ms",
+                 down, was not confirmed within {} ms (held for {r}: {})",
                 self.clock.elapsed_ms(),
-                40 * f
+                40 * f,
+                held.join("; ")
             ));
         }
         for b in down {
@@ -1640,6 +1686,14 @@ pub fn sample_every(follower_lease_ms: u64) -> Duration {
     Duration::from_micros((follower_lease_ms * 1000 / 30).clamp(1_000, 33_000))
 }
 
+/// `GET /v1/events?since=` of member `id`.
+async fn events_page(net: &Net, id: NodeId, since: u64) -> Option<EventsPage> {
+    match net.ask(id, get(&format!("/v1/events?since={since}"))).await {
+        Some((200, b)) => serde_json::from_slice(&b).ok(),
+        _ => None,
+    }
+}
+
 /// `GET /v1/leader` of every running member.
 async fn answers(net: &Net, ids: &[NodeId]) -> BTreeMap<NodeId, LeaderInfo> {
     let mut out = BTreeMap::new();
@@ -1682,18 +1736,64 @@ async fn sample(
         tick.tick().await;
         let sent_ns = clock.now_ns();
         let ids = ids.lock().expect("ever").clone();
-        let seen = answers(&net, &ids).await;
+        // Each event log is read before and after the answers: a log that moved meanwhile (a
+        // claim that began or ended at the instant of the sample, its event written between
+        // the two reads) is not compared with an answer this time.
         let froms: Vec<(NodeId, u64)> = {
             let w = watch.lock().expect("watch");
-            seen.keys()
+            ids.iter()
                 .map(|&id| (id, w.logs.get(&id).map_or(0, |c| c.next)))
                 .collect()
         };
         let mut pages = BTreeMap::new();
         for (id, since) in froms {
-            if let Some((200, b)) = net.ask(id, get(&format!("/v1/events?since={since}"))).await {
-                if let Ok(page) = serde_json::from_slice::<EventsPage>(&b) {
-                    pages.insert(id, page);
+            if let Some(page) = events_page(&net, id, since).await {
+                pages.insert(id, page);
+            }
+        }
+        let seen = answers(&net, &ids).await;
+        let mut moved = BTreeSet::new();
+        for (id, page) in pages.iter_mut() {
+            if let Some(after) = events_page(&net, *id, page.next).await {
+                if !after.events.is_empty() {
+                    moved.insert(*id);
+                }
+                page.events.extend(after.events);
+                page.next = after.next;
+            }
+        }
+        pages.retain(|id, _| seen.contains_key(id));
+        // A log that disagrees with its answer may only not have run yet at this instant (a
+        // claim that ends exactly now is over for the answer, and its end is written by the
+        // role loop's timer for this same instant, which may run after the sampler): the
+        // sampler lets the tasks of this instant run (no time passes), then reads again.
+        let ties: Vec<NodeId> = {
+            let w = watch.lock().expect("watch");
+            pages
+                .iter()
+                .filter(|(id, page)| {
+                    let logged = page
+                        .events
+                        .last()
+                        .map(|e| e.view.claims())
+                        .unwrap_or_else(|| w.logs.get(id).is_some_and(|c| c.claims));
+                    !moved.contains(id) && logged != (seen[id].role == Role::Leader)
+                })
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        if !ties.is_empty() {
+            for _ in 0..16 {
+                tokio::task::yield_now().await;
+            }
+            for id in ties {
+                let page = pages.get_mut(&id).expect("read above");
+                if let Some(after) = events_page(&net, id, page.next).await {
+                    if !after.events.is_empty() {
+                        moved.insert(id);
+                    }
+                    page.events.extend(after.events);
+                    page.next = after.next;
                 }
             }
         }
@@ -1711,14 +1811,22 @@ async fn sample(
                 c.claims = last.view.claims();
             }
             c.next = page.next;
-            let lagged = if c.claims == answered {
+            let lagged = if moved.contains(&id) {
+                None
+            } else if c.claims == answered {
                 c.disagrees_since = None;
                 None
             } else if let Some(since) = c.disagrees_since.take() {
                 Some(format!(
                     "at {t} ms node {id}'s event log has said since {since} ms that it {}, its \
-                     answers the opposite",
-                    if c.claims { "claims" } else { "does not claim" }
+                     answers the opposite (answer: {} term {}; last event: {})",
+                    if c.claims { "claims" } else { "does not claim" },
+                    seen[&id].role.as_str(),
+                    seen[&id].term,
+                    page.events
+                        .last()
+                        .and_then(|e| serde_json::to_string(e).ok())
+                        .unwrap_or_else(|| "none in this page".into())
                 ))
             } else {
                 c.disagrees_since = Some(t);
