@@ -605,6 +605,18 @@ fn check_store_url(url: &str) -> Result<(), String> {
     if pg.get_dbname().is_none_or(str::is_empty) {
         return Err("names no database, as in postgres://USER@HOST:PORT/DB".into());
     }
+    if !matches!(
+        pg.get_ssl_mode(),
+        tokio_postgres::config::SslMode::Disable | tokio_postgres::config::SslMode::Prefer
+    ) {
+        // Accepted, it could never connect: the store client speaks plain TCP.
+        return Err(
+            "sets sslmode=require, but electd connects to PostgreSQL without TLS: use \
+                    sslmode=disable (or leave it out), and keep the store on a network you \
+                    trust or behind a TLS tunnel (docs/modes.md, mutex)"
+                .into(),
+        );
+    }
     Ok(())
 }
 
@@ -728,6 +740,17 @@ addr = "127.0.0.1:7003"
 
     fn err(text: &str) -> String {
         parse(text).expect_err("config must be refused").to_string()
+    }
+
+    /// Issue 33: `sslmode=require` passed validation and could never connect (the client has
+    /// no TLS); now it is refused, naming the field.
+    #[test]
+    fn a_store_url_that_requires_tls_is_refused_naming_the_field() {
+        let with = |url: &str| format!("mode = \"mutex\"\nstore_url = \"{url}\"\n{GOOD}");
+        let e = err(&with("postgres://u:p@127.0.0.1:5432/db?sslmode=require"));
+        assert!(e.starts_with("store_url: sets sslmode=require"), "{e}");
+        assert!(parse(&with("postgres://u:p@127.0.0.1:5432/db?sslmode=disable")).is_ok());
+        assert!(parse(&with("postgres://u:p@127.0.0.1:5432/db")).is_ok());
     }
 
     #[test]

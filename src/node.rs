@@ -161,7 +161,7 @@ impl Node {
                     transport.faults.clone(),
                     counters.clone(),
                 )?;
-                MutexNode::start(cfg.id, cfg.timing, store, plumbing, stop.clone()).await?
+                MutexNode::start(cfg.id, cfg.timing, store, plumbing, seed, stop.clone()).await?
             }
         };
         tokio::spawn(retry_event_writes(events.clone(), stop.clone()));

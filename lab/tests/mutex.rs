@@ -194,3 +194,225 @@ fn a_bad_store_url_is_refused_naming_the_field() {
         "{err}"
     );
 }
+
+/// Issue 33, item 1: the row deleted under the holder (by hand, or a restore from a backup)
+/// five times over. Before, the next insert started again at term 1 and another node took it
+/// at once, inside the holder's promise (3 trials of 5 by hand: two claimants, both in term
+/// 1). Now a row created again is held by nobody, with a term above every term seen, and is
+/// taken only once seen unchanged for a whole lease: every promise kept, terms only grow.
+#[test]
+fn a_deleted_row_gives_no_second_claimant_and_terms_never_go_back() {
+    if skip() {
+        return;
+    }
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Mutex, 3);
+    let (prt, poller) = poller(&tc);
+    let mut term = 0;
+    for trial in 0..5 {
+        let holder = rt
+            .block_on(tc.c.wait_for(WAIT, |s| {
+                claimants(s).len() == 1
+                    && s.values().all(|o| match o {
+                        electd_lab::cluster::Observed::Up(i) => i.term > term,
+                        _ => true,
+                    })
+            }))
+            .then(|| claimants(&rt.block_on(tc.c.states()))[0]);
+        let holder = holder.unwrap_or_else(|| {
+            panic!(
+                "trial {trial}: no holder in a term above {term} within 15 s: {}",
+                describe(&rt.block_on(tc.c.states()))
+            )
+        });
+        observe(&poller, 20);
+        term = rt.block_on(tc.c.leader_info(holder)).unwrap().term;
+        let store = tc.c.store.as_ref().expect("the store");
+        let deleted = store
+            .sql("DELETE FROM electd_lease_v2 RETURNING term")
+            .unwrap();
+        eprintln!(
+            "trial {trial}: node {holder} held term {term}; deleted the row of term {deleted}"
+        );
+    }
+    let promises = prt.block_on(poller.finish());
+    assert_kept(&tc, promises);
+}
+
+/// Issue 33, item 1: a second process with the holder's id (a force-deleted pod started again
+/// elsewhere, its old one still running). Before, both got "mine" from the store and claimed
+/// the same term at once. Now each process draws an instance that the row keeps: the second
+/// one is a contender like any other, and takes the row (in a higher term) only once the first
+/// is gone.
+#[test]
+fn two_processes_with_one_id_never_claim_at_once() {
+    if skip() {
+        return;
+    }
+    let rt = TestCluster::rt();
+    // One node, so that the twin is the only other contender.
+    let mut tc = TestCluster::start(Mode::Mutex, 1);
+    let holder = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a holder");
+    let term = rt.block_on(tc.c.leader_info(holder)).unwrap().term;
+    // The twin: the holder's config, its own address (node 9's of this block) and data dir.
+    let twin_addr = format!(
+        "{}:{}",
+        tc.block.ip(9),
+        electd_lab::cluster::BLOCK_NODE_PORT
+    );
+    let data = tempfile::tempdir().unwrap();
+    let member = tc.c.member(holder).unwrap().clone();
+    let mut twin = Command::new(electd_lab::bin::electd_bin().unwrap())
+        .arg("--config")
+        .arg(&member.config)
+        .args(["--mode", "mutex", "--insecure", "--listen", &twin_addr])
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("ELECTD_STORE_URL", tc.c.store_url().unwrap())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the twin starts");
+    let original = tc.c.client(holder).unwrap();
+    let twin_client = electd_client::Client::new(twin_addr.clone(), Duration::from_secs(1));
+    // Every answer that says leader is a promise to `lease_ms` after it was asked.
+    let promises = |c: &electd_client::Client, until: Instant| {
+        let mut out = Vec::new();
+        while Instant::now() < until {
+            let asked = Instant::now();
+            if let Ok(i) = rt.block_on(c.leader()) {
+                if let (electd_client::Role::Leader, Some(l)) = (i.role, i.lease_ms) {
+                    out.push((asked, asked + Duration::from_millis(l), i.term));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        out
+    };
+    let until = Instant::now() + Duration::from_secs(3);
+    let (mine, theirs) = std::thread::scope(|s| {
+        let a = s.spawn(|| promises(&original, until));
+        let b = s.spawn(|| promises(&twin_client, until));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let overlaps = mine
+        .iter()
+        .flat_map(|a| theirs.iter().map(move |b| (a, b)))
+        .filter(|(a, b)| a.0 < b.1 && b.0 < a.1)
+        .count();
+    eprintln!(
+        "original: {} promises, twin: {} promises, overlapping: {overlaps}",
+        mine.len(),
+        theirs.len()
+    );
+    assert!(!mine.is_empty(), "the original holder stopped promising");
+    assert_eq!(
+        overlaps, 0,
+        "two processes of node {holder} promised at once"
+    );
+    // The original gone, the twin takes the row, in a higher term.
+    tc.kill(holder);
+    let deadline = Instant::now() + WAIT;
+    let taken = loop {
+        if let Ok(i) = rt.block_on(twin_client.leader()) {
+            if i.role == electd_client::Role::Leader {
+                break i.term;
+            }
+        }
+        assert!(Instant::now() < deadline, "the twin never took the row");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = twin.kill();
+    let _ = twin.wait();
+    assert!(
+        taken > term,
+        "the twin took term {taken}, the original held {term}"
+    );
+}
+
+/// Issue 33, item 1: the holder resigns while its renewal waits on a row lock that another
+/// session holds; the renewal then runs, in the term it gave up. Before, the node refused to
+/// claim in that term but renewed the row every beat once its pause after the resignation was
+/// over, so nobody could take it until the node restarted. Now it releases the row (and never
+/// renews a fenced term), and another node holds it within a few leases.
+#[test]
+fn a_resign_racing_a_held_statement_releases_the_row() {
+    if skip() {
+        return;
+    }
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Mutex, 3);
+    let (prt, poller) = poller(&tc);
+    let holder = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a holder");
+    observe(&poller, 20);
+    let store = tc.c.store.as_ref().expect("the store");
+    // Another session locks the row for 600 ms: the holder's renewal waits, its answer comes
+    // too late (a statement's deadline is 100 ms), and it runs once the lock goes, after the
+    // resignation, renewing the row in the term given up.
+    let mut locker = store
+        .sql_in_background(
+            "BEGIN; SELECT 1 FROM electd_lease_v2 FOR UPDATE; SELECT pg_sleep(0.6); COMMIT;",
+        )
+        .unwrap();
+    // Until the holder's renewal waits on the lock (at most 2 s).
+    let waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted";
+    let until = Instant::now() + Duration::from_secs(2);
+    while store.sql(waiting).unwrap() == "0" {
+        assert!(
+            Instant::now() < until,
+            "no statement waited on the row lock"
+        );
+    }
+    let resigned = rt
+        .block_on(tc.c.client(holder).unwrap().resign(None))
+        .expect("the holder resigns");
+    locker.wait().unwrap();
+    let next = rt
+        .block_on(tc.c.wait_for(Duration::from_secs(5), |s| {
+            claimants(s).len() == 1 && claimants(s)[0] != holder
+        }))
+        .then(|| claimants(&rt.block_on(tc.c.states()))[0]);
+    assert!(
+        next.is_some(),
+        "nobody took the row within 5 s of node {holder}'s resignation of term {}: {}",
+        resigned.term,
+        describe(&rt.block_on(tc.c.states()))
+    );
+    observe(&poller, 20);
+    let promises = prt.block_on(poller.finish());
+    assert_kept(&tc, promises);
+}
+
+/// Issue 33, item 1: a server whose default is `synchronous_commit = off` answers a renewal
+/// before it is on disk, and a crash loses it (the row then expires early, and a term is handed
+/// out twice). Each node's session asks for `on`, and says so in `/v1/status`; before, nothing
+/// was asked, and the session kept the server's `off`.
+#[test]
+fn each_session_keeps_its_commits_durable_whatever_the_server_default() {
+    if skip() {
+        return;
+    }
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Mutex, 2, common::TEST_TIMING);
+    let ip = tc.block.store_ip();
+    tc.c.start_store(&ip, electd_lab::cluster::BLOCK_STORE_PORT)
+        .expect("the store starts");
+    let store = tc.c.store.as_ref().expect("the store");
+    store
+        .sql("ALTER SYSTEM SET synchronous_commit = off")
+        .unwrap();
+    store.sql("SELECT pg_reload_conf()").unwrap();
+    assert_eq!(store.sql("SHOW synchronous_commit").unwrap(), "off");
+    for id in tc.c.ids() {
+        tc.start_node(id);
+    }
+    rt.block_on(tc.c.wait_agreed(WAIT)).expect("a holder");
+    for id in tc.c.ids() {
+        let status = rt.block_on(tc.c.status(id)).unwrap();
+        let engine = serde_json::to_value(&status).unwrap()["engine"].clone();
+        assert_eq!(
+            engine["store_synchronous_commit"], "on",
+            "node {id}: {engine}"
+        );
+    }
+}

@@ -1,27 +1,50 @@
-//! [`MutexNode`]: a node of mutex mode. Every beat it sends the store one statement that takes
-//! or renews the lease row ([`super::store::CLAIM`]); the row's lease is the follower lease F,
-//! by the database's clock.
+//! [`MutexNode`]: a node of mutex mode. Every beat it sends the store one statement
+//! ([`super::store::CLAIM`]) that renews the lease row if this node holds it, takes it if this
+//! node has seen it unchanged long enough, and creates it (held by nobody) if it is missing.
 //!
 //! # Why two nodes never claim at once (mutex mode)
-//! A node reads `t0` (CLOCK_BOOTTIME) *before* it sends the statement. When the statement
-//! answers that this node holds the row, the database ran it after `t0` and set the row to
-//! expire F after that, by its own clock; no other node can take the row before then. The node
-//! claims until `t0 + L`, L the claim lease (F less a fifth by default), through the same
-//! [`Lease`] as quorum mode, and every answer it gives meanwhile is a promise to that instant.
-//! The margin F − L absorbs the difference between the rates of the node's clock and the
-//! database's. What this depends on, and quorum mode does not: **the store**. While it is
-//! unreachable, slow or down, the holder's claim ends `L` after its last answered statement
-//! (not when a TCP timeout fires) and nobody claims until it answers again; and the database's
-//! clock must not jump forward by more than the margin (an NTP step on the database host would
-//! expire the row early).
+//! The database's clock plays no part; each node judges on its own clock (CLOCK_BOOTTIME), as a
+//! Kubernetes Lease's contenders do. Let F be the follower lease and L the claim lease (F less a
+//! fifth by default; `Config::validate` keeps F − L at least a tenth of F).
+//! 1. A holder reads `t0` *before* it sends the statement that renews the row; the database
+//!    writes the new version at some instant `w ≥ t0`. When the answer says it holds the row,
+//!    the node claims until `t0 + L`, through the same [`Lease`] as quorum mode; every answer
+//!    it gives meanwhile is a promise to that instant. The promises of version v end by
+//!    `w + L`.
+//! 2. A contender counts from the instant `r` the first answer showing version v *arrived*
+//!    (`r ≥ w`: the database wrote v before it answered with it), and asks to take v only once
+//!    its own clock has counted v's `wait_ms` (F) since `r`; the take is a compare-and-set on v,
+//!    so it fails if the holder wrote any version after v. A take of v therefore happens after
+//!    `r + F ≥ w + F > w + L`: after every promise made on v, with F − L to absorb the rate
+//!    difference of the two nodes' clocks.
+//! 3. A renewal that was in flight when the row was taken finds another holder (or another
+//!    instance: two processes with one id draw different instances) and claims nothing.
+//! 4. A resigning holder ends its claim and fences its term at once, and writes the row as held
+//!    by nobody with a `wait_ms` of what its promises may still run plus the margin (≤ F): a
+//!    contender takes it after that wait, counted from its own arrival as in 2. A holder never
+//!    renews a fenced term: an answer that renewed one (a resign racing the statement) is
+//!    followed by a release.
+//! 5. A row that is missing (deleted; a database restored from a backup) is created held by
+//!    nobody, with `wait_ms` F and a term above the sequence and above every term the creating
+//!    node saw, so terms never go back while the sequence or a node that saw the last term
+//!    survives. Nobody takes it before it was seen unchanged for F (2); the old holder's
+//!    renewals find no row of its own and its claim ends within L of its last one.
+//!
+//! What this depends on, and quorum mode does not: **the store's durability**. A renewal the
+//! database answered must not be lost, or a contender could take a version the holder already
+//! replaced with promises of its own: the session asks for `synchronous_commit = on`, and a
+//! server that runs with `fsync = off`, or fails over to an asynchronous standby, can lose it
+//! (docs/modes.md). While the store is unreachable, slow or down, the holder's claim ends `L`
+//! after its last answered statement (not when a TCP timeout fires) and nobody claims until it
+//! answers again.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::store::{Row, Store, StoreError};
+use super::store::{Ask, Row, Store, StoreError};
 use crate::clock::{ms, Clock};
 use crate::config::Timing;
 use crate::counters::Counters;
@@ -30,18 +53,26 @@ use crate::events::EventLog;
 use crate::lease::Lease;
 use crate::role::{NodeId, Resigned, Role, View};
 
-/// The row as this node last saw it, and until when (BOOTTIME) its holder's lease runs by what
-/// the store answered.
+/// The row as this node last saw it, and since when (BOOTTIME, the arrival of the first answer
+/// that showed this version) it has seen this version unchanged.
 #[derive(Clone, Copy, Debug)]
 struct Seen {
-    holder: NodeId,
-    term: u64,
-    until_ns: u64,
+    row: Row,
+    since_ns: u64,
+}
+
+impl Seen {
+    /// When the row's version may be taken, by this node's clock (rule 2 of the argument).
+    fn takeable_at_ns(&self) -> u64 {
+        self.since_ns + ms(self.row.wait_ms)
+    }
 }
 
 /// A running mutex-mode node.
 pub struct MutexNode {
     id: NodeId,
+    /// This process, in the row: another process with the same id is another holder.
+    instance: i64,
     timing: Timing,
     store: Store,
     clock: Arc<dyn Clock>,
@@ -49,9 +80,13 @@ pub struct MutexNode {
     counters: Arc<Counters>,
     lease: Mutex<Lease>,
     seen: Mutex<Option<Seen>>,
-    /// After a resignation: no statement before this instant (BOOTTIME), so that the row
-    /// expires and another node takes it.
+    /// The highest term seen in the row (or, at start, in this node's event log).
+    max_term: AtomicU64,
+    /// After a resignation: no take before this instant (BOOTTIME), so that another node
+    /// takes the row.
     resigned_until_ns: AtomicU64,
+    /// An answer renewed a term this node had fenced: release the row with the next beat.
+    release_due: AtomicBool,
     /// Statements answered, and not answered.
     answered: AtomicU64,
     unanswered: AtomicU64,
@@ -62,12 +97,14 @@ pub struct MutexNode {
 
 impl MutexNode {
     /// Checks that the store lets this node in (a refusal stops the start, naming
-    /// `store_url`; an unreachable store does not) and starts the beat.
+    /// `store_url`; an unreachable store does not) and starts the beat. `seed` draws the
+    /// instance.
     pub async fn start(
         id: NodeId,
         timing: Timing,
         store: Store,
         plumbing: Plumbing,
+        seed: u64,
         stop: CancellationToken,
     ) -> Result<Arc<MutexNode>, StoreError> {
         store
@@ -79,17 +116,25 @@ impl MutexNode {
             counters,
             clock,
         } = plumbing;
+        let instance = draw_instance(seed, clock.boot_ns());
+        tracing::info!(
+            instance = format!("{instance:#x}"),
+            "mutex mode: this process's instance"
+        );
         let (running, guard) = Running::start();
         let node = Arc::new(MutexNode {
             id,
+            instance,
             timing,
             store,
             lease: Mutex::new(Lease::default()),
+            max_term: AtomicU64::new(events.last().map_or(0, |v| v.term)),
             clock,
             events,
             counters,
             seen: Mutex::new(None),
             resigned_until_ns: AtomicU64::new(0),
+            release_due: AtomicBool::new(false),
             answered: AtomicU64::new(0),
             unanswered: AtomicU64::new(0),
             last_error: Mutex::new(None),
@@ -99,15 +144,17 @@ impl MutexNode {
         Ok(node)
     }
 
-    /// Every beat: one statement (unless resigned), then the record of any change of role.
+    /// A statement may take as long as a probe of quorum mode: a third of the follower lease,
+    /// at least a beat; an answer later than the claim lease could claim nothing.
+    fn deadline(&self) -> Duration {
+        Duration::from_millis((self.timing.follower_lease_ms / 3).max(self.timing.heartbeat_ms))
+    }
+
+    /// Every beat: one statement (a release when one is due), then the record of any change of
+    /// role.
     async fn beat(self: Arc<Self>, stop: CancellationToken, _running: LoopGuard) {
         let mut tick = tokio::time::interval(Duration::from_millis(self.timing.heartbeat_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // A statement may take as long as a probe of quorum mode: a third of the follower
-        // lease, at least a beat; an answer later than the claim lease could claim nothing.
-        let deadline = Duration::from_millis(
-            (self.timing.follower_lease_ms / 3).max(self.timing.heartbeat_ms),
-        );
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -116,28 +163,57 @@ impl MutexNode {
             if self.lease.lock().expect("lease").is_closed() {
                 return;
             }
-            if self.clock.boot_ns() >= self.resigned_until_ns.load(Relaxed) {
+            if self.release_due.swap(false, Relaxed) {
+                self.release().await;
+            } else {
                 let t0 = self.clock.read();
                 let res = self
                     .store
-                    .claim(self.id, self.timing.follower_lease_ms, deadline)
+                    .claim(self.ask(t0.boot_ns), self.deadline())
                     .await;
                 match res {
                     Ok(row) => self.on_row(t0, row),
-                    Err(e) => {
-                        self.unanswered.fetch_add(1, Relaxed);
-                        tracing::debug!(error = %e, "statement not answered");
-                        *self.last_error.lock().expect("error") = Some(e.to_string());
-                    }
+                    Err(e) => self.unanswered(e),
                 }
             }
             self.record_view();
         }
     }
 
+    /// What this beat's statement asks at `now`: renew unless the claim's term is fenced;
+    /// take the version seen unchanged for its wait, unless this node resigned a moment ago.
+    fn ask(&self, now: u64) -> Ask {
+        let seen = *self.seen.lock().expect("seen");
+        let lease = self.lease.lock().expect("lease");
+        let held_term = seen.filter(|s| self.holds(&s.row)).map(|s| s.row.term);
+        let resigned = now < self.resigned_until_ns.load(Relaxed);
+        Ask {
+            me: self.id,
+            instance: self.instance,
+            take: seen
+                .filter(|s| !self.holds(&s.row) && !resigned && now >= s.takeable_at_ns())
+                .map(|s| (s.row.version, s.row.term)),
+            wait_ms: self.timing.follower_lease_ms,
+            max_term: self.max_term.load(Relaxed),
+            renew: held_term.is_none_or(|t| !lease.is_fenced(t)),
+        }
+    }
+
+    /// Whether `row` names this process as its holder.
+    fn holds(&self, row: &Row) -> bool {
+        row.holder == self.id && row.instance == self.instance
+    }
+
+    fn unanswered(&self, e: StoreError) {
+        self.unanswered.fetch_add(1, Relaxed);
+        tracing::debug!(error = %e, "statement not answered");
+        *self.last_error.lock().expect("error") = Some(e.to_string());
+    }
+
     /// The store answered a statement sent at `t0`.
     fn on_row(&self, t0: crate::clock::Reading, row: Row) {
         self.answered.fetch_add(1, Relaxed);
+        self.max_term.fetch_max(row.term, Relaxed);
         let now = self.clock.boot_ns();
         let lease_ns = ms(self.timing.effective_lease_ms());
         let mut lease = self.lease.lock().expect("lease");
@@ -148,24 +224,61 @@ impl MutexNode {
                 .probe_round_trip
                 .observe(took as f64 / 1e9);
             let new_term = lease.last().is_none_or(|c| c.term != row.term);
-            if lease.grant(row.term, t0, lease_ns) && new_term {
-                self.counters.election_started();
+            if lease.grant(row.term, t0, lease_ns) {
+                if new_term {
+                    self.counters.election_started();
+                }
+            } else if lease.is_fenced(row.term) {
+                // A resign raced this statement: the row was renewed in a term this node gave
+                // up. Nobody could take it for a lease: give it up now (rule 4).
+                self.release_due.store(true, Relaxed);
             }
-        } else {
-            // Another node holds the row: whatever this node claimed has ended long ago (its
-            // statements went unanswered for more than the row's lease).
+        } else if !self.holds(&row) {
+            // Another node (or nobody) holds the row: whatever this node claimed has ended
+            // (its statements went unanswered for longer than the row's wait).
             lease.revoke(now);
-            self.resigned_until_ns.store(0, Relaxed);
         }
-        *self.seen.lock().expect("seen") = Some(Seen {
-            holder: row.holder,
-            term: row.term,
-            until_ns: now + ms(row.left_ms),
-        });
+        drop(lease);
+        let mut seen = self.seen.lock().expect("seen");
+        let since_ns = match *seen {
+            Some(s)
+                if (s.row.version, s.row.term, s.row.holder)
+                    == (row.version, row.term, row.holder) =>
+            {
+                s.since_ns
+            }
+            _ => now,
+        };
+        *seen = Some(Seen { row, since_ns });
+    }
+
+    /// Gives the row up, if this process holds it, with the time its promises may still run
+    /// plus the margin as the wait (rule 4).
+    async fn release(&self) {
+        let now = self.clock.boot_ns();
+        let left_ns = self
+            .lease
+            .lock()
+            .expect("lease")
+            .last()
+            .map_or(0, |c| c.until_ns.saturating_sub(now));
+        let margin_ms = self.timing.follower_lease_ms - self.timing.effective_lease_ms();
+        let wait_ms = (left_ns.div_ceil(1_000_000) + margin_ms).min(self.timing.follower_lease_ms);
+        match self
+            .store
+            .release(self.id, self.instance, wait_ms, self.deadline())
+            .await
+        {
+            Ok(held) => {
+                self.answered.fetch_add(1, Relaxed);
+                tracing::info!(held, wait_ms, "released the row");
+            }
+            Err(e) => self.unanswered(e),
+        }
     }
 
     /// The effective role now: leader while the claim holds; else a follower of the holder the
-    /// store last named, while its lease runs by what the store said.
+    /// store last named, until this node could take the version it last saw.
     pub(super) fn view(&self) -> Judged {
         let now = self.clock.boot_ns();
         let lease = self.lease.lock().expect("lease");
@@ -182,11 +295,12 @@ impl MutexNode {
         }
         let seen = *self.seen.lock().expect("seen");
         let term = seen
-            .map_or(0, |s| s.term)
+            .map_or(0, |s| s.row.term)
             .max(lease.last().map_or(0, |c| c.term));
         let leader = seen
-            .filter(|s| s.holder != self.id && now < s.until_ns)
-            .map(|s| s.holder);
+            .filter(|s| s.row.holder != 0 && !self.holds(&s.row) && now < s.takeable_at_ns())
+            .map(|s| s.row.holder)
+            .filter(|h| *h != self.id);
         Judged::unleased(View {
             role: Role::Follower,
             term,
@@ -210,10 +324,16 @@ impl MutexNode {
         let seen = *self.seen.lock().expect("seen");
         serde_json::json!({
             "store": self.store.shown(),
+            "instance": format!("{:#x}", self.instance),
+            "store_fsync_off": self.store.fsync_off(),
+            "store_synchronous_commit": self.store.synchronous_commit(),
             "row": seen.map(|s| serde_json::json!({
-                "holder": s.holder,
-                "term": s.term,
-                "left_ms": s.until_ns.saturating_sub(now) / 1_000_000,
+                "holder": s.row.holder,
+                "holder_is_this_process": self.holds(&s.row),
+                "term": s.row.term,
+                "version": s.row.version,
+                "wait_ms": s.row.wait_ms,
+                "unchanged_ms": now.saturating_sub(s.since_ns) / 1_000_000,
             })),
             "statements": {
                 "answered": self.answered.load(Relaxed),
@@ -224,8 +344,9 @@ impl MutexNode {
     }
 
     /// Releases the row: the claim ends now and its term is fenced (the promises already
-    /// answered still run), and this node sends no statement until the row has expired, so
-    /// that another takes it. A named successor cannot be honoured: the next holder is
+    /// answered still run), the row is written as held by nobody with the time those promises
+    /// may still run as its wait, and this node takes nothing until the row's lease has passed,
+    /// so that another takes it. A named successor cannot be honoured: the next holder is
     /// whichever node takes the row first.
     pub(super) async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
         if let Some(n) = to {
@@ -248,6 +369,7 @@ impl MutexNode {
         let row_ns = ms(self.timing.follower_lease_ms + self.timing.heartbeat_ms);
         self.resigned_until_ns.store(now + row_ns, Relaxed);
         self.record_view();
+        self.release().await;
         Ok(Resigned { term, successor: 0 })
     }
 
@@ -259,4 +381,15 @@ impl MutexNode {
             .close(self.clock.boot_ns());
         self.record_view();
     }
+}
+
+/// This process's instance: a positive number from the node's seed and the boot clock
+/// (splitmix64's finaliser over both), so that two processes started with one id differ.
+fn draw_instance(seed: u64, now_ns: u64) -> i64 {
+    let mut x = seed ^ now_ns.rotate_left(32);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    // Positive and never 0 (0 is "nobody" in the row).
+    ((x >> 1) | 1) as i64
 }

@@ -1,32 +1,44 @@
-//! The store of mutex mode: one row of a PostgreSQL table, which a node takes and renews by
-//! one atomic statement, and the client that sends it through the node's fault set.
+//! The store of mutex mode: one row of a PostgreSQL table, which a node takes, renews and
+//! releases by atomic statements, and the client that sends them through the node's fault set.
 //!
 //! ```sql
-//! CREATE TABLE IF NOT EXISTS electd_lease (
-//!     cluster    text PRIMARY KEY,
-//!     holder     bigint NOT NULL,       -- the node that holds the lease
-//!     term       bigint NOT NULL,       -- grows with every change of holder: a fencing token
-//!     expires_at timestamptz NOT NULL)  -- by the database's clock
+//! CREATE TABLE IF NOT EXISTS electd_lease_v2 (
+//!     cluster  text PRIMARY KEY,
+//!     holder   bigint NOT NULL,  -- the node that holds the row; 0: nobody
+//!     instance bigint NOT NULL,  -- the holder's process, drawn at its start
+//!     term     bigint NOT NULL,  -- grows with every change of holder: a fencing token
+//!     version  bigint NOT NULL,  -- grows with every write
+//!     wait_ms  bigint NOT NULL); -- how long a contender must see this version unchanged
+//! CREATE SEQUENCE IF NOT EXISTS electd_term;  -- terms, never reused even if the row goes
 //! ```
 //!
-//! [`CLAIM`] takes the row when its lease has expired or this node already holds it, and
-//! answers the row either way: who holds it, in which term, and for how many ms more (by the
-//! database's clock). A new holder (or the same one after its lease lapsed) makes a new term.
+//! The database's clock is never read. Like a Kubernetes Lease, the row is taken on the
+//! contenders' own clocks: a contender takes it only once it has seen one `version` unchanged
+//! for that version's `wait_ms` (counted from when the answer that showed it arrived), by a
+//! compare-and-set on that version ([`CLAIM`]); the holder renews by writing a new version, so
+//! every contender starts counting again. A row that is missing (deleted, or a database
+//! restored from a backup) is created held by nobody, with a term above every term the creating
+//! node has seen and above the sequence, and it too must be seen unchanged for a whole lease
+//! before anyone takes it. The argument is in `node.rs`.
 //!
 //! The client connects from the node's own address (so that kernel-level faults can tell
-//! nodes apart), creates the table if it is missing, and goes through the node's fault set
-//! (`block_to_store`: a statement is lost before the database runs it; `block_from_store`:
-//! its answer is lost after it ran; the drop rate and the delay as for peer messages). A
-//! statement that does not answer within its deadline drops the connection (a hung one would
-//! queue the next statements behind it); the next one connects again.
+//! nodes apart), creates the table and the sequence if they are missing, makes every commit of
+//! its session durable before it is answered (`synchronous_commit`, [`Store::connect`]), and
+//! goes through the node's fault set (`block_to_store`: a statement is lost before the
+//! database runs it; `block_from_store`: its answer is lost after it ran; the drop rate and the
+//! delay as for peer messages). A statement that does not answer within its deadline drops the
+//! connection (a hung one would queue the next statements behind it); the next one connects
+//! again.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::ExposeSecret;
 use tokio::sync::Mutex;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config as PgConfig, NoTls};
 
 use crate::config::Secret;
@@ -34,41 +46,77 @@ use crate::counters::Counters;
 use crate::faults::{Faults, Verdict};
 use crate::role::NodeId;
 
-/// The table, created when missing.
-pub const CREATE: &str = "CREATE TABLE IF NOT EXISTS electd_lease (\
-     cluster text PRIMARY KEY, holder bigint NOT NULL, term bigint NOT NULL, \
-     expires_at timestamptz NOT NULL)";
+/// The table and the sequence of terms, created when missing. (`electd_lease`, the table of
+/// electd before 0.2, which judged expiry by the database's clock, is no longer used.)
+pub const CREATE: &str = "CREATE TABLE IF NOT EXISTS electd_lease_v2 (\
+     cluster text PRIMARY KEY, holder bigint NOT NULL, instance bigint NOT NULL, \
+     term bigint NOT NULL, version bigint NOT NULL, wait_ms bigint NOT NULL); \
+     CREATE SEQUENCE IF NOT EXISTS electd_term";
 
-/// Take the row if its lease expired or this node holds it (`$1` cluster, `$2` this node,
-/// `$3` the row's lease in ms); answer the row: holder, term, ms left by the database's clock,
-/// and whether this node holds it now.
-pub const CLAIM: &str = "WITH attempt AS (\
-     INSERT INTO electd_lease AS l (cluster, holder, term, expires_at) \
-     VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 millisecond') \
-     ON CONFLICT (cluster) DO UPDATE SET \
-       term = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > clock_timestamp() \
-                   THEN l.term ELSE l.term + 1 END, \
-       holder = EXCLUDED.holder, \
-       expires_at = EXCLUDED.expires_at \
-     WHERE l.holder = EXCLUDED.holder OR l.expires_at <= clock_timestamp() \
-     RETURNING holder, term, expires_at) \
-   SELECT holder, term, \
-     GREATEST(0, EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000)::bigint, true \
-     FROM attempt \
+/// One statement a beat. `$1` cluster, `$2` this node, `$3` its instance, `$4` and `$8` the
+/// version and term this node may take (it saw them unchanged for the version's wait; -1:
+/// none; the term too, since a row created again starts its versions again), `$5` the wait to write (the
+/// follower lease, ms), `$6` the highest term this node has seen, `$7` whether it renews the
+/// row should it hold it. It creates the row held by nobody when there is none, renews it when
+/// this node (this instance) holds it and `$7`, takes it when it is still at `$4`, `$8`; and
+/// answers the row either way: holder, instance, term, version, wait, and whether this
+/// statement made this node the holder. A read-committed UPDATE re-checks its condition on the
+/// row it locked, so two contenders racing for one version cannot both take it.
+pub const CLAIM: &str = "WITH fresh AS (\
+     INSERT INTO electd_lease_v2 (cluster, holder, instance, term, version, wait_ms) \
+     SELECT $1, 0, 0, GREATEST(nextval('electd_term'), $6::bigint + 1), 1, $5::bigint \
+     WHERE NOT EXISTS (SELECT 1 FROM electd_lease_v2 WHERE cluster = $1) \
+     ON CONFLICT (cluster) DO NOTHING \
+     RETURNING holder, instance, term, version, wait_ms), \
+   attempt AS (\
+     UPDATE electd_lease_v2 AS l SET \
+       term = CASE WHEN l.holder = $2 AND l.instance = $3 THEN l.term \
+                   ELSE GREATEST(l.term + 1, $6::bigint + 1, nextval('electd_term')) END, \
+       holder = $2, instance = $3, version = l.version + 1, wait_ms = $5::bigint \
+     WHERE l.cluster = $1 \
+       AND (($7::bool AND l.holder = $2 AND l.instance = $3) \
+            OR (l.version = $4::bigint AND l.term = $8::bigint)) \
+     RETURNING holder, instance, term, version, wait_ms) \
+   SELECT holder, instance, term, version, wait_ms, true FROM attempt \
    UNION ALL \
-   SELECT holder, term, \
-     GREATEST(0, EXTRACT(EPOCH FROM (expires_at - clock_timestamp())) * 1000)::bigint, false \
-     FROM electd_lease WHERE cluster = $1 AND NOT EXISTS (SELECT 1 FROM attempt)";
+   SELECT holder, instance, term, version, wait_ms, false FROM fresh \
+   UNION ALL \
+   SELECT holder, instance, term, version, wait_ms, false FROM electd_lease_v2 \
+     WHERE cluster = $1 AND NOT EXISTS (SELECT 1 FROM attempt) \
+       AND NOT EXISTS (SELECT 1 FROM fresh)";
+
+/// Gives the row up (`$1` cluster, `$2` this node, `$3` its instance, `$4` the wait to write:
+/// how long the promises this node gave may still run, with the margin): held by nobody, a new
+/// version, the term kept; nothing when another holds it. Answers the rows it changed.
+pub const RELEASE: &str = "UPDATE electd_lease_v2 \
+     SET holder = 0, instance = 0, version = version + 1, wait_ms = $4::bigint \
+     WHERE cluster = $1 AND holder = $2 AND instance = $3 RETURNING 1";
 
 /// The row as a statement found it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Row {
+    /// 0: nobody (a new row, or released).
     pub holder: NodeId,
+    pub instance: i64,
     pub term: u64,
-    /// Ms the holder's lease had left when the database ran the statement.
-    pub left_ms: u64,
+    pub version: i64,
+    /// How long a contender must see this version unchanged before it may take the row.
+    pub wait_ms: u64,
     /// This node holds it (it took or renewed it with this statement).
     pub mine: bool,
+}
+
+/// What the statement of one beat asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ask {
+    pub me: NodeId,
+    pub instance: i64,
+    /// The version and term this node may take, if any.
+    pub take: Option<(i64, u64)>,
+    pub wait_ms: u64,
+    pub max_term: u64,
+    /// Renew the row if this instance holds it.
+    pub renew: bool,
 }
 
 /// Why a statement got no answer.
@@ -97,6 +145,10 @@ pub struct Store {
     client: Mutex<Option<Client>>,
     faults: Arc<Faults>,
     counters: Arc<Counters>,
+    /// The last session found the server running with `fsync = off` (warned once).
+    fsync_off: AtomicBool,
+    /// `synchronous_commit` as the last session keeps it (after asking for `on`).
+    synchronous_commit: std::sync::Mutex<Option<String>>,
 }
 
 impl Store {
@@ -121,6 +173,8 @@ impl Store {
             client: Mutex::new(None),
             faults,
             counters,
+            fsync_off: AtomicBool::new(false),
+            synchronous_commit: std::sync::Mutex::new(None),
         })
     }
 
@@ -129,7 +183,19 @@ impl Store {
         &self.shown
     }
 
-    /// Connects (from this node's address), and creates the table when it is missing.
+    /// `synchronous_commit` as the last session keeps it, once one connected.
+    pub fn synchronous_commit(&self) -> Option<String> {
+        self.synchronous_commit.lock().expect("setting").clone()
+    }
+
+    /// Whether the server said it runs with `fsync = off` (a committed renewal survives a
+    /// killed server, not a crashed host).
+    pub fn fsync_off(&self) -> bool {
+        self.fsync_off.load(Relaxed)
+    }
+
+    /// Connects (from this node's address), creates the table when it is missing, and makes
+    /// the session's commits durable before they are answered.
     async fn connect(&self) -> Result<Client, StoreError> {
         let unreachable = |e: String| StoreError::Unreachable(self.shown.clone(), e);
         let (host, port) = match (self.pg.get_hosts().first(), self.pg.get_ports().first()) {
@@ -175,7 +241,51 @@ impl Store {
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {}
             Err(e) => return Err(self.classify(e)),
         }
+        self.make_durable(&client).await?;
         Ok(client)
+    }
+
+    /// A renewal the database answered must survive the server's crash, or the row could
+    /// expire early and its term be handed out twice: with `synchronous_commit = off` (or
+    /// `local` while synchronous standbys are named) the server answers before the commit is
+    /// on disk (or on a standby). So the session asks for `on`, and no statement runs on a
+    /// session that does not keep it. `fsync = off` is the server's own choice, made for the
+    /// whole server: warned about (once), shown in `/v1/status`, not refused.
+    async fn make_durable(&self, client: &Client) -> Result<(), StoreError> {
+        let show = |name: &'static str| async move {
+            client
+                .query_one(&format!("SHOW {name}"), &[])
+                .await
+                .and_then(|r| r.try_get::<_, String>(0))
+                .map_err(|e| self.classify(e))
+        };
+        if matches!(show("synchronous_commit").await?.as_str(), "off" | "local") {
+            client
+                .batch_execute("SET synchronous_commit TO on")
+                .await
+                .map_err(|e| self.classify(e))?;
+        }
+        let now = show("synchronous_commit").await?;
+        *self.synchronous_commit.lock().expect("setting") = Some(now.clone());
+        if matches!(now.as_str(), "off" | "local") {
+            return Err(StoreError::Failed(
+                self.shown.clone(),
+                format!(
+                    "the session keeps synchronous_commit = {now}: an answered renewal could \
+                     be lost, and a term handed out twice; no claim on this server"
+                ),
+            ));
+        }
+        let fsync_off = show("fsync").await? == "off";
+        if fsync_off && !self.fsync_off.swap(true, Relaxed) {
+            tracing::warn!(
+                store = %self.shown,
+                "the store runs with fsync = off: a renewal it answered survives a killed \
+                 server but not a crashed host (then a term can be handed out twice)"
+            );
+        }
+        self.fsync_off.store(fsync_off, Relaxed);
+        Ok(())
     }
 
     /// A refusal that no retry mends (credentials, database) or a passing failure.
@@ -222,19 +332,64 @@ impl Store {
         }
     }
 
-    /// One attempt to take or renew the row for `me` with a lease of `lease_ms` (by the
-    /// database's clock), all within `deadline`. A lost or late answer is `Unreachable`, after
-    /// which the connection is dropped.
-    pub async fn claim(
+    /// One beat's statement ([`CLAIM`]), all within `deadline`. A lost or late answer is
+    /// `Unreachable`, after which the connection is dropped.
+    pub async fn claim(&self, ask: Ask, deadline: Duration) -> Result<Row, StoreError> {
+        let (version, term) = ask.take.map_or((-1, -1), |(v, t)| (v, t as i64));
+        let params: [&(dyn ToSql + Sync); 8] = [
+            &self.cluster,
+            &(ask.me as i64),
+            &ask.instance,
+            &version,
+            &(ask.wait_ms as i64),
+            &(ask.max_term as i64),
+            &ask.renew,
+            &term,
+        ];
+        let rows = self.run("claim", CLAIM, &params, deadline).await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::Failed(self.shown.clone(), "no row".into()))?;
+        let failed =
+            |e: tokio_postgres::Error| StoreError::Failed(self.shown.clone(), e.to_string());
+        let int = |i: usize| row.try_get::<_, i64>(i).map_err(failed);
+        Ok(Row {
+            holder: int(0)? as NodeId,
+            instance: int(1)?,
+            term: int(2)? as u64,
+            version: int(3)?,
+            wait_ms: int(4)?.max(0) as u64,
+            mine: row.try_get::<_, bool>(5).map_err(failed)?,
+        })
+    }
+
+    /// Gives the row up if this instance holds it ([`RELEASE`]); `wait_ms`: how long the
+    /// promises already given may run, with the margin. True when it held it.
+    pub async fn release(
         &self,
         me: NodeId,
-        lease_ms: u64,
+        instance: i64,
+        wait_ms: u64,
         deadline: Duration,
-    ) -> Result<Row, StoreError> {
+    ) -> Result<bool, StoreError> {
+        let params: [&(dyn ToSql + Sync); 4] =
+            [&self.cluster, &(me as i64), &instance, &(wait_ms as i64)];
+        let rows = self.run("release", RELEASE, &params, deadline).await?;
+        Ok(!rows.is_empty())
+    }
+
+    /// Sends `sql` through the fault set on the session (connecting when there is none), all
+    /// within `deadline`; drops the session when it fails or is late.
+    async fn run(
+        &self,
+        what: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        deadline: Duration,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
         let attempt = async {
-            self.counters.sent("claim");
-            let verdict = self.faults.on_send_store();
-            match verdict {
+            self.counters.sent(what);
+            match self.faults.on_send_store() {
                 Verdict::Drop => return std::future::pending().await,
                 Verdict::Deliver(d) if !d.is_zero() => tokio::time::sleep(d).await,
                 Verdict::Deliver(_) => {}
@@ -245,31 +400,17 @@ impl Store {
             }
             let client = slot.as_ref().expect("connected");
             let rows = client
-                .query(CLAIM, &[&self.cluster, &(me as i64), &(lease_ms as i64)])
+                .query(sql, params)
                 .await
                 .map_err(|e| self.classify(e))?;
             drop(slot);
             if self.faults.on_receive_store() == Verdict::Drop {
                 return std::future::pending().await;
             }
-            let row = rows
-                .first()
-                .ok_or_else(|| StoreError::Failed(self.shown.clone(), "no row".into()))?;
-            let get = |i: usize| -> Result<i64, StoreError> {
-                row.try_get::<_, i64>(i)
-                    .map_err(|e| StoreError::Failed(self.shown.clone(), e.to_string()))
-            };
-            Ok(Row {
-                holder: get(0)? as NodeId,
-                term: get(1)? as u64,
-                left_ms: get(2)? as u64,
-                mine: row
-                    .try_get::<_, bool>(3)
-                    .map_err(|e| StoreError::Failed(self.shown.clone(), e.to_string()))?,
-            })
+            Ok(rows)
         };
         match tokio::time::timeout(deadline, attempt).await {
-            Ok(Ok(row)) => Ok(row),
+            Ok(Ok(rows)) => Ok(rows),
             Ok(Err(e)) => {
                 self.reset().await;
                 Err(e)

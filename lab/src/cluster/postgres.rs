@@ -281,34 +281,35 @@ impl Postgres {
         }
     }
 
+    /// A `psql` of the server's superuser on database `db`, running `sql` (tuples only,
+    /// unaligned, stopping at the first error).
+    fn psql_command(&self, db: &str, sql: &str) -> Command {
+        let mut cmd = self.command("psql");
+        cmd.arg("-h")
+            .arg(&self.dir)
+            .args(["-p", &self.port.to_string(), "-U", "postgres", "-d", db])
+            .args(["-v", "ON_ERROR_STOP=1", "-q", "-t", "-A", "-c", sql])
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `sql` as the server's superuser in the nodes' database and returns its output
+    /// (what an operator does by hand: delete the row, look at it).
+    pub fn sql(&self, sql: &str) -> Result<String, String> {
+        run_psql(self.psql_command(STORE_DB, sql), sql)
+    }
+
+    /// Starts `sql` in a session of its own, in the background (e.g. a transaction that holds
+    /// the row locked for a while); the caller waits for it.
+    pub fn sql_in_background(&self, sql: &str) -> Result<std::process::Child, String> {
+        let mut cmd = self.psql_command(STORE_DB, sql);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.spawn().map_err(|e| format!("psql: {e}"))
+    }
+
     /// The nodes' role (with its password) and database.
     fn make_role_and_db(&self) -> Result<(), String> {
-        let psql = |sql: &str| -> Result<(), String> {
-            let out = self
-                .command("psql")
-                .arg("-h")
-                .arg(&self.dir)
-                .args([
-                    "-p",
-                    &self.port.to_string(),
-                    "-U",
-                    "postgres",
-                    "-d",
-                    "postgres",
-                ])
-                .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("psql: {e}"))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "psql {sql:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                ))
-            }
-        };
+        let psql = |sql: &str| run_psql(self.psql_command("postgres", sql), sql).map(drop);
         psql(&format!(
             "CREATE ROLE {STORE_USER} LOGIN PASSWORD '{}'",
             self.password
@@ -404,5 +405,18 @@ impl Drop for Postgres {
         if self.owned {
             let _ = fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// Runs a prepared `psql` and returns its output, or its error naming `sql`.
+fn run_psql(mut cmd: Command, sql: &str) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("psql: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
