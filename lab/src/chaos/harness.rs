@@ -277,6 +277,9 @@ impl Harness {
                 self.c.set_wall_clock(id, 0).map_err(|e| e.to_string())?;
             }
         }
+        if self.c.store_wall_clock.is_some() {
+            self.store()?.set_wall_clock(0)?;
+        }
         self.cuts.clear();
         self.loss = 0.0;
         self.delays.clear();
@@ -373,6 +376,36 @@ impl Harness {
     pub(super) fn pause_store(&mut self) -> Result<(), String> {
         self.store()?.pause();
         self.open_window("store paused (SIGSTOP)");
+        Ok(())
+    }
+
+    /// Deletes the lease row in the store, as an operator would by hand: a fault window, until
+    /// the next one or the heal, whose label says which term's row went (`[row of term 4
+    /// deleted]`; `[no row deleted]` when there was none).
+    pub(super) fn delete_row(&mut self) -> Result<(), String> {
+        let terms = self
+            .store()?
+            .sql("DELETE FROM electd_lease_v2 RETURNING term")?;
+        let what = if terms.is_empty() {
+            "no row deleted".to_string()
+        } else {
+            format!("row of term {terms} deleted")
+        };
+        self.open_window(&format!("the holder's row deleted [{what}]"));
+        Ok(())
+    }
+
+    /// Steps the store's wall clock `offset_s` from the host's: a fault window, until the next
+    /// one or the heal, whose label says how far the store's clock read from this host's
+    /// right after (`[store clock read +60.0 s]`).
+    pub(super) fn step_store_clock(&mut self, offset_s: i64) -> Result<(), String> {
+        self.close_window();
+        let store = self.store()?;
+        store.set_wall_clock(offset_s)?;
+        let read = store.wall_clock_offset_s()?;
+        self.open_window(&format!(
+            "store clock {offset_s:+} s [store clock read {read:+.1} s]"
+        ));
         Ok(())
     }
 

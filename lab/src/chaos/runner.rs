@@ -205,6 +205,9 @@ fn set_up(spec: &RunSpec, bin: &Path, extra: &[&str]) -> Result<Run, NotRun> {
     Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos")
         .map_err(failed("configs"))?;
     let mut c = Cluster::open(dir.path(), bin).map_err(failed("cluster"))?;
+    if spec.scenario.moves_store_clock() {
+        c.store_wall_clock = Some(crate::cluster::libfaketime().map_err(NotRun::Missing)?);
+    }
     if spec.mode == Mode::Mutex {
         // The store on an address of the run's own block; kernel rules reach it too.
         crate::cluster::postgres_bin_dir().map_err(NotRun::Missing)?;

@@ -1,5 +1,6 @@
 //! The scenarios of `docs/design/chaos.md`, S1–S14, the store's of mutex mode, S15–S18,
-//! wall-clock jumps, S19, and the forger on the path, S20:
+//! wall-clock jumps, S19, the forger on the path, S20, and the store's again, S21 (the row
+//! deleted) and S22 (the store's clock steps):
 //! each one a variant of [`Scenario`] and one `async fn` below that runs its schedule on a
 //! warmed-up cluster through the harness ([`super::harness`]).
 //!
@@ -42,11 +43,13 @@ pub enum Scenario {
     S18,
     S19,
     S20,
+    S21,
+    S22,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 20] = [
+    pub const ALL: [Scenario; 22] = [
         Scenario::S1,
         Scenario::S2,
         Scenario::S3,
@@ -67,9 +70,11 @@ impl Scenario {
         Scenario::S18,
         Scenario::S19,
         Scenario::S20,
+        Scenario::S21,
+        Scenario::S22,
     ];
 
-    /// `"S1"` … `"S20"`.
+    /// `"S1"` … `"S22"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::S1 => "S1",
@@ -92,6 +97,8 @@ impl Scenario {
             Scenario::S18 => "S18",
             Scenario::S19 => "S19",
             Scenario::S20 => "S20",
+            Scenario::S21 => "S21",
+            Scenario::S22 => "S22",
         }
     }
 
@@ -128,6 +135,11 @@ impl Scenario {
                 "a forger on the path (no secret): on the leader's links, then on a follower's: \
                  forged grants and acks, replayed answers, late and rewritten requests"
             }
+            Scenario::S21 => "mutex: the holder's row deleted under it, three times, a hold apart",
+            Scenario::S22 => {
+                "mutex: the store's wall clock steps: two follower leases ahead, a minute ahead, \
+                 a minute behind, an hour ahead"
+            }
         }
     }
 
@@ -137,12 +149,23 @@ impl Scenario {
         self == Scenario::S19
     }
 
+    /// Whether the scenario moves the store's wall clock: the store runs under libfaketime (a
+    /// run without it is skipped).
+    pub fn moves_store_clock(self) -> bool {
+        self == Scenario::S22
+    }
+
     /// Whether the scenario faults the store, which only mutex mode has (the matrix runs it
     /// for mutex mode only).
     pub fn store_only(self) -> bool {
         matches!(
             self,
-            Scenario::S15 | Scenario::S16 | Scenario::S17 | Scenario::S18
+            Scenario::S15
+                | Scenario::S16
+                | Scenario::S17
+                | Scenario::S18
+                | Scenario::S21
+                | Scenario::S22
         )
     }
 
@@ -160,7 +183,9 @@ impl Scenario {
             | Scenario::S11
             | Scenario::S16
             | Scenario::S17
-            | Scenario::S19 => &[Layer::Process],
+            | Scenario::S19
+            | Scenario::S21
+            | Scenario::S22 => &[Layer::Process],
             Scenario::S9 | Scenario::S20 => &[Layer::App],
             _ => &[Layer::App, Layer::Kernel],
         }
@@ -191,6 +216,8 @@ impl Scenario {
             Scenario::S18 => minority_cut_from_store(h, l).await,
             Scenario::S19 => wall_clock_jumps(h, l).await,
             Scenario::S20 => forger_on_the_path(h, l).await,
+            Scenario::S21 => row_deleted(h).await,
+            Scenario::S22 => store_clock_steps(h).await,
         }
     }
 }
@@ -539,6 +566,33 @@ async fn wall_clock_jumps(h: &mut Harness, l: NodeId) -> Result<(), String> {
     h.heal().await
 }
 
+/// S21: the holder's row deleted under it (an operator's `DELETE`, a database restored from a
+/// backup), three times, a hold apart, each once a holder claims. Nobody may take the new row
+/// inside the old holder's promise, and terms never go back (C1: one holder a term).
+async fn row_deleted(h: &mut Harness) -> Result<(), String> {
+    let hold = h.hold();
+    for _ in 0..3 {
+        h.leader().await?;
+        h.delete_row()?;
+        sleep(hold).await;
+    }
+    h.heal().await
+}
+
+/// S22: the store's wall clock steps (an NTP step, a failover to a host with another clock):
+/// two follower leases ahead, a minute ahead, a minute behind, an hour ahead, each held four
+/// follower leases; then back (the heal). A store that judges expiry by its own clock hands the
+/// row over inside the holder's promise on a forward step.
+async fn store_clock_steps(h: &mut Harness) -> Result<(), String> {
+    let each = Duration::from_millis(4 * h.timing.follower_lease_ms);
+    let two_leases_s = (2 * h.timing.follower_lease_ms).div_ceil(1000) as i64;
+    for offset_s in [two_leases_s, 60, -60, 3_600] {
+        h.step_store_clock(offset_s)?;
+        sleep(each).await;
+    }
+    h.heal().await
+}
+
 /// S20: the forger (src/faults.rs: an attacker without the cluster secret) on the leader's
 /// links to every other node, for the hold (many election timeouts), heal; then on a
 /// follower's links, heal. A node that checks its answers takes none of what the forger made
@@ -602,7 +656,7 @@ mod tests {
     #[test]
     fn names_parse_back_and_are_in_order() {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=20).map(|i| format!("S{i}")).collect();
+        let expected: Vec<String> = (1..=22).map(|i| format!("S{i}")).collect();
         assert_eq!(names, expected);
         for s in Scenario::ALL {
             assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
@@ -611,18 +665,19 @@ mod tests {
             assert!(!s.description().is_empty());
         }
         assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S21".parse::<Scenario>().is_err());
+        assert!("S23".parse::<Scenario>().is_err());
         assert!("s5".parse::<Scenario>().is_err());
         assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
     }
 
     #[test]
     fn layers_as_documented() {
-        // chaos.md: crashes, the store's process faults (S16 killed, S17 paused) and wall-clock
-        // jumps (S19) have no network layer; S9 (clock pause) is app-only.
+        // chaos.md: crashes, the store's process faults (S16 killed, S17 paused, S21 its row
+        // deleted, S22 its clock stepped) and wall-clock jumps (S19) have no network layer; S9
+        // (clock pause) is app-only.
         for s in Scenario::ALL {
             let want: &[Layer] = match s.as_str() {
-                "S1" | "S2" | "S11" | "S16" | "S17" | "S19" => &[Layer::Process],
+                "S1" | "S2" | "S11" | "S16" | "S17" | "S19" | "S21" | "S22" => &[Layer::Process],
                 "S9" | "S20" => &[Layer::App],
                 _ => &[Layer::App, Layer::Kernel],
             };

@@ -70,6 +70,8 @@ pub struct Cluster {
     /// Nodes run under this libfaketime library, each with a wall clock of its own that
     /// [`Cluster::set_wall_clock`] moves (src: `wallclock.rs`); `None`: the host's clock.
     pub wall_clocks: Option<PathBuf>,
+    /// The store runs under this libfaketime, its wall clock movable (chaos S22).
+    pub store_wall_clock: Option<PathBuf>,
     /// One connection pool for every node's [`Client`].
     pub(super) http: reqwest::Client,
     /// Mutex mode: the cluster's PostgreSQL server, stopped and removed with the cluster.
@@ -122,6 +124,7 @@ impl Cluster {
             die_with_parent: false,
             small_disks: Default::default(),
             wall_clocks: None,
+            store_wall_clock: None,
             http: electd_client::http_client()
                 .timeout(Duration::from_millis(800))
                 .build()

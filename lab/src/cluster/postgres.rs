@@ -36,6 +36,9 @@ pub struct Postgres {
     /// runner); `ctl up` leaves this off.
     die_with_parent: bool,
     child: Option<Child>,
+    /// The server runs under this libfaketime, its wall clock offset by the file
+    /// [`Postgres::wall_clock_file`] (chaos S22: the store's clock steps).
+    faketime: Option<PathBuf>,
 }
 
 /// The directory of PostgreSQL's programs (`initdb`, `postgres`), or why there is none.
@@ -90,6 +93,17 @@ impl Postgres {
     /// database of the nodes; starts it. With `die_with_parent` the server dies with the
     /// thread that started it.
     pub fn create(ip: &str, port: u16, die_with_parent: bool) -> Result<Postgres, String> {
+        Self::create_with_clock(ip, port, die_with_parent, None)
+    }
+
+    /// As [`Postgres::create`], the server under `faketime` (libfaketime) when given: its wall
+    /// clock (what `clock_timestamp()` reads) moves with [`Postgres::set_wall_clock`].
+    pub fn create_with_clock(
+        ip: &str,
+        port: u16,
+        die_with_parent: bool,
+        faketime: Option<PathBuf>,
+    ) -> Result<Postgres, String> {
         let bin = bin_dir()?;
         let root = rustix::process::geteuid().is_root();
         let run_as = if root {
@@ -114,7 +128,11 @@ impl Postgres {
             run_as,
             die_with_parent,
             child: None,
+            faketime,
         };
+        if pg.faketime.is_some() {
+            pg.set_wall_clock(0)?;
+        }
         pg.init()?;
         pg.start()?;
         pg.make_role_and_db()?;
@@ -143,7 +161,15 @@ impl Postgres {
     /// SIGKILL when the thread that started it exits (set after the change of user, which
     /// would clear it).
     fn command(&self, program: &str) -> Command {
+        self.command_with_env(program, &[])
+    }
+
+    /// As [`Postgres::command`], with `env` set for `program` alone (through `env(1)` after
+    /// `setpriv`, so that a preloaded library reaches the server, not `setpriv`, which runs as
+    /// root).
+    fn command_with_env(&self, program: &str, env: &[(&str, String)]) -> Command {
         let path = self.bin.join(program);
+        let pairs: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         match self.run_as {
             Some((uid, gid)) => {
                 let mut c = Command::new("setpriv");
@@ -153,11 +179,16 @@ impl Postgres {
                 if self.die_with_parent {
                     c.arg("--pdeathsig=SIGKILL");
                 }
-                c.arg("--").arg(path);
+                c.arg("--");
+                if !pairs.is_empty() {
+                    c.arg("env").args(&pairs);
+                }
+                c.arg(path);
                 c
             }
             None => {
                 let mut c = Command::new(path);
+                c.envs(env.iter().map(|(k, v)| (k, v)));
                 if self.die_with_parent {
                     // SAFETY: runs in the child between fork and exec: one plain system call
                     // (rustix, no libc state, no allocation).
@@ -213,6 +244,38 @@ impl Postgres {
         Ok(())
     }
 
+    /// The file that holds the server's wall-clock offset (when it runs under libfaketime).
+    fn wall_clock_file(&self) -> PathBuf {
+        self.dir.join("wallclock")
+    }
+
+    /// Sets the server's wall clock `offset_s` seconds from the host's, from its next read on
+    /// (written aside and renamed over, so that it never reads half of it; readable by the
+    /// server's user).
+    pub fn set_wall_clock(&self, offset_s: i64) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.wall_clock_file();
+        let tmp = path.with_extension("tmp");
+        fs::write(&tmp, format!("{offset_s:+}\n")).map_err(|e| format!("store clock: {e}"))?;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o644))
+            .map_err(|e| format!("store clock: {e}"))?;
+        fs::rename(&tmp, &path).map_err(|e| format!("store clock: {e}"))
+    }
+
+    /// How far the server's wall clock is from this host's, in seconds, as the server reads it.
+    pub fn wall_clock_offset_s(&self) -> Result<f64, String> {
+        let before = std::time::SystemTime::now();
+        let theirs: f64 = self
+            .sql("SELECT extract(epoch FROM clock_timestamp())")?
+            .parse()
+            .map_err(|e| format!("store clock: {e}"))?;
+        let mine = before
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|e| format!("host clock: {e}"))?
+            .as_secs_f64();
+        Ok(theirs - mine)
+    }
+
     /// Starts the server (again) on its data directory and waits until it takes connections
     /// (at most 20 s).
     pub fn start(&mut self) -> Result<(), String> {
@@ -221,7 +284,22 @@ impl Postgres {
         }
         let log = fs::File::create(self.dir.join("postgres.log"))
             .map_err(|e| format!("store log: {e}"))?;
-        let mut cmd = self.command("postgres");
+        // Under libfaketime, as the lab's nodes (cluster/wallclock.rs): the wall clock only,
+        // read again on every read.
+        let faked: Vec<(&str, String)> = match &self.faketime {
+            Some(lib) => vec![
+                ("LD_PRELOAD", lib.display().to_string()),
+                (
+                    "FAKETIME_TIMESTAMP_FILE",
+                    self.wall_clock_file().display().to_string(),
+                ),
+                ("FAKETIME_NO_CACHE", "1".into()),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+                ("NO_FAKE_STAT", "1".into()),
+            ],
+            None => Vec::new(),
+        };
+        let mut cmd = self.command_with_env("postgres", &faked);
         cmd.arg("-D")
             .arg(self.data())
             .arg("-p")

@@ -19,7 +19,13 @@ impl Cluster {
     /// nodes started afterwards.
     pub fn start_store(&mut self, ip: &str, port: u16) -> Result<(), CtlError> {
         if self.store.is_none() {
-            let pg = Postgres::create(ip, port, self.die_with_parent).map_err(CtlError::Store)?;
+            let pg = Postgres::create_with_clock(
+                ip,
+                port,
+                self.die_with_parent,
+                self.store_wall_clock.clone(),
+            )
+            .map_err(CtlError::Store)?;
             self.store = Some(pg);
         }
         let url = self.store.as_ref().map(Postgres::url).unwrap_or_default();
