@@ -36,6 +36,9 @@ pub enum NodeError {
     Quorum(#[from] QuorumError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A legacy mode's epoch file could not be read.
+    #[error("{0}")]
+    Legacy(String),
     /// The TLS files could not be read or do not fit together.
     #[error("{0}")]
     Tls(crate::config::ConfigError),
@@ -144,9 +147,12 @@ impl Node {
                 q.clone().spawn(stop.clone(), fatal);
                 q
             }
-            Mode::Bully => LegacyNode::<Bully>::start(&cfg, plumbing, stop.clone()),
-            Mode::Ring => LegacyNode::<Ring>::start(&cfg, plumbing, stop.clone()),
-            Mode::Invitation => LegacyNode::<Invitation>::start(&cfg, plumbing, stop.clone()),
+            Mode::Bully => LegacyNode::<Bully>::start(&cfg, plumbing, stop.clone())
+                .map_err(NodeError::Legacy)?,
+            Mode::Ring => LegacyNode::<Ring>::start(&cfg, plumbing, stop.clone())
+                .map_err(NodeError::Legacy)?,
+            Mode::Invitation => LegacyNode::<Invitation>::start(&cfg, plumbing, stop.clone())
+                .map_err(NodeError::Legacy)?,
             Mode::Mutex => {
                 let url = cfg
                     .store_url
@@ -207,6 +213,13 @@ impl Node {
             }),
             // Rounded down: never promise more lease than there is.
             lease_ms: lease_remaining_ns.map(|ns| ns / 1_000_000),
+            no_promise: (!matches!(self.mode(), Mode::Quorum | Mode::Mutex)).then(|| {
+                format!(
+                    "{} mode has no lease: a leader answer holds at its instant only, and \
+                     another node may lead at the same time (a partition)",
+                    self.mode().as_str()
+                )
+            }),
         }
     }
 

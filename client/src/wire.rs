@@ -145,6 +145,11 @@ pub struct LeaderInfo {
     pub leader: Option<LeaderRef>,
     /// While this node claims the leader role: milliseconds of claim left, rounded down.
     pub lease_ms: Option<u64>,
+    /// In the modes without a lease (bully, ring, invitation), on every answer: why this answer
+    /// promises nothing (a leader answer holds at its instant only; another node may lead at
+    /// once, on the other side of a partition). Absent in quorum and mutex modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_promise: Option<String>,
 }
 
 impl LeaderInfo {

@@ -58,6 +58,10 @@ impl BullyMsg {
 }
 
 impl MsgKind for BullyMsg {
+    fn epoch(&self) -> u64 {
+        BullyMsg::epoch(self)
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             BullyMsg::Election { .. } => "election",
@@ -185,6 +189,14 @@ impl Algorithm for Bully {
 
     fn start(&mut self) {
         self.start_election();
+    }
+
+    fn epoch(&self) -> u64 {
+        self.core.max_epoch()
+    }
+
+    fn restore_epoch(&mut self, epoch: u64) {
+        self.core.observe_epoch(epoch);
     }
 
     fn tick(&mut self) {

@@ -106,6 +106,11 @@ pub trait Algorithm {
         let _ = (to, msg);
     }
     fn view(&self) -> View;
+    /// The highest epoch this node has seen or made (what the node keeps in stable storage,
+    /// `epoch_file.rs`).
+    fn epoch(&self) -> u64;
+    /// A restarted node's stored epoch: it makes only epochs above it.
+    fn restore_epoch(&mut self, epoch: u64);
     /// What the algorithm adds to `/v1/status` beyond its view (the invitation algorithm: its
     /// group and members); nothing by default.
     fn details(&self) -> serde_json::Value {
@@ -117,6 +122,8 @@ pub trait Algorithm {
 /// Message type name used for counters: e.g. "election", "answer", "coordinator".
 pub trait MsgKind {
     fn kind(&self) -> &'static str;
+    /// The epoch (group number) the message names.
+    fn epoch(&self) -> u64;
     /// Whether the message is part of the steady state's periodic traffic, whatever the tick
     /// that sends it (the invitation algorithm's checks and their answers); the simulator
     /// counts them with the heartbeats.
@@ -124,6 +131,12 @@ pub trait MsgKind {
         false
     }
 }
+
+/// The highest epoch a message may name: a node adopts the highest epoch it sees and makes the
+/// next one above it, so a message naming `u64::MAX` (one signed by a faulty member, say) would
+/// leave no number to make, and every node would saturate on it. Refused at the door
+/// (`node.rs`, `receive`), with room for 2^63 elections after it.
+pub const MAX_EPOCH: u64 = u64::MAX / 2;
 
 /// Sorted, deduplicated member list that contains `id` (defensive normalisation of `new`'s input).
 fn normalize_members(id: NodeId, mut members: Vec<NodeId>) -> Vec<NodeId> {

@@ -5,14 +5,17 @@
 //! form: no quorum, so each side of a partition has a coordinator of its own.
 //!
 //! * A group is named by a **group number** (`(number, coordinator)`): a new group takes the
-//!   highest number seen plus one. The number is the view's `term`.
+//!   highest number seen plus one. The number is the view's `term`. Garcia-Molina keeps the
+//!   counter of groups in "safe" storage, which survives a crash; so does the node
+//!   (`epoch_file.rs`): a restarted node never names a group it named before.
 //! * **Recovery** (at start, and whenever a member loses its coordinator): the node forms a
 //!   group of its own and coordinates it.
-//! * **Check** (a coordinator, every `announce_interval` ticks): it asks every node outside
-//!   its group AreYouCoordinator; the coordinators that answer yes are merged with its group.
-//!   To avoid two coordinators inviting each other at once, only the one with the highest id
-//!   among those found merges at once; the others wait `coordinator_timeout` ticks to be
-//!   invited, and merge themselves only if they were not.
+//! * **Check** (a coordinator, every `announce_interval` ticks): it asks every other node
+//!   AreYouCoordinator; the coordinators that answer yes are merged with its group. To avoid
+//!   two coordinators inviting each other at once, only the one with the highest id among
+//!   those found merges at once; the others wait in proportion to how far their id is below
+//!   the highest found (`coordinator_timeout` ticks a step) to be invited, and merge themselves
+//!   only if they were not.
 //! * **Merge**: the coordinator makes a new group number and sends Invitation to the
 //!   coordinators it found and to its own members; it collects Accepts for
 //!   `coordinator_timeout` ticks, then sends Ready with the new group's members to each that
@@ -88,6 +91,10 @@ impl InvitationMsg {
 }
 
 impl MsgKind for InvitationMsg {
+    fn epoch(&self) -> u64 {
+        self.group().number
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             InvitationMsg::AreYouCoordinator { .. } => "are_you_coordinator",
@@ -137,7 +144,7 @@ pub struct Invitation {
     /// A coordinator: the other coordinators that answered yes since its last check.
     found: BTreeSet<NodeId>,
     /// A coordinator that found others with a higher id: ticks left to be invited before it
-    /// merges them itself.
+    /// merges them itself (in proportion to the difference from the highest found).
     merge_in: Option<u32>,
     /// A member: ticks since its coordinator last answered yes. It gives up after twice the
     /// failure timeout, a round trip of the question (the core's timeout counts one way).
@@ -197,16 +204,31 @@ impl Invitation {
         self.coordinate(group, BTreeSet::from([me]));
     }
 
-    /// Check: ask every node outside the group whether it coordinates one; decide on the
-    /// coordinators found in the last round.
+    /// Check: ask every other node whether it coordinates a group; decide on the coordinators
+    /// found in the last round.
+    ///
+    /// Garcia-Molina's Check (paraphrased from his pseudocode): a coordinator in the normal
+    /// state sends AreYouCoordinator to *every* node j ≠ i (not only to those outside its group,
+    /// whose member list may be stale: a member that since formed a group of its own is a
+    /// coordinator to merge with); with p the highest priority among those that answered yes,
+    /// a coordinator with i < p waits "a time proportional to p − i" before it calls Merge, so
+    /// that the highest merges first and invites the others before they invite anyone (the
+    /// wait avoids the collisions of several merges at once). Priority is the node id; the
+    /// unit of the wait is `coordinator_timeout` ticks, the time a merge takes to collect its
+    /// Accepts.
     fn check(&mut self) {
         if !self.found.is_empty() {
             let me = self.core.id();
-            if self.found.iter().all(|&c| c < me) {
+            let highest = self.found.iter().copied().max().unwrap_or(me);
+            if highest < me {
                 return self.merge();
             }
             match &mut self.merge_in {
-                None => self.merge_in = Some(self.core.ticks().coordinator_timeout.max(1)),
+                None => {
+                    let unit = u64::from(self.core.ticks().coordinator_timeout.max(1));
+                    let wait = unit.saturating_mul(highest - me);
+                    self.merge_in = Some(u32::try_from(wait).unwrap_or(u32::MAX));
+                }
                 Some(left) => {
                     if count_down(left) {
                         return self.merge();
@@ -215,14 +237,15 @@ impl Invitation {
             }
         }
         let Some(group) = self.group() else { return };
-        let outside: Vec<NodeId> = self
+        let me = self.core.id();
+        let others: Vec<NodeId> = self
             .core
             .members()
             .iter()
             .copied()
-            .filter(|m| !self.members.contains(m))
+            .filter(|&m| m != me)
             .collect();
-        for m in outside {
+        for m in others {
             self.core
                 .send(m, InvitationMsg::AreYouCoordinator { group });
         }
@@ -358,6 +381,14 @@ impl Algorithm for Invitation {
         self.check();
     }
 
+    fn epoch(&self) -> u64 {
+        self.core.max_epoch()
+    }
+
+    fn restore_epoch(&mut self, epoch: u64) {
+        self.core.observe_epoch(epoch);
+    }
+
     fn tick(&mut self) {
         // A member asks its coordinator every tick (before its silence is counted).
         if let (Role::Follower, Some(group)) = (self.core.view().role, self.group()) {
@@ -411,8 +442,9 @@ impl Algorithm for Invitation {
                     InvitationMsg::AreYouCoordinatorAnswer { group: mine, yes },
                 );
             }
-            InvitationMsg::AreYouCoordinatorAnswer { yes, .. } => {
-                if yes && self.coordinates() && !self.members.contains(&from) {
+            InvitationMsg::AreYouCoordinatorAnswer { group, yes } => {
+                // A coordinator of another group, a former member of this one included.
+                if yes && self.coordinates() && Some(group) != self.group() {
                     self.found.insert(from);
                 }
             }
@@ -606,34 +638,67 @@ mod tests {
 
     #[test]
     fn a_lower_coordinator_waits_to_be_invited_then_merges_itself() {
-        let mut n = node(2);
+        // Ticks until coordinator `me`, having found coordinator 4, invites it itself (the
+        // answer repeated every tick, as every check brings it again).
+        let wait = |me: NodeId| {
+            let mut n = node(me);
+            for t in 0..1000 {
+                n.step(
+                    4,
+                    InvitationMsg::AreYouCoordinatorAnswer {
+                        group: g(1, 4),
+                        yes: true,
+                    },
+                );
+                n.tick();
+                if sent(&mut n)
+                    .iter()
+                    .any(|(to, m)| *to == 4 && matches!(m, InvitationMsg::Invitation { .. }))
+                {
+                    return t;
+                }
+            }
+            panic!("node {me} never merged");
+        };
+        let (one_below, two_below) = (wait(3), wait(2));
+        assert!(one_below >= 1, "node 3 waits for the higher coordinator");
+        // Garcia-Molina: a wait in proportion to the difference of priorities, so that the
+        // coordinators below the highest do not all merge at once (and collide).
+        assert!(
+            two_below > one_below,
+            "node 2 (two below 4) waits longer than node 3 (one below): {two_below} vs \
+             {one_below} ticks"
+        );
+    }
+
+    /// Check asks every other node, its own group's members too: a member that since formed a
+    /// group of its own (its coordinator's list is stale) is a coordinator to merge with.
+    #[test]
+    fn check_asks_every_node_and_merges_a_former_member_that_coordinates() {
+        // Node 5 coordinates all five (its list: 3 has since formed a group of its own).
+        let mut n = node(5);
+        n.coordinate(g(7, 5), BTreeSet::from([1, 2, 3, 4, 5]));
+        n.check();
+        let asked: BTreeSet<NodeId> = sent(&mut n)
+            .into_iter()
+            .filter(|(_, m)| matches!(m, InvitationMsg::AreYouCoordinator { .. }))
+            .map(|(to, _)| to)
+            .collect();
+        assert_eq!(asked, BTreeSet::from([1, 2, 3, 4]), "before: nobody");
         n.step(
-            4,
+            3,
             InvitationMsg::AreYouCoordinatorAnswer {
-                group: g(1, 4),
+                group: g(8, 3),
                 yes: true,
             },
         );
-        for _ in 0..3 {
-            n.tick();
-            assert!(
-                !sent(&mut n)
-                    .iter()
-                    .any(|(_, m)| matches!(m, InvitationMsg::Invitation { .. })),
-                "it waits for the higher coordinator"
-            );
-            n.step(
-                4,
-                InvitationMsg::AreYouCoordinatorAnswer {
-                    group: g(1, 4),
-                    yes: true,
-                },
-            );
-        }
-        n.tick();
-        assert!(sent(&mut n)
-            .iter()
-            .any(|(to, m)| *to == 4 && matches!(m, InvitationMsg::Invitation { .. })));
+        n.check();
+        assert!(
+            sent(&mut n)
+                .iter()
+                .any(|(to, m)| *to == 3 && matches!(m, InvitationMsg::Invitation { .. })),
+            "the former member that coordinates is merged (before: ignored, in the list)"
+        );
     }
 
     #[test]

@@ -27,9 +27,10 @@
 //!   yet started reports `Follower` with `leader: None` and is passive (no timers run) until it
 //!   is started or a message reaches it.
 //! * `epoch` is the coordinator epoch. Every message carries an epoch and a node adopts the
-//!   highest epoch it sees; a new coordinator takes *max epoch seen + 1*. Epochs are not
-//!   persisted: a restarted node starts from 0 and learns the current epoch from the messages
-//!   of the others (the algorithms are built so that this always happens, see their docs).
+//!   highest epoch it sees; a new coordinator takes *max epoch seen + 1*. The highest epoch is
+//!   kept in the data dir (`epoch_file.rs`) before a message names it, so a restarted node
+//!   never makes an epoch (a group number) it made before; a message naming an epoch above
+//!   [`core::MAX_EPOCH`] is refused.
 //! * Claims of a coordinator are compared by *rank* `(epoch, leader id)`, lexicographically.
 //!   A follower ignores a claim that ranks below the coordinator it follows (a stale or
 //!   weaker claim; the stronger coordinator's periodic announcements will reach the weaker
@@ -97,12 +98,14 @@
 
 pub mod bully;
 pub mod core;
+mod epoch_file;
 pub mod invitation;
 mod node;
 pub mod ring;
 
 pub use self::bully::{Bully, BullyMsg};
-pub use self::core::{Algorithm, MsgKind, Outbox, Ticks};
+pub use self::core::{Algorithm, MsgKind, Outbox, Ticks, MAX_EPOCH};
+pub use self::epoch_file::EPOCH_FILE;
 pub use self::invitation::{Invitation, InvitationMsg};
 pub use self::node::LegacyNode;
 pub use self::ring::{Ring, RingMsg};

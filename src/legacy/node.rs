@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use futures_util::future::BoxFuture;
 
-use super::core::{Algorithm, MsgKind, Ticks};
+use super::core::{Algorithm, MsgKind, Ticks, MAX_EPOCH};
+use super::epoch_file::EpochFile;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::counters::Counters;
@@ -30,6 +31,8 @@ pub const PATH_MSG: &str = "/peer/msg";
 /// A legacy-mode node running algorithm `A`.
 pub struct LegacyNode<A: Algorithm> {
     alg: Mutex<A>,
+    /// The highest epoch in stable storage, raised before a message names a higher one.
+    epochs: Mutex<EpochFile>,
     view: Mutex<View>,
     transport: Arc<Transport>,
     events: Arc<EventLog>,
@@ -50,8 +53,15 @@ impl<A: Algorithm + Send + 'static> LegacyNode<A>
 where
     A::Msg: MsgKind + Sync,
 {
-    /// Creates the state machine, starts it (it calls an election) and the tick loop.
-    pub fn start(cfg: &Config, plumbing: Plumbing, stop: CancellationToken) -> Arc<Self> {
+    /// Creates the state machine from the epoch kept in the data dir, starts it (it calls an
+    /// election) and the tick loop. An epoch file that cannot be read stops the start, naming
+    /// it.
+    pub fn start(
+        cfg: &Config,
+        plumbing: Plumbing,
+        stop: CancellationToken,
+    ) -> Result<Arc<Self>, String> {
+        let epochs = EpochFile::open(&cfg.data_dir)?;
         let Plumbing {
             transport,
             events,
@@ -61,9 +71,12 @@ where
         let t = cfg.timing;
         let ticks = Ticks::from_timing(t.heartbeat_ms, t.follower_lease_ms);
         let (running, guard) = Running::start();
+        let mut alg = A::new(cfg.id, cfg.member_ids(), ticks);
+        alg.restore_epoch(epochs.stored());
         let node = Arc::new(LegacyNode {
             running,
-            alg: Mutex::new(A::new(cfg.id, cfg.member_ids(), ticks)),
+            alg: Mutex::new(alg),
+            epochs: Mutex::new(epochs),
             view: Mutex::new(View::INITIAL),
             transport,
             events,
@@ -88,7 +101,7 @@ where
                 }
             }
         });
-        node
+        Ok(node)
     }
 
     /// Feeds one input to the algorithm, then carries out its outputs. The one place legacy
@@ -99,6 +112,10 @@ where
         let out = {
             let mut alg = self.alg.lock().expect("algorithm lock");
             input(&mut alg);
+            // Stable storage before any message names the new epoch (epoch_file.rs).
+            if let Err(e) = self.epochs.lock().expect("epoch file").raise(alg.epoch()) {
+                tracing::error!(error = %e, epoch = alg.epoch(), "cannot store the epoch");
+            }
             let out = alg.take_outbox();
             if let Some(last) = out.view_changes.last() {
                 *self.view.lock().expect("view lock") = *last;
@@ -150,6 +167,13 @@ where
     A::Msg: MsgKind + Sync,
 {
     let msg: A::Msg = decode_peer(&node.counters, &body)?;
+    if msg.epoch() > MAX_EPOCH {
+        node.counters.rejected("bad_epoch");
+        return Err(ApiError::bad_request(
+            "bad_epoch",
+            format!("epoch {} is above {MAX_EPOCH}", msg.epoch()),
+        ));
+    }
     node.counters.received(msg.kind());
     node.apply(|a| a.step(from, msg));
     Ok(Json(serde_json::json!({"ok": true})))
@@ -206,5 +230,65 @@ where
         self.events
             .record_view(self.clock.mono_ns(), view, &self.counters);
         Box::pin(async {})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::legacy::{Invitation, InvitationMsg};
+
+    /// A single-member invitation node on `dir`.
+    fn node_on(dir: &std::path::Path) -> (Arc<LegacyNode<Invitation>>, CancellationToken) {
+        let cfg = crate::config::single_member(dir, Mode::Invitation);
+        let counters = Arc::new(Counters::default());
+        let transport = Arc::new(Transport::new(
+            &cfg,
+            Arc::new(crate::faults::Faults::new(1)),
+            counters.clone(),
+            crate::clock::system(),
+            None,
+        ));
+        let plumbing = Plumbing {
+            transport,
+            events: Arc::new(EventLog::open(dir, 1).unwrap()),
+            counters,
+            clock: crate::clock::system(),
+        };
+        let stop = CancellationToken::new();
+        let node = LegacyNode::<Invitation>::start(&cfg, plumbing, stop.clone()).unwrap();
+        (node, stop)
+    }
+
+    /// Issue 33, item 2: one message naming group `u64::MAX` made every node adopt it, and
+    /// every group it made after was `u64::MAX` again (saturated). Now it is refused at the door
+    /// (400 `bad_epoch`) and the node's counter is untouched; the counter it keeps survives a
+    /// restart, so the restarted node's group is numbered above the one it had.
+    #[tokio::test]
+    async fn a_group_number_beyond_the_bound_is_refused_and_the_counter_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        let (node, stop) = node_on(dir.path());
+        let before = node.alg.lock().unwrap().epoch();
+        assert!(before >= 1, "a group of its own at start");
+        let forged = InvitationMsg::AreYouCoordinator {
+            group: crate::legacy::invitation::Group {
+                number: u64::MAX,
+                coordinator: 1,
+            },
+        };
+        let body = Bytes::from(serde_json::to_vec(&forged).unwrap());
+        let res = receive(State(node.clone()), Extension(PeerId(1)), body).await;
+        let err = res.expect_err("refused");
+        assert_eq!(
+            (err.status, err.code),
+            (axum::http::StatusCode::BAD_REQUEST, "bad_epoch")
+        );
+        assert_eq!(node.alg.lock().unwrap().epoch(), before, "not adopted");
+        stop.cancel();
+        drop(node);
+        let (again, stop) = node_on(dir.path());
+        let after = again.alg.lock().unwrap().epoch();
+        assert!(after > before, "restarted at group {after}, had {before}");
+        stop.cancel();
     }
 }

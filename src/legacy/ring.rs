@@ -87,6 +87,14 @@ pub enum RingMsg {
 }
 
 impl MsgKind for RingMsg {
+    fn epoch(&self) -> u64 {
+        match *self {
+            RingMsg::Election { epoch, .. }
+            | RingMsg::Coordinator { epoch, .. }
+            | RingMsg::Announce { epoch, .. } => epoch,
+        }
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             RingMsg::Election { .. } => "election",
@@ -346,6 +354,14 @@ impl Algorithm for Ring {
 
     fn start(&mut self) {
         self.start_election();
+    }
+
+    fn epoch(&self) -> u64 {
+        self.core.max_epoch()
+    }
+
+    fn restore_epoch(&mut self, epoch: u64) {
+        self.core.observe_epoch(epoch);
     }
 
     fn tick(&mut self) {

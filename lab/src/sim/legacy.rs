@@ -50,6 +50,8 @@ struct Slot<A> {
     node: Option<A>,
     /// Bumped on every restart so that notices for an earlier life are dropped.
     incarnation: u64,
+    /// The epoch the node keeps in stable storage (`legacy-epoch`): what a restart starts from.
+    stored_epoch: u64,
 }
 
 /// One change of view reported by a node.
@@ -101,6 +103,7 @@ where
                 let slot = Slot {
                     node: Some(A::new(id, members.clone(), ticks)),
                     incarnation: 0,
+                    stored_epoch: 0,
                 };
                 (id, slot)
             })
@@ -183,7 +186,11 @@ where
     /// Stops node `id`: it drops everything from now on.
     pub fn kill(&mut self, id: NodeId) {
         if let Some(slot) = self.slots.get_mut(&id) {
-            slot.node = None;
+            // The node stores its epoch before any message names it (the legacy node's
+            // `apply`): what it holds at its death is on its disk.
+            if let Some(node) = slot.node.take() {
+                slot.stored_epoch = slot.stored_epoch.max(node.epoch());
+            }
         }
     }
 
@@ -193,7 +200,12 @@ where
         let ticks = self.ticks;
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.incarnation += 1;
-            slot.node = Some(A::new(id, members, ticks));
+            if let Some(node) = slot.node.take() {
+                slot.stored_epoch = slot.stored_epoch.max(node.epoch());
+            }
+            let mut node = A::new(id, members, ticks);
+            node.restore_epoch(slot.stored_epoch);
+            slot.node = Some(node);
             self.start(id);
         }
     }

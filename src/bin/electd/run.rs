@@ -669,6 +669,7 @@ mod tests {
                 addr: "127.0.0.1:7001".into(),
             }),
             lease_ms,
+            no_promise: None,
         }
     }
 
