@@ -366,7 +366,7 @@ impl Family {
 /// resignation), before another node claims.
 #[test]
 fn a_grandchild_is_gone_when_the_claim_ends() {
-    grandchild_gone_when_the_claim_ends(false);
+    grandchild_gone_when_the_claim_ends(false, Ending::Resign);
 }
 
 /// A daemon (double fork, `setsid`, SIGTERM ignored) that CMD started is gone before the next
@@ -375,21 +375,51 @@ fn a_grandchild_is_gone_when_the_claim_ends() {
 /// killed by hand).
 #[test]
 fn a_daemonized_grandchild_is_gone_when_the_claim_ends() {
-    grandchild_gone_when_the_claim_ends(true);
+    grandchild_gone_when_the_claim_ends(true, Ending::Resign);
 }
 
-fn grandchild_gone_when_the_claim_ends(daemon: bool) {
+/// Issue 33, item 3, on a paused node: the leader's node frozen (SIGSTOP), its supervisor
+/// hears nothing more and its last promise runs out; the daemon CMD started is gone before
+/// the next leader claims, as on a resignation.
+#[test]
+fn a_daemonized_grandchild_is_gone_when_its_node_is_paused() {
+    grandchild_gone_when_the_claim_ends(true, Ending::PauseNode);
+}
+
+/// How the claim ends.
+#[derive(Clone, Copy)]
+enum Ending {
+    /// The leader resigns.
+    Resign,
+    /// The leader's node is paused (SIGSTOP) until the next leader claims.
+    PauseNode,
+}
+
+fn grandchild_gone_when_the_claim_ends(daemon: bool, ending: Ending) {
     let rt = TestCluster::rt();
     let mut f = Family::start_with(&rt, daemon);
     let (tc, l) = (&f.tc, f.leader);
-    let client = tc.c.client(l).unwrap();
-    rt.block_on(client.resign(None))
-        .expect("the leader resigns");
+    match ending {
+        Ending::Resign => {
+            let client = tc.c.client(l).unwrap();
+            rt.block_on(client.resign(None))
+                .expect("the leader resigns");
+        }
+        Ending::PauseNode => {
+            assert!(
+                tc.c.signal(l, rustix::process::Signal::STOP),
+                "node {l} paused"
+            );
+        }
+    }
     let last_child = wait_gone(&f.child, "the child");
     let last_grandchild = wait_gone(&f.grandchild, "the grandchild");
     f.sups.interrupt_all();
     let tc = &f.tc;
     let next = rt.block_on(leader_other_than(tc, l));
+    if let Ending::PauseNode = ending {
+        tc.c.signal(l, rustix::process::Signal::CONT);
+    }
     let claims = claim_intervals(&tc.run_log(None, None));
     let next_claim = claims
         .iter()
