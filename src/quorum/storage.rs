@@ -808,6 +808,13 @@ mod tests {
         Vote::new(term, node)
     }
 
+    /// Applies a membership of `ids` at log `index`.
+    async fn apply_members(sm: &mut StateMachine, index: u64, ids: &[NodeId]) {
+        sm.apply(vec![entry(index, EntryPayload::Membership(members(ids)))])
+            .await
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn vote_survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
@@ -980,26 +987,8 @@ mod tests {
             ),
             "a new data dir of node 3 is refused by what the log holds"
         );
-        sm.apply(vec![entry(4, EntryPayload::Membership(members(&[1, 2])))])
-            .await
-            .unwrap();
+        apply_members(&mut sm, 4, &[1, 2]).await;
         assert_eq!(store.logged(), BTreeMap::from([(2, 0x22)]), "3 removed");
-        assert_eq!(
-            store.recognise_peer(3, 0x35).await.unwrap(),
-            Recognition::Stranger,
-            "not a member: nothing recorded"
-        );
-        sm.apply(vec![entry(
-            5,
-            EntryPayload::Membership(members(&[1, 2, 3])),
-        )])
-        .await
-        .unwrap();
-        assert_eq!(
-            store.recognise_peer(3, 0x35).await.unwrap(),
-            Recognition::New,
-            "added back: its new data dir is recorded"
-        );
     }
 
     /// Issue 29, found by the 10,000-schedule soak (seed 626 of `sim --membership`): a hello
@@ -1012,19 +1001,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), 1, "c").unwrap();
         let mut sm = StateMachine(store.clone());
-        sm.apply(vec![entry(
-            1,
-            EntryPayload::Membership(members(&[1, 2, 3])),
-        )])
-        .await
-        .unwrap();
+        apply_members(&mut sm, 1, &[1, 2, 3]).await;
         assert_eq!(
             store.recognise_peer(3, 0x33).await.unwrap(),
             Recognition::New
         );
-        sm.apply(vec![entry(2, EntryPayload::Membership(members(&[1, 2])))])
-            .await
-            .unwrap();
+        apply_members(&mut sm, 2, &[1, 2]).await;
         assert_eq!(store.recorded(3), None, "the removal forgot it");
         // The removed node's last hello arrives after the apply.
         assert_eq!(
@@ -1032,12 +1014,7 @@ mod tests {
             Recognition::Stranger
         );
         assert_eq!(store.recorded(3), None, "and is not recorded again");
-        sm.apply(vec![entry(
-            3,
-            EntryPayload::Membership(members(&[1, 2, 3])),
-        )])
-        .await
-        .unwrap();
+        apply_members(&mut sm, 3, &[1, 2, 3]).await;
         assert_eq!(
             store.recognise_peer(3, 0x34).await.unwrap(),
             Recognition::New,
@@ -1054,12 +1031,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), 1, "c").unwrap();
         let mut sm = StateMachine(store.clone());
-        sm.apply(vec![entry(
-            1,
-            EntryPayload::Membership(members(&[1, 2, 3])),
-        )])
-        .await
-        .unwrap();
+        apply_members(&mut sm, 1, &[1, 2, 3]).await;
         assert_eq!(
             store.recognise_peer(3, 0x33).await.unwrap(),
             Recognition::New
