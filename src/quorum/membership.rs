@@ -256,7 +256,10 @@ impl QuorumNode {
                 leader,
                 PATH_REMOVE,
                 "remove",
-                &RemoveRequest { id: self.id },
+                &RemoveRequest {
+                    id: self.id,
+                    membership: self.membership_index(),
+                },
                 left(until),
             )
             .await;

@@ -516,6 +516,16 @@ impl QuorumPeer for QuorumNode {
         if req.id != from {
             return Err(format!("node {from} may remove only itself this way"));
         }
+        // Only from the membership it asked in: a request held back on the path until the node
+        // was removed and added again names an older one.
+        let now = self.membership_index();
+        if req.membership.is_none() || req.membership != now {
+            return Err(format!(
+                "node {from} asked to be removed from the membership of log index {:?}, and the \
+                 membership in force is of index {now:?}: ask again",
+                req.membership
+            ));
+        }
         self.remove_member(req.id).await.map_err(|e| e.to_string())
     }
 
@@ -1175,6 +1185,33 @@ mod tests {
             matches!(ended, Ok(Ok(Err(_)))),
             "the engine's run ends with an error (the binary exits): {ended:?}"
         );
+        stop.cancel();
+    }
+
+    /// Issue 30: a `/peer/raft/remove` withheld on the path and delivered after the node was
+    /// removed and added back would have removed it again. A removal now names the membership
+    /// the sender asked in, and the receiver refuses any other one (and one that names none).
+    #[tokio::test]
+    async fn a_removal_from_another_membership_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, stop) = single_node(dir.path()).await;
+        assert!(until_claiming(&q).await, "node 1 leads");
+        let now = q.membership_index();
+        for stale in [None, now.map(|i| i + 7)] {
+            let e = q
+                .clone()
+                .on_remove(
+                    1,
+                    RemoveRequest {
+                        id: 1,
+                        membership: stale,
+                    },
+                )
+                .await
+                .expect_err("refused");
+            assert!(e.contains("ask again"), "{e}");
+        }
+        assert_eq!(q.membership_index(), now, "nothing removed");
         stop.cancel();
     }
 }

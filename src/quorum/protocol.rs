@@ -65,6 +65,12 @@ pub const PATH_HELLO: &str = "/peer/raft/hello";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoveRequest {
     pub id: NodeId,
+    /// The log index of the membership the sender's log named when it asked: the receiver
+    /// removes only from that membership, so a request withheld on the path and delivered
+    /// after the node was removed and added back removes nothing (issue 30). Absent from an
+    /// older sender: refused.
+    #[serde(default)]
+    pub membership: Option<u64>,
 }
 
 /// "This is the incarnation of my data dir": the receiver records it if it knows none.
