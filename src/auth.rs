@@ -315,6 +315,17 @@ impl PeerAuth {
     }
 
     /// `peer` answered with `epoch`: requests to it are signed for that one from now on.
+    /// Forgets what this node keeps of `peers` (their sessions as senders, their epochs as
+    /// receivers): they left the membership.
+    pub fn forget(&self, peers: &[NodeId]) {
+        let mut r = self.receiver.lock().expect("receiver lock");
+        let mut epochs = self.epochs.lock().expect("epochs lock");
+        for id in peers {
+            r.sessions.remove(id);
+            epochs.remove(id);
+        }
+    }
+
     pub fn learn_epoch(&self, peer: NodeId, epoch: u64) {
         self.epochs.lock().expect("epochs lock").insert(peer, epoch);
     }

@@ -354,6 +354,19 @@ impl Transport {
         Err(TransportError::UnsignedAnswer(to))
     }
 
+    /// Keeps only `ids` in the address book (the membership in force; quorum mode) and forgets
+    /// the sessions and epochs of the peers it drops.
+    pub fn keep_members(&self, ids: &std::collections::BTreeSet<NodeId>) {
+        let gone = self.peers.keep_only(ids);
+        if gone.is_empty() {
+            return;
+        }
+        tracing::info!(?gone, "peers no longer in the membership forgotten");
+        if let Some(auth) = &self.auth {
+            auth.forget(&gone);
+        }
+    }
+
     /// The address a sender names in [`HDR_ADDR`], when this node learns senders from it.
     fn sender_addr<'a>(&self, headers: &'a HeaderMap) -> Option<&'a str> {
         let addr = headers.get(HDR_ADDR)?.to_str().ok()?;
@@ -412,7 +425,21 @@ impl Transport {
         let (from, req) = self.authenticated(from, req).await?;
         if !self.peers.contains(from) {
             if let Some(addr) = self.sender_addr(req.headers()) {
-                self.peers.learn(from, addr);
+                if !self.peers.learn_sender(from, addr) {
+                    // Its MAC held: the refusal is signed (a member's, not a forger's).
+                    return Err((
+                        ApiError::new(
+                            StatusCode::FORBIDDEN,
+                            "unknown_peer",
+                            format!(
+                                "node {from} is not a member of this node's membership, and \
+                                 {} such senders are known already",
+                                crate::wire::MAX_STRANGERS
+                            ),
+                        ),
+                        true,
+                    ));
+                }
             }
         }
         Ok((from, req))
@@ -647,7 +674,7 @@ pub fn decode_peer<T: DeserializeOwned>(counters: &Counters, body: &[u8]) -> Res
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::sync::Mutex;
 
     use axum::routing::post;
@@ -855,5 +882,53 @@ mod tests {
             b_auth.verify(&signed("127.0.0.1:7001"), &proof.mac_hex),
             Err(crate::auth::AuthError::BadSignature)
         );
+    }
+
+    /// Issue 30: a secret holder grew a receiver's address book (and its session windows)
+    /// without limit: any id that named its address was learned and kept for ever, removed
+    /// members too. Now at most `MAX_STRANGERS` senders no membership names are learned (the
+    /// next one is refused, signed, 403), and the membership in force prunes the book and the
+    /// sessions of those it drops.
+    #[tokio::test]
+    async fn senders_outside_the_membership_are_bounded_and_pruned() {
+        let path = Arc::new(Path::default());
+        let b = Arc::new(transport(2, path.clone()));
+        let r = axum::Router::new()
+            .route("/peer/echo", post(|body: Bytes| async move { body }))
+            .layer(axum::middleware::from_fn_with_state(b.clone(), guard));
+        path.routers.lock().unwrap().insert(2, r);
+        let stranger = |id: NodeId| {
+            let mut cfg = config(id);
+            cfg.peers.push(Peer {
+                id,
+                addr: format!("127.0.0.1:{}", 7000 + id),
+                priority: 0,
+            });
+            Transport::with_wire(
+                &cfg,
+                Arc::new(Faults::new(1)),
+                Arc::new(Counters::default()),
+                path.clone(),
+                crate::clock::system(),
+            )
+        };
+        let first = 10;
+        let last = first + crate::wire::MAX_STRANGERS as NodeId - 1;
+        for id in first..=last {
+            assert_eq!(echo(&stranger(id), "hi").await.unwrap(), "hi", "node {id}");
+        }
+        let r = echo(&stranger(last + 1), "one too many").await;
+        assert!(
+            matches!(
+                &r,
+                Err(TransportError::Refused(2, StatusCode::FORBIDDEN, _))
+            ),
+            "{r:?}"
+        );
+        assert!(!b.peers.contains(last + 1));
+        // The membership in force: 1, 2, 3. The strangers are forgotten, and one more may come.
+        b.keep_members(&BTreeSet::from([1, 2, 3]));
+        assert!(!b.peers.contains(first) && b.peers.contains(3));
+        assert_eq!(echo(&stranger(last + 1), "now").await.unwrap(), "now");
     }
 }

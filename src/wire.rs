@@ -38,35 +38,82 @@ pub trait Wire: Send + Sync + 'static {
 }
 
 /// The members' addresses, self included: the config's `peers`, and every member that a
-/// membership change named since (quorum mode). Shared by the transport and its wire.
+/// membership change named since (quorum mode), and at most [`MAX_STRANGERS`] senders that no
+/// membership this node applied names yet (learned from their authenticated requests).
+/// Shared by the transport and its wire. In quorum mode it follows the log: a member removed is
+/// forgotten ([`AddressBook::keep_only`]), so the book never outgrows the membership by more
+/// than the strangers' cap, whoever holds the secret.
 #[derive(Debug, Default)]
-pub struct AddressBook(std::sync::RwLock<BTreeMap<NodeId, String>>);
+pub struct AddressBook {
+    book: std::sync::RwLock<BTreeMap<NodeId, String>>,
+    /// The ids in the book learned from a request, not from a membership.
+    strangers: std::sync::Mutex<std::collections::BTreeSet<NodeId>>,
+}
+
+/// How many senders no applied membership names the book holds at once (a member added while
+/// this node was cut off, before its log catches up, is one).
+pub const MAX_STRANGERS: usize = 16;
 
 impl AddressBook {
     pub fn new(peers: BTreeMap<NodeId, String>) -> Arc<AddressBook> {
-        Arc::new(AddressBook(std::sync::RwLock::new(peers)))
+        Arc::new(AddressBook {
+            book: std::sync::RwLock::new(peers),
+            strangers: std::sync::Mutex::new(Default::default()),
+        })
     }
 
     pub fn get(&self, id: NodeId) -> Option<String> {
-        self.0.read().expect("address book").get(&id).cloned()
+        self.book.read().expect("address book").get(&id).cloned()
     }
 
     pub fn contains(&self, id: NodeId) -> bool {
-        self.0.read().expect("address book").contains_key(&id)
+        self.book.read().expect("address book").contains_key(&id)
     }
 
     /// Records `addr` for `id` (a member added, or one whose address changed).
     pub fn learn(&self, id: NodeId, addr: &str) {
-        let mut book = self.0.write().expect("address book");
+        self.strangers.lock().expect("strangers").remove(&id);
+        let mut book = self.book.write().expect("address book");
         if book.get(&id).map(String::as_str) != Some(addr) {
             tracing::info!(peer = id, addr, "peer address learned from the membership");
             book.insert(id, addr.to_string());
         }
     }
 
+    /// Records `addr` for `id`, a sender no membership this node applied names (it learned
+    /// it from the sender's authenticated request), unless [`MAX_STRANGERS`] such are held:
+    /// false then.
+    pub fn learn_sender(&self, id: NodeId, addr: &str) -> bool {
+        let mut strangers = self.strangers.lock().expect("strangers");
+        if !strangers.contains(&id) && strangers.len() >= MAX_STRANGERS {
+            return false;
+        }
+        strangers.insert(id);
+        let mut book = self.book.write().expect("address book");
+        tracing::info!(peer = id, addr, "peer address learned from its request");
+        book.insert(id, addr.to_string());
+        true
+    }
+
+    /// Keeps only `ids` (the members of the membership in force, this node among them) and
+    /// forgets the strangers; returns the ids forgotten.
+    pub fn keep_only(&self, ids: &std::collections::BTreeSet<NodeId>) -> Vec<NodeId> {
+        self.strangers.lock().expect("strangers").clear();
+        let mut book = self.book.write().expect("address book");
+        let gone: Vec<NodeId> = book
+            .keys()
+            .copied()
+            .filter(|id| !ids.contains(id))
+            .collect();
+        for id in &gone {
+            book.remove(id);
+        }
+        gone
+    }
+
     /// The id that has `addr`, if any.
     pub fn id_of(&self, addr: &str) -> Option<NodeId> {
-        let book = self.0.read().expect("address book");
+        let book = self.book.read().expect("address book");
         book.iter().find(|(_, a)| *a == addr).map(|(id, _)| *id)
     }
 }

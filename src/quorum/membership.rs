@@ -514,6 +514,16 @@ impl QuorumNode {
                         self.transport.peers.learn(*id, addr);
                     }
                 }
+                // The book follows the log: members removed (and senders learned before this
+                // node's log named them) are forgotten, so no secret holder grows it (issue
+                // 30). Not before the log names a membership (a joining node's config is all it
+                // has).
+                if !nodes.is_empty() {
+                    let mut keep: std::collections::BTreeSet<NodeId> =
+                        nodes.keys().copied().collect();
+                    keep.insert(self.id);
+                    self.transport.keep_members(&keep);
+                }
                 // A confirmed node tells a changed membership its incarnation again: a member
                 // added since records it, and so does every member again after this node was
                 // removed and added back (they forgot it then).
