@@ -21,6 +21,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "quorum::identity",
         "quorum::preference",
         "legacy::core",
+        "legacy::epoch_file",
         "legacy::bully",
         "legacy::ring",
         "legacy::invitation",
