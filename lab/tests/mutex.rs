@@ -262,7 +262,7 @@ fn two_processes_with_one_id_never_claim_at_once() {
     );
     let data = tempfile::tempdir().unwrap();
     let member = tc.c.member(holder).unwrap().clone();
-    let mut twin = Command::new(electd_lab::bin::electd_bin().unwrap())
+    let twin = Command::new(electd_lab::bin::electd_bin().unwrap())
         .arg("--config")
         .arg(&member.config)
         .args(["--mode", "mutex", "--insecure", "--listen", &twin_addr])
@@ -273,6 +273,8 @@ fn two_processes_with_one_id_never_claim_at_once() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("the twin starts");
+    // Killed and reaped however the test ends (a failed assertion too).
+    let _twin = Reaped(twin);
     let original = tc.c.client(holder).unwrap();
     let twin_client = electd_client::Client::new(twin_addr.clone(), Duration::from_secs(1));
     // Every answer that says leader is a promise to `lease_ms` after it was asked.
@@ -322,8 +324,6 @@ fn two_processes_with_one_id_never_claim_at_once() {
         assert!(Instant::now() < deadline, "the twin never took the row");
         std::thread::sleep(Duration::from_millis(20));
     };
-    let _ = twin.kill();
-    let _ = twin.wait();
     assert!(
         taken > term,
         "the twin took term {taken}, the original held {term}"
@@ -414,5 +414,15 @@ fn each_session_keeps_its_commits_durable_whatever_the_server_default() {
             engine["store_synchronous_commit"], "on",
             "node {id}: {engine}"
         );
+    }
+}
+
+/// A child process that is killed and reaped when dropped.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
