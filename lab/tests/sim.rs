@@ -127,10 +127,13 @@ fn membership_schedules_that_once_failed() {
 /// data dir once it was added back, for ever (626: node 3 never confirmed); and the sampler
 /// compared an answer with an event log whose writer had not yet run at the same simulated
 /// instant (a claim ending exactly at the sample; 1098, a checker artefact: the sampler now
-/// lets the instant's tasks run and reads again).
+/// lets the instant's tasks run and reads again). A later soak (seeds 20001..22000) failed
+/// 20544, a checker artefact too: a handover decided on the hello answer of a member's old,
+/// confirmed data dir just before it was killed and wiped, delivered to the new one; the
+/// check now counts only handovers delivered a resign timeout after the crash.
 #[test]
 fn membership_schedules_the_soak_found() {
-    for seed in [626, 1098] {
+    for seed in [626, 1098, 20544] {
         let out = run(&Spec {
             membership: true,
             ..Spec::new(seed, 5)

@@ -19,7 +19,7 @@ use crate::lease::Lease;
 use crate::role::{NodeId, Resigned};
 
 /// How long the leader waits for the followers to take its resignation.
-pub(super) const RESIGN_TIMEOUT: Duration = Duration::from_millis(100);
+pub const RESIGN_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl QuorumNode {
     /// Hands leadership over (`POST /v1/admin/resign`): fences this node's claim in its term

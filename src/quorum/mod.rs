@@ -35,6 +35,7 @@ mod role_loop;
 mod storage;
 mod types;
 
+pub use self::handover::RESIGN_TIMEOUT;
 pub use self::node::{QuorumError, QuorumNode};
 pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE};
 pub use self::storage::{Disk, MemDisk, StateFile, Store, StoreError, SLOT_FILES, STATE_FILE};
