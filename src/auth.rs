@@ -21,6 +21,12 @@
 //!   window, is `replayed`. It keeps [`MAX_SESSIONS`] sessions a sender; a sender that started
 //!   more often than that in one epoch makes the receiver draw a new epoch and forget them all
 //!   (only a holder of the secret can open a session).
+//! - **Epochs age** ([`EPOCH_LIFETIME`]): the receiver draws a new epoch when its current one
+//!   is that old, and accepts requests signed for the one before for one more lifetime (a
+//!   sender learns the new one from the next answer, so none is refused in passing). So a
+//!   request withheld on the path and delivered late is refused once it is two lifetimes old,
+//!   however few requests its sender made since: requests expire in the receiver's own time.
+//!   The receiver's monotonic clock decides, no other machine's.
 //! - The **timestamp** (the sender's wall clock) decides nothing: the receiver reports how far
 //!   it is from its own wall clock (`clock_offset_ms` per peer in `/v1/status`, a warning in the
 //!   log past [`CLOCK_SKEW_WARN_MS`]). Leases and claims are judged on each node's monotonic
@@ -57,6 +63,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use tokio::time::Instant;
+
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
@@ -83,6 +91,9 @@ pub const HDR_ANSWER: &str = "x-electd-answer";
 pub const SEQ_WINDOW: u64 = 1 << 16;
 /// Sessions remembered per sender within one epoch.
 pub const MAX_SESSIONS: usize = 8;
+/// How long a receiver keeps one epoch before it draws the next; a request is accepted at most
+/// two of these after its epoch began, so at most that long after it was signed.
+pub const EPOCH_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10);
 /// A peer whose wall clock differs from ours by more than this is named in the log.
 pub const CLOCK_SKEW_WARN_MS: u64 = 1_000;
 
@@ -232,10 +243,59 @@ impl Window {
     }
 }
 
-/// The receiving side's state: its epoch and what it accepted in it.
+/// What a receiver accepted from each sender in one epoch: its sessions and their windows.
+type Sessions = HashMap<NodeId, Vec<(u64, Window)>>;
+
+/// The receiving side's state: its epoch, when it began and what it accepted in it, and the
+/// epoch before, still accepted until `until`.
 struct Receiver {
     epoch: u64,
-    sessions: HashMap<NodeId, Vec<(u64, Window)>>,
+    since: Instant,
+    sessions: Sessions,
+    previous: Option<(u64, Sessions, Instant)>,
+}
+
+impl Receiver {
+    fn new(now: Instant) -> Receiver {
+        Receiver {
+            epoch: draw(),
+            since: now,
+            sessions: HashMap::new(),
+            previous: None,
+        }
+    }
+
+    /// At `now`: a new epoch if the current one is [`EPOCH_LIFETIME`] old, the current one
+    /// kept as the previous until two lifetimes after it began; a previous one past that,
+    /// forgotten.
+    fn age(&mut self, now: Instant) {
+        if self
+            .previous
+            .as_ref()
+            .is_some_and(|(_, _, until)| now >= *until)
+        {
+            self.previous = None;
+        }
+        if now.saturating_duration_since(self.since) < EPOCH_LIFETIME {
+            return;
+        }
+        let until = self.since + 2 * EPOCH_LIFETIME;
+        let old = std::mem::take(&mut self.sessions);
+        self.previous = (now < until).then_some((self.epoch, old, until));
+        self.epoch = draw();
+        self.since = now;
+    }
+
+    /// The sessions of `epoch`, if requests signed for it are accepted.
+    fn sessions_of(&mut self, epoch: u64) -> Option<&mut Sessions> {
+        if epoch == self.epoch {
+            return Some(&mut self.sessions);
+        }
+        match &mut self.previous {
+            Some((e, sessions, _)) if *e == epoch => Some(sessions),
+            _ => None,
+        }
+    }
 }
 
 /// One node's signer and verifier.
@@ -256,10 +316,7 @@ impl PeerAuth {
             session: draw(),
             seq: AtomicU64::new(1),
             epochs: Mutex::new(HashMap::new()),
-            receiver: Mutex::new(Receiver {
-                epoch: draw(),
-                sessions: HashMap::new(),
-            }),
+            receiver: Mutex::new(Receiver::new(Instant::now())),
         }
     }
 
@@ -305,7 +362,14 @@ impl PeerAuth {
 
     /// This node's current epoch as a receiver (sent on every answer to a peer request).
     pub fn epoch(&self) -> u64 {
-        self.receiver.lock().expect("receiver lock").epoch
+        self.epoch_at(Instant::now())
+    }
+
+    /// [`PeerAuth::epoch`] at `now` (the fuzz target moves time on by itself).
+    pub fn epoch_at(&self, now: Instant) -> u64 {
+        let mut r = self.receiver.lock().expect("receiver lock");
+        r.age(now);
+        r.epoch
     }
 
     /// The epoch of `peer` that requests to it are signed for (0 until it has answered once).
@@ -322,6 +386,9 @@ impl PeerAuth {
         let mut epochs = self.epochs.lock().expect("epochs lock");
         for id in peers {
             r.sessions.remove(id);
+            if let Some((_, sessions, _)) = &mut r.previous {
+                sessions.remove(id);
+            }
             epochs.remove(id);
         }
     }
@@ -369,29 +436,37 @@ impl PeerAuth {
     /// Checks a received request; on success remembers its sequence number so that the same
     /// request is refused if it comes again.
     pub fn verify(&self, s: &Signed<'_>, mac_hex: &str) -> Result<(), AuthError> {
+        self.verify_at(s, mac_hex, Instant::now())
+    }
+
+    /// [`PeerAuth::verify`] at `now` (the fuzz target moves time on by itself).
+    pub fn verify_at(&self, s: &Signed<'_>, mac_hex: &str, now: Instant) -> Result<(), AuthError> {
         let given = from_hex(mac_hex).ok_or(AuthError::BadSignature)?;
         // The MAC first, in constant time: an unauthenticated request learns nothing else.
         self.mac(s)
             .verify_slice(&given)
             .map_err(|_| AuthError::BadSignature)?;
         let mut r = self.receiver.lock().expect("receiver lock");
-        if s.epoch != r.epoch {
+        r.age(now);
+        let current = s.epoch == r.epoch;
+        let Some(epoch_sessions) = r.sessions_of(s.epoch) else {
             return Err(AuthError::StaleEpoch);
-        }
-        let sessions = r.sessions.entry(s.from).or_default();
+        };
+        let sessions = epoch_sessions.entry(s.from).or_default();
         let at = match sessions.iter().position(|(id, _)| *id == s.session) {
             Some(at) => at,
             None if sessions.len() < MAX_SESSIONS => {
                 sessions.push((s.session, Window::new()));
                 sessions.len() - 1
             }
-            None => {
+            None if current => {
                 // More sender restarts in one epoch than we remember: start a new epoch, in
                 // which nothing signed before can pass, and forget every window.
-                r.epoch = draw();
-                r.sessions.clear();
+                *r = Receiver::new(now);
                 return Err(AuthError::StaleEpoch);
             }
+            // The previous epoch: sign for the current one.
+            None => return Err(AuthError::StaleEpoch),
         };
         if sessions[at].1.accept(s.seq) {
             Ok(())
@@ -536,6 +611,61 @@ mod tests {
         assert_eq!(
             b.verify(&signed(&p1, b""), &p1.mac_hex),
             Err(AuthError::Replayed)
+        );
+    }
+
+    /// Issue 30: a request withheld on the path stays valid only while its epoch is the
+    /// receiver's current or previous one: at most two [`EPOCH_LIFETIME`]s, in the receiver's
+    /// own time, however few requests its sender made since. A rotation refuses nothing in
+    /// passing: requests signed for the previous epoch are still taken for a lifetime.
+    #[test]
+    fn a_withheld_request_expires_within_two_epoch_lifetimes() {
+        let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
+        let t0 = Instant::now();
+        let e0 = b.epoch_at(t0);
+        let held = sign_to(&a, &b, b"{}", 1);
+        let sent = sign_to(&a, &b, b"{}", 1);
+        let at = |s: u64| t0 + std::time::Duration::from_millis(s);
+        let life = EPOCH_LIFETIME.as_millis() as u64;
+        assert_eq!(
+            b.verify_at(&signed(&sent, b"{}"), &sent.mac_hex, at(1)),
+            Ok(())
+        );
+        // One lifetime on: a new epoch, and the previous one still taken.
+        let e1 = b.epoch_at(at(life));
+        assert_ne!(e1, e0);
+        // A sender that has not heard of the new one yet signs for the one it knows.
+        let late = a.sign(
+            "c1",
+            2,
+            "127.0.0.1:7002",
+            e0,
+            "POST",
+            "/peer/raft/vote",
+            b"{}",
+            1,
+        );
+        assert_eq!(
+            b.verify_at(&signed(&late, b"{}"), &late.mac_hex, at(life + 1)),
+            Ok(()),
+            "refused in passing"
+        );
+        assert_eq!(
+            b.verify_at(&signed(&sent, b"{}"), &sent.mac_hex, at(life + 2)),
+            Err(AuthError::Replayed),
+            "the previous epoch's window is kept"
+        );
+        // Two lifetimes after its epoch began, the withheld request is stale.
+        assert_eq!(
+            b.verify_at(&signed(&held, b"{}"), &held.mac_hex, at(2 * life)),
+            Err(AuthError::StaleEpoch)
+        );
+        // And a receiver that heard nothing for a long time takes no old request either.
+        let c = auth("0123456789abcdef");
+        let old = sign_to(&a, &c, b"{}", 1);
+        assert_eq!(
+            c.verify_at(&signed(&old, b"{}"), &old.mac_hex, at(5 * life)),
+            Err(AuthError::StaleEpoch)
         );
     }
 

@@ -16,7 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 
-use crate::auth::{AuthError, PeerAuth, Signed, MAX_SESSIONS, SEQ_WINDOW};
+use crate::auth::{AuthError, PeerAuth, Signed, EPOCH_LIFETIME, MAX_SESSIONS, SEQ_WINDOW};
 use crate::config::{Config, Secret};
 use crate::faults::FaultSet;
 use crate::legacy::{Algorithm, Bully, BullyMsg, Invitation, InvitationMsg, Ring, RingMsg, Ticks};
@@ -162,14 +162,41 @@ struct Window {
     taken: BTreeSet<u64>,
 }
 
-/// The receiver as docs/security.md's "Peer authentication" describes it: its epoch, and a window for each
-/// of at most [`MAX_SESSIONS`] sessions of each sender.
+/// What the model holds of one sender's sessions in one epoch.
+type Senders = HashMap<NodeId, Vec<(u64, Window)>>;
+
+/// The receiver as docs/security.md's "Peer authentication" describes it: its epoch, when it
+/// began and a window for each of at most [`MAX_SESSIONS`] sessions of each sender; and the
+/// epoch before, taken until two lifetimes after it began ([`EPOCH_LIFETIME`]).
 struct Model {
     epoch: u64,
-    senders: HashMap<NodeId, Vec<(u64, Window)>>,
+    since_ms: u64,
+    senders: Senders,
+    previous: Option<(u64, Senders, u64)>,
 }
 
 impl Model {
+    /// Whether the receiver must draw a new epoch at `now_ms`; if so the model keeps the one
+    /// it had as the previous (or forgets it, two lifetimes on) and awaits the new number.
+    fn age(&mut self, now_ms: u64) -> bool {
+        let life = EPOCH_LIFETIME.as_millis() as u64;
+        if self
+            .previous
+            .as_ref()
+            .is_some_and(|(_, _, until)| now_ms >= *until)
+        {
+            self.previous = None;
+        }
+        if now_ms - self.since_ms < life {
+            return false;
+        }
+        let until = self.since_ms + 2 * life;
+        let old = std::mem::take(&mut self.senders);
+        self.previous = (now_ms < until).then_some((self.epoch, old, until));
+        self.since_ms = now_ms;
+        true
+    }
+
     /// What the receiver must answer to a request with a valid MAC, and the model after it.
     fn verify(
         &mut self,
@@ -178,17 +205,21 @@ impl Model {
         session: u64,
         seq: u64,
     ) -> Result<(), AuthError> {
-        if epoch != self.epoch {
-            return Err(AuthError::StaleEpoch);
-        }
-        let sessions = self.senders.entry(from).or_default();
+        let current = epoch == self.epoch;
+        let senders = match &mut self.previous {
+            _ if current => &mut self.senders,
+            Some((e, senders, _)) if *e == epoch => senders,
+            _ => return Err(AuthError::StaleEpoch),
+        };
+        let sessions = senders.entry(from).or_default();
         let at = match sessions.iter().position(|(id, _)| *id == session) {
             Some(at) => at,
             None if sessions.len() < MAX_SESSIONS => {
                 sessions.push((session, Window::default()));
                 sessions.len() - 1
             }
-            // Too many sessions: the receiver starts a new epoch (the caller learns it).
+            // Too many sessions: the receiver starts a new epoch (the caller learns it), or,
+            // in the previous epoch, refuses.
             None => return Err(AuthError::StaleEpoch),
         };
         let w = &mut sessions[at].1;
@@ -212,20 +243,47 @@ const MAX_REQUESTS: usize = 64;
 /// sender (node 2 or 4); bit 6 signed for the epoch `raw` instead of the receiver's; bits 4–5
 /// the sequence number: `raw`, `raw % 256` (dense: reorderings and repeats), `u64::MAX - raw %
 /// 256` (the top of the range), or the previous request again, as it was (a replay); bits 0–3
-/// the session, one of 10 (more than the [`MAX_SESSIONS`] a receiver keeps a sender).
+/// the session, one of 10 (more than the [`MAX_SESSIONS`] a receiver keeps a sender). An op
+/// byte of `0x3f` or `0xff` moves the receiver's clock on by `raw` ms modulo three epoch
+/// lifetimes instead (its epochs age; a request signed for the previous one may follow).
 fn signed_requests(data: &[u8]) {
     let auth = PeerAuth::new(Secret::from(PEER_AUTH_KEY));
+    let t0 = tokio::time::Instant::now();
+    let mut now_ms = 0u64;
+    let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
     let mut model = Model {
-        epoch: auth.epoch(),
+        epoch: auth.epoch_at(t0),
+        since_ms: 0,
         senders: HashMap::new(),
+        previous: None,
     };
     let mut previous: Option<(NodeId, u64, u64, u64)> = None;
     for rec in data.chunks_exact(9).take(MAX_REQUESTS) {
         let op = rec[0];
         let raw = u64::from_le_bytes(rec[1..9].try_into().expect("8 bytes"));
+        if op & 0x3f == 0x3f {
+            now_ms += raw % (3 * EPOCH_LIFETIME.as_millis() as u64);
+            let before = model.epoch;
+            let rotated = model.age(now_ms);
+            let got = auth.epoch_at(at(now_ms));
+            assert_eq!(
+                got != before,
+                rotated,
+                "epoch {before} -> {got} at {now_ms} ms"
+            );
+            model.epoch = got;
+            continue;
+        }
         let from: NodeId = if op & 0x80 != 0 { 4 } else { 2 };
         let session = 1 + u64::from(op & 0x0f) % 10;
-        let epoch = if op & 0x40 != 0 { raw } else { auth.epoch() };
+        let epoch = if op & 0x40 != 0 {
+            raw
+        } else if op & 0x08 != 0 {
+            // The previous epoch, while there is one (a sender that has not heard of the new).
+            model.previous.as_ref().map_or(model.epoch, |(e, _, _)| *e)
+        } else {
+            model.epoch
+        };
         let (from, epoch, session, seq) = match (op >> 4) & 3 {
             0 => (from, epoch, session, raw),
             1 => (from, epoch, session, raw % 256),
@@ -236,19 +294,22 @@ fn signed_requests(data: &[u8]) {
         let signed = request(from, epoch, session, seq, raw, rec);
         let mac = hex::encode(key_mac(&signed));
         let want = model.verify(from, epoch, session, seq);
-        let epoch_before = auth.epoch();
-        let got = auth.verify(&signed, &mac);
+        let epoch_before = model.epoch;
+        let got = auth.verify_at(&signed, &mac, at(now_ms));
         assert_eq!(got, want, "{signed:?}");
         if epoch == epoch_before && want == Err(AuthError::StaleEpoch) {
             // A session too many: a new epoch, in which nothing earlier passes.
-            assert_ne!(auth.epoch(), epoch_before, "no new epoch after {signed:?}");
-            model.epoch = auth.epoch();
+            let fresh = auth.epoch_at(at(now_ms));
+            assert_ne!(fresh, epoch_before, "no new epoch after {signed:?}");
+            model.epoch = fresh;
+            model.since_ms = now_ms;
             model.senders.clear();
+            model.previous = None;
         }
         // A request that was accepted is refused when it comes again.
         if got.is_ok() {
             assert_eq!(
-                auth.verify(&signed, &mac),
+                auth.verify_at(&signed, &mac, at(now_ms)),
                 Err(AuthError::Replayed),
                 "{signed:?}"
             );
