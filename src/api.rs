@@ -19,6 +19,7 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use crate::config::ExposeSecret;
+use crate::connections::Reserved;
 use crate::engine::{MembershipError, ResignError};
 use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 use crate::faults::FaultSet;
@@ -114,6 +115,22 @@ pub fn app(node: Arc<Node>) -> Router {
 /// coming), as nginx's lingering close does: a client that writes its whole body before it
 /// reads (Python's urllib) would otherwise hit a closed connection and never see the 413.
 async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response {
+    // A connection on the members' reserve (src/connections.rs) serves peer requests only.
+    let reserved = req.extensions().get::<Reserved>().is_some();
+    if reserved && !req.uri().path().starts_with("/peer/") {
+        let mut res = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_connections",
+            "this node serves max_connections connections already; the rest are kept for its \
+             members' peer requests",
+        )
+        .into_response();
+        res.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        return res;
+    }
     let announced = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -494,7 +511,14 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let done = stop.clone().cancelled_owned();
-        tokio::spawn(crate::server::serve(listener, app(node), None, done));
+        let connections = node.connections.clone();
+        tokio::spawn(crate::server::serve(
+            listener,
+            app(node),
+            None,
+            connections,
+            done,
+        ));
         (addr, stop)
     }
 

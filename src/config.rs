@@ -166,6 +166,17 @@ pub struct Config {
     /// How many `GET /v1/watch` streams the node serves at once; one more gets 429.
     #[serde(default = "default_max_watchers")]
     pub max_watchers: usize,
+    /// How many of those streams one client (one source IP address) may hold at once, so
+    /// that no single client takes every slot; one more gets 429. A value above
+    /// `max_watchers` acts as `max_watchers`.
+    #[serde(default = "default_max_watchers_per_client")]
+    pub max_watchers_per_client: usize,
+    /// How many connections the node serves at once (API clients and members together).
+    /// Beyond it, connections from a member's address still get one of a small reserve
+    /// ([`crate::connections::MEMBER_RESERVE`]) for peer requests only; any other is closed
+    /// at once. Lowered at start to what the process's descriptor limit can hold.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
     /// Quorum mode: join a running cluster through the member at this `HOST:PORT` instead of
     /// bootstrapping one from `peers`: the node takes its membership from the cluster's log,
     /// and (with an `admin_token`) asks to be added. Only for a node whose data dir is new.
@@ -215,6 +226,22 @@ pub const MAX_WATCHERS_LIMIT: usize = 10_000;
 
 fn default_max_watchers() -> usize {
     DEFAULT_MAX_WATCHERS
+}
+
+/// The default of [`Config::max_watchers_per_client`].
+pub const DEFAULT_MAX_WATCHERS_PER_CLIENT: usize = 16;
+
+fn default_max_watchers_per_client() -> usize {
+    DEFAULT_MAX_WATCHERS_PER_CLIENT
+}
+
+/// The default of [`Config::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The range [`Config::max_connections`] must be in.
+pub const MAX_CONNECTIONS_RANGE: std::ops::RangeInclusive<usize> = 16..=65_536;
+
+fn default_max_connections() -> usize {
+    DEFAULT_MAX_CONNECTIONS
 }
 
 /// Why a config was refused. Every variant names the file or the field.
@@ -391,6 +418,26 @@ impl Config {
                 format!(
                     "({}) must be between 1 and {MAX_WATCHERS_LIMIT}",
                     self.max_watchers
+                ),
+            ));
+        }
+        if !(1..=MAX_WATCHERS_LIMIT).contains(&self.max_watchers_per_client) {
+            return Err(invalid(
+                "max_watchers_per_client",
+                format!(
+                    "({}) must be between 1 and {MAX_WATCHERS_LIMIT}",
+                    self.max_watchers_per_client
+                ),
+            ));
+        }
+        if !MAX_CONNECTIONS_RANGE.contains(&self.max_connections) {
+            return Err(invalid(
+                "max_connections",
+                format!(
+                    "({}) must be between {} and {}",
+                    self.max_connections,
+                    MAX_CONNECTIONS_RANGE.start(),
+                    MAX_CONNECTIONS_RANGE.end()
                 ),
             ));
         }
@@ -700,6 +747,8 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
         seed: Some(1),
         timing: Timing::default(),
         max_watchers: DEFAULT_MAX_WATCHERS,
+        max_watchers_per_client: DEFAULT_MAX_WATCHERS_PER_CLIENT,
+        max_connections: DEFAULT_MAX_CONNECTIONS,
         join: None,
         priority_settle_ms: None,
         tls: None,

@@ -48,10 +48,15 @@ impl ApiError {
 
     /// 413 with the JSON error body.
     pub fn too_large() -> ApiError {
+        ApiError::too_large_for(BODY_LIMIT)
+    }
+
+    /// 413: the body is larger than `limit` bytes (a peer route's own limit).
+    pub fn too_large_for(limit: usize) -> ApiError {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            format!("request body exceeds {BODY_LIMIT} bytes"),
+            format!("request body exceeds {limit} bytes"),
         )
     }
 

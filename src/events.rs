@@ -483,11 +483,16 @@ impl Iterator for EventLines {
 /// is never paced.
 pub const CATCH_UP_EVENTS_PER_SEC: u32 = 20_000;
 
-/// The live followers of the event log (`GET /v1/watch`): at most `max` at once; one more is
-/// refused, and counted. Their catching up is paced together ([`Watchers::pace`]).
+/// The live followers of the event log (`GET /v1/watch`): at most `max` at once, and at most
+/// `per_client` of one client (its IP address), so that slots are not first come first
+/// served for a client that takes them all; one more is refused, and counted. Their catching
+/// up is paced together ([`Watchers::pace`]).
 pub struct Watchers {
     slots: Arc<Semaphore>,
     max: usize,
+    per_client: usize,
+    /// The streams each client holds now.
+    clients: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
     refused: AtomicU64,
     /// When the next batch of catching up may be sent: a virtual clock that each batch moves
     /// on by its share, as in GCRA. It is ten lines, so no rate-limiter crate for it.
@@ -495,10 +500,12 @@ pub struct Watchers {
 }
 
 impl Watchers {
-    pub fn new(max: usize) -> Watchers {
+    pub fn new(max: usize, per_client: usize) -> Watchers {
         Watchers {
             slots: Arc::new(Semaphore::new(max)),
             max,
+            per_client: per_client.min(max),
+            clients: Arc::default(),
             refused: AtomicU64::new(0),
             next_batch: Mutex::new(tokio::time::Instant::now()),
         }
@@ -517,17 +524,40 @@ impl Watchers {
         tokio::time::sleep_until(turn).await;
     }
 
-    /// A slot for one more follower, held until it goes; `None` (counted) when all are taken.
-    pub fn enter(&self) -> Option<OwnedSemaphorePermit> {
-        let slot = self.slots.clone().try_acquire_owned().ok();
-        if slot.is_none() {
+    /// A slot for one more follower of `client` (its IP address; `None`: not known, as in
+    /// the simulator), held until it goes; `None` (counted) when all are taken, or the
+    /// client's share.
+    pub fn enter(&self, client: Option<std::net::IpAddr>) -> Option<WatchSlot> {
+        let refuse = || {
             self.refused.fetch_add(1, Ordering::Relaxed);
+            None
+        };
+        let mut clients = self.clients.lock().expect("watchers lock");
+        if let Some(ip) = client {
+            if clients.get(&ip).copied().unwrap_or(0) >= self.per_client {
+                return refuse();
+            }
         }
-        slot
+        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            return refuse();
+        };
+        if let Some(ip) = client {
+            *clients.entry(ip).or_default() += 1;
+        }
+        Some(WatchSlot {
+            _permit: permit,
+            client,
+            clients: self.clients.clone(),
+        })
     }
 
     pub fn max(&self) -> usize {
         self.max
+    }
+
+    /// The most streams one client may hold.
+    pub fn per_client(&self) -> usize {
+        self.per_client
     }
 
     /// Followers now.
@@ -538,6 +568,28 @@ impl Watchers {
     /// Followers refused since the node started.
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// A follower's slot ([`Watchers::enter`]): freed, and its client's count lowered, on drop.
+pub struct WatchSlot {
+    _permit: OwnedSemaphorePermit,
+    client: Option<std::net::IpAddr>,
+    clients: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let Some(ip) = self.client else {
+            return;
+        };
+        let mut clients = self.clients.lock().expect("watchers lock");
+        if let Some(n) = clients.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                clients.remove(&ip);
+            }
+        }
     }
 }
 
@@ -791,13 +843,30 @@ mod tests {
 
     #[test]
     fn watchers_are_bounded_and_refusals_counted() {
-        let w = Watchers::new(2);
-        let a = w.enter().unwrap();
-        let _b = w.enter().unwrap();
-        assert!(w.enter().is_none());
+        let w = Watchers::new(2, 2);
+        let a = w.enter(None).unwrap();
+        let _b = w.enter(None).unwrap();
+        assert!(w.enter(None).is_none());
         assert_eq!((w.open(), w.refused()), (2, 1));
         drop(a);
-        let _c = w.enter().expect("a freed slot");
+        let _c = w.enter(None).expect("a freed slot");
         assert_eq!(w.open(), 2);
+    }
+
+    /// One client cannot take every slot (issue 30): past its share it is refused while
+    /// another still gets one; a stream it closes gives its share back.
+    #[test]
+    fn one_client_holds_at_most_its_share_of_the_watchers() {
+        let w = Watchers::new(4, 2);
+        let (greedy, other) = (Some([10, 0, 0, 1].into()), Some([10, 0, 0, 2].into()));
+        let a = w.enter(greedy).unwrap();
+        let _b = w.enter(greedy).unwrap();
+        assert!(w.enter(greedy).is_none(), "a third stream of one client");
+        let _c = w.enter(other).expect("another client's stream");
+        assert_eq!((w.open(), w.refused()), (3, 1));
+        drop(a);
+        let _d = w.enter(greedy).expect("its share given back");
+        // A share above the whole acts as the whole.
+        assert_eq!(Watchers::new(3, 16).per_client(), 3);
     }
 }

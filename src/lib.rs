@@ -20,6 +20,7 @@
 //! | | [`auth`] | peer authentication (HMAC-SHA256 over each request, replay window) |
 //! | | `counters` | counters by message type, and when each peer was last heard from |
 //! | | `wire` | how a peer request travels: HTTP, or in memory in the lab's simulator |
+//! | | [`connections`] | how many connections a node serves at once, and the members' reserve |
 //! | 2 transport | `transport` | the one peer transport (HTTP), with the fault layer inside it |
 //! | 3 engines | `engine` | the [`Engine`] interface every mode implements, what it is given (`Plumbing`), the lab's deliberate [`Flaws`] |
 //! | | [`quorum`] | quorum mode on openraft, with lease-bound claims and self-demotion |
@@ -41,6 +42,7 @@
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod connections;
 pub mod legacy;
 pub mod quorum;
 mod role;

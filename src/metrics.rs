@@ -97,8 +97,20 @@ pub fn render(node: &Node, openmetrics: bool) -> String {
     counter(
         &mut reg,
         "watchers_refused",
-        "GET /v1/watch requests refused with 429 (max_watchers reached)",
+        "GET /v1/watch requests refused with 429 (max_watchers or max_watchers_per_client reached)",
         node.watchers.refused(),
+    );
+    gauge(
+        &mut reg,
+        "connections",
+        "connections served now, the members' reserve included",
+        node.connections.open() as i64,
+    );
+    counter(
+        &mut reg,
+        "connections_refused",
+        "connections closed unserved: max_connections reached, and not a member's on the reserve",
+        node.connections.refused(),
     );
     let mut out = String::new();
     encode(&mut out, &reg).expect("writing to a String cannot fail");

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::connections::Connections;
 use crate::counters::Counters;
 use crate::engine::{Engine, Flaws, Judged, Plumbing, ResignError};
 use crate::events::{EventLog, EventLogError, Watchers};
@@ -51,8 +52,11 @@ pub struct Node {
     /// TLS for the API and the peer RPC, when the config has `[tls]`.
     pub tls: Option<Arc<Tls>>,
     pub(crate) events: Arc<EventLog>,
-    /// The followers of `events` (`/v1/watch`), bounded by `cfg.max_watchers`.
+    /// The followers of `events` (`/v1/watch`), bounded by `cfg.max_watchers`, and by
+    /// `cfg.max_watchers_per_client` for each client.
     pub(crate) watchers: Watchers,
+    /// The connections served at once (`cfg.max_connections`, the members' reserve).
+    pub connections: Arc<Connections>,
     pub(crate) counters: Arc<Counters>,
     pub(crate) seed: u64,
     /// Where the node reads time (the host's clocks, or the simulator's).
@@ -172,7 +176,11 @@ impl Node {
         };
         tokio::spawn(retry_event_writes(events.clone(), stop.clone()));
         Ok(Arc::new(Node {
-            watchers: Watchers::new(cfg.max_watchers),
+            watchers: Watchers::new(cfg.max_watchers, cfg.max_watchers_per_client),
+            connections: Arc::new(Connections::new(
+                cfg.max_connections,
+                transport.peers.clone(),
+            )),
             cfg,
             engine,
             transport,

@@ -7,13 +7,21 @@
 //! - **Peers.** A peer request must come with a certificate that names its sender's member id:
 //!   the DNS name [`member_name`] (`member-ID.electd.invalid`) among its subject alternative
 //!   names, checked against `x-electd-from` by the transport's guard (`src/transport.rs`). A
-//!   node's requests to its peers present its own certificate and verify theirs against the
-//!   cluster CA and the peer's address.
+//!   node's requests to member N present its own certificate and take an answer only from a
+//!   server whose certificate chains to the cluster CA, names the address dialled *and* names
+//!   member N ([`MemberServer`]): a member's key answers as no other member, though the lab
+//!   issues every certificate for 127.0.0.1. Both directions take the intermediates a peer
+//!   presents, and refuse a certificate that a wildcard would let name every member
+//!   (`*.electd.invalid`, [`is_wildcard`]).
 //! - **API.** Clients verify the node's certificate against the cluster CA (`--cacert`); with
 //!   `tls.admin_client_cert` the admin API also asks for a client certificate signed by it.
 //! - **Reload.** [`Tls::reload`] reads the three files again (SIGHUP): new connections use the
-//!   new certificate and CA, open ones go on with the old, and the node's claim never notices.
-//!   A reload that fails (a missing file, a key that does not match) keeps what was loaded.
+//!   new certificate and CA, and open ones are judged again on their next peer request: a
+//!   connection whose certificate no longer chains to the CA in force (a member cut off by
+//!   replacing the CA) is refused and closed (`src/transport.rs`), and outgoing connections are
+//!   made anew, verifying the peers against the new CA. The node's claim never notices a
+//!   reload that keeps its peers. A reload that fails (a missing file, a key that does not
+//!   match) keeps what was loaded.
 //!
 //! TLS authenticates both ends and encrypts, and a replayed TLS record fails its MAC, so the
 //! peer HMAC (`src/auth.rs`) is not needed with it; a cluster may run both.
@@ -21,11 +29,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use rustls::client::danger::ServerCertVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
@@ -42,27 +50,118 @@ pub fn member_name(id: NodeId) -> String {
 #[derive(Clone, Debug, Default)]
 pub struct ClientCert(pub Option<Arc<PeerCert>>);
 
-/// A certificate a connection presented, and the member it was found to name: checked on the
-/// connection's first peer request, not again on each heartbeat after it.
+/// The certificates a connection presented (its own first, then the intermediates it sent), and
+/// the member they were found to name under which load of the files: checked on the
+/// connection's first peer request and again after each reload, not on every heartbeat.
 #[derive(Debug)]
 pub struct PeerCert {
-    pub der: CertificateDer<'static>,
-    named: std::sync::OnceLock<NodeId>,
+    pub chain: Vec<CertificateDer<'static>>,
+    /// The member named, and the [`Tls::generation`] it was judged under.
+    named: std::sync::Mutex<Option<(NodeId, u64)>>,
 }
 
 impl PeerCert {
-    pub fn new(der: CertificateDer<'static>) -> PeerCert {
+    /// `chain`: what the connection presented, its own certificate first (not empty).
+    pub fn new(chain: Vec<CertificateDer<'static>>) -> PeerCert {
         PeerCert {
-            der,
-            named: std::sync::OnceLock::new(),
+            chain,
+            named: std::sync::Mutex::new(None),
         }
+    }
+}
+
+/// A DNS name no member has: a certificate valid for it names every member (a wildcard such
+/// as `*.electd.invalid`), and is refused.
+const NO_MEMBER: &str = "electd-wildcard-probe.electd.invalid";
+
+/// Whether `verifier` finds the certificate chain `ee` + `intermediates` valid for `name`.
+fn valid_for(
+    verifier: &WebPkiServerVerifier,
+    ee: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    name: &str,
+    now: UnixTime,
+) -> Result<(), rustls::Error> {
+    let name = ServerName::try_from(name.to_string())
+        .map_err(|e| rustls::Error::General(format!("{name}: {e}")))?;
+    verifier
+        .verify_server_cert(ee, intermediates, &name, &[], now)
+        .map(|_| ())
+}
+
+/// Whether a certificate that chains to the CA is valid for a name no member has: a wildcard
+/// (`*.electd.invalid`) that would let one key stand for every member.
+pub fn is_wildcard(
+    verifier: &WebPkiServerVerifier,
+    ee: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+) -> bool {
+    valid_for(verifier, ee, intermediates, NO_MEMBER, UnixTime::now()).is_ok()
+}
+
+/// Verifies the server of a connection to member `to`: the chain to the cluster CA and the
+/// address dialled (as any TLS client does), then [`member_name`]`(to)`, and no wildcard.
+#[derive(Debug)]
+pub struct MemberServer {
+    to: NodeId,
+    inner: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for MemberServer {
+    fn verify_server_cert(
+        &self,
+        ee: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.inner
+            .verify_server_cert(ee, intermediates, server_name, ocsp, now)?;
+        let member = member_name(self.to);
+        if valid_for(&self.inner, ee, intermediates, &member, now).is_err() {
+            return Err(rustls::Error::General(format!(
+                "the server's certificate does not name member {} ({member})",
+                self.to
+            )));
+        }
+        if valid_for(&self.inner, ee, intermediates, NO_MEMBER, now).is_ok() {
+            return Err(rustls::Error::General(
+                "the server's certificate names every member (a wildcard): refused".into(),
+            ));
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
     }
 }
 
 /// What one load of the files made.
 struct Loaded {
     server: Arc<ServerConfig>,
-    client: Arc<ClientConfig>,
+    /// This node's certificate chain and key, which its client side presents.
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
     /// Checks that a certificate chains to the CA and names a member.
     members: Arc<WebPkiServerVerifier>,
 }
@@ -120,18 +219,13 @@ fn load(files: &TlsFiles) -> Result<Loaded, ConfigError> {
         .with_single_cert(chain.clone(), key.clone_key())
         .map_err(|e| bad("tls.key", format!("does not fit tls.cert: {e}")))?;
     server.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let client = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad("tls", e.to_string()))?
-        .with_root_certificates(roots.clone())
-        .with_client_auth_cert(chain, key)
-        .map_err(|e| bad("tls.key", format!("does not fit tls.cert: {e}")))?;
     let members = WebPkiServerVerifier::builder_with_provider(roots, provider())
         .build()
         .map_err(|e| bad("tls.ca", e.to_string()))?;
     Ok(Loaded {
         server: Arc::new(server),
-        client: Arc::new(client),
+        chain,
+        key,
         members,
     })
 }
@@ -164,32 +258,203 @@ impl Tls {
         self.loaded.read().expect("tls lock").server.clone()
     }
 
-    /// The client side of new connections to peers.
-    pub fn client_config(&self) -> Arc<ClientConfig> {
-        self.loaded.read().expect("tls lock").client.clone()
+    /// The client side of new connections to member `to`: its answers count only from a server
+    /// whose certificate names it ([`MemberServer`]).
+    pub fn client_config_for(&self, to: NodeId) -> Result<Arc<ClientConfig>, ConfigError> {
+        let loaded = self.loaded.read().expect("tls lock");
+        let verifier = MemberServer {
+            to,
+            inner: loaded.members.clone(),
+        };
+        let config = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad("tls", e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_client_auth_cert(loaded.chain.clone(), loaded.key.clone_key())
+            .map_err(|e| bad("tls.key", format!("does not fit tls.cert: {e}")))?;
+        Ok(Arc::new(config))
     }
 
-    /// Whether `cert` chains to the cluster CA and names member `id` ([`member_name`]); a
-    /// connection's certificate is checked once for the member it names.
+    /// Whether `cert` chains to the cluster CA in force (through the intermediates it
+    /// presented) and names member `id` ([`member_name`]), and no wildcard lets it name every
+    /// member. A connection's certificate is checked once for the member it names, and again
+    /// after each reload (a CA replaced to cut a member off then refuses its open connections).
     pub fn names_member(&self, cert: &PeerCert, id: NodeId) -> bool {
-        if cert.named.get() == Some(&id) {
+        let generation = self.generation();
+        let mut named = cert.named.lock().expect("peer cert lock");
+        if *named == Some((id, generation)) {
             return true;
         }
-        let Ok(name) = ServerName::try_from(member_name(id)) else {
+        let Some((ee, intermediates)) = cert.chain.split_first() else {
             return false;
         };
         let members = self.loaded.read().expect("tls lock").members.clone();
-        let named = members
-            .verify_server_cert(&cert.der, &[], &name, &[], UnixTime::now())
-            .is_ok();
-        if named {
-            let _ = cert.named.set(id);
-        }
-        named
+        let now = UnixTime::now();
+        let ok = valid_for(&members, ee, intermediates, &member_name(id), now).is_ok()
+            && !is_wildcard(&members, ee, intermediates);
+        *named = ok.then_some((id, generation));
+        ok
     }
 
     /// Whether the admin API asks for a client certificate.
     pub fn admin_client_cert(&self) -> bool {
         self.files.admin_client_cert
+    }
+}
+
+/// A cluster's certificates made in a test: a CA, and members' certificates signed by it or by
+/// an intermediate it signed, written as PEM files.
+#[cfg(test)]
+pub(crate) mod test_pki {
+    use std::path::{Path, PathBuf};
+
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+
+    use crate::config::TlsFiles;
+
+    /// A CA (or an intermediate) that signs.
+    pub struct Signer {
+        pub cert: rcgen::Certificate,
+        pub key: KeyPair,
+    }
+
+    pub fn ca(name: &str, parent: Option<&Signer>) -> Signer {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = match parent {
+            None => p.self_signed(&key).unwrap(),
+            Some(s) => p.signed_by(&key, &s.cert, &s.key).unwrap(),
+        };
+        Signer { cert, key }
+    }
+
+    /// A certificate for `names`, signed by `by`: (certificate PEM, key PEM).
+    pub fn issue(names: &[&str], by: &Signer) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut p = CertificateParams::new(names).unwrap();
+        p.distinguished_name.push(DnType::CommonName, "electd test");
+        p.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let cert = p.signed_by(&key, &by.cert, &by.key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// Writes `ca`, the chain `chain` (PEM, concatenated) and `key` into `dir` as `name`'s
+    /// files.
+    pub fn files(dir: &Path, name: &str, ca: &Signer, chain: &str, key: &str) -> TlsFiles {
+        let path = |f: &str| -> PathBuf { dir.join(format!("{name}-{f}.pem")) };
+        std::fs::write(path("ca"), ca.cert.pem()).unwrap();
+        std::fs::write(path("cert"), chain).unwrap();
+        std::fs::write(path("key"), key).unwrap();
+        TlsFiles {
+            ca: path("ca"),
+            cert: path("cert"),
+            key: path("key"),
+            admin_client_cert: false,
+        }
+    }
+
+    /// The DER certificates of a PEM chain.
+    pub fn ders(pem: &str) -> Vec<rustls_pki_types::CertificateDer<'static>> {
+        use rustls_pki_types::pem::PemObject;
+        rustls_pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_pki::{ca, ders, files, issue};
+    use super::*;
+
+    /// Issue 30: the server of a request for member 2 must show member 2's certificate; the
+    /// address alone (every lab certificate names 127.0.0.1) let any member's key answer as
+    /// any other. A wildcard that names every member is refused too.
+    #[test]
+    fn the_server_of_a_request_must_name_the_member_it_is_for() {
+        let root = ca("electd test CA", None);
+        let mut roots = RootCertStore::empty();
+        roots.add(root.cert.der().clone()).unwrap();
+        let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .unwrap();
+        let to_2 = MemberServer { to: 2, inner };
+        let addr = ServerName::try_from("127.0.0.1").unwrap();
+        let check = |names: &[&str]| {
+            let (pem, _) = issue(names, &root);
+            let der = ders(&pem).remove(0);
+            to_2.verify_server_cert(&der, &[], &addr, &[], UnixTime::now())
+        };
+        assert!(check(&["127.0.0.1", &member_name(2)]).is_ok());
+        let e = check(&["127.0.0.1", &member_name(3)]).expect_err("member 3 as member 2");
+        assert!(e.to_string().contains("does not name member 2"), "{e}");
+        assert!(check(&["127.0.0.1"]).is_err(), "the address alone");
+        let e = check(&["127.0.0.1", "*.electd.invalid"]).expect_err("a wildcard");
+        assert!(e.to_string().contains("wildcard"), "{e}");
+        assert!(
+            check(&["127.0.0.2", &member_name(2)]).is_err(),
+            "another address"
+        );
+    }
+
+    /// A member's certificate through an intermediate CA names it (the intermediate comes on
+    /// the connection, after the member's own); a wildcard does not name any member.
+    #[test]
+    fn a_peer_named_through_an_intermediate_passes_and_a_wildcard_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = ca("electd test CA", None);
+        let mid = ca("electd intermediate", Some(&root));
+        let (own, own_key) = issue(&["127.0.0.1", &member_name(1)], &root);
+        let tls = Tls::load(&files(dir.path(), "n1", &root, &own, &own_key)).unwrap();
+        let (leaf, _) = issue(&["127.0.0.1", &member_name(2)], &mid);
+        let chain = format!("{leaf}{}", mid.cert.pem());
+        assert!(tls.names_member(&PeerCert::new(ders(&chain)), 2));
+        assert!(!tls.names_member(&PeerCert::new(ders(&chain)), 3));
+        assert!(
+            !tls.names_member(&PeerCert::new(ders(&leaf)), 2),
+            "without the intermediate it chains to nothing"
+        );
+        let (wild, _) = issue(&["127.0.0.1", "*.electd.invalid"], &root);
+        assert!(!tls.names_member(&PeerCert::new(ders(&wild)), 2));
+    }
+
+    /// Issue 30: replacing the CA cuts a member off on the connections it has open too. A
+    /// certificate judged once is judged again after a reload; one the new CA did not sign no
+    /// longer names its member (the transport then refuses and closes the connection).
+    #[test]
+    fn after_a_reload_a_connection_is_judged_against_the_new_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = ca("old CA", None);
+        let (own, own_key) = issue(&["127.0.0.1", &member_name(1)], &old);
+        let f = files(dir.path(), "n1", &old, &own, &own_key);
+        let tls = Tls::load(&f).unwrap();
+        let (peer, _) = issue(&["127.0.0.1", &member_name(2)], &old);
+        let open = PeerCert::new(ders(&peer));
+        assert!(tls.names_member(&open, 2), "before the reload");
+        assert!(tls.names_member(&open, 2), "judged once, then remembered");
+        let new = ca("new CA", None);
+        let (own, own_key) = issue(&["127.0.0.1", &member_name(1)], &new);
+        files(dir.path(), "n1", &new, &own, &own_key);
+        tls.reload().unwrap();
+        assert!(
+            !tls.names_member(&open, 2),
+            "the old CA's member after the reload"
+        );
+        let (renewed, _) = issue(&["127.0.0.1", &member_name(2)], &new);
+        assert!(tls.names_member(&PeerCert::new(ders(&renewed)), 2));
     }
 }

@@ -38,6 +38,10 @@ pub const HDR_FROM: &str = "x-electd-from";
 pub use crate::auth::HDR_ADDR;
 /// Set on a response that the fault layer lost: the client treats it as silence.
 pub const HDR_LOST: &str = "x-electd-lost";
+/// The most a peer request's body may be, unless its path was given more
+/// ([`Transport::allow_body`]): read before its MAC is checked, so kept small (the cluster id
+/// and member ids are not secret, so anyone can send one that gets that far).
+pub const PEER_BODY_LIMIT: usize = 64 << 10;
 
 /// Why a peer request failed.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +91,8 @@ pub struct Transport {
     pub counters: Arc<Counters>,
     /// Where the instants of contact are read.
     clock: Arc<dyn Clock>,
+    /// Peer paths whose bodies may be larger than [`PEER_BODY_LIMIT`], and how large.
+    body_limits: std::sync::RwLock<Vec<(String, usize)>>,
 }
 
 impl Transport {
@@ -153,11 +159,28 @@ impl Transport {
             faults,
             counters,
             clock,
+            body_limits: Default::default(),
         }
     }
 
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// Requests to `path` may carry bodies of up to `limit` bytes (a snapshot, say).
+    pub fn allow_body(&self, path: &str, limit: usize) {
+        let mut limits = self.body_limits.write().expect("body limits lock");
+        limits.retain(|(p, _)| p != path);
+        limits.push((path.to_string(), limit));
+    }
+
+    /// The most a request to `path` may carry.
+    fn body_limit(&self, path: &str) -> usize {
+        let limits = self.body_limits.read().expect("body limits lock");
+        limits
+            .iter()
+            .find(|(p, _)| p == path)
+            .map_or(PEER_BODY_LIMIT, |(_, n)| *n)
     }
 
     /// Sends `req` as JSON to `to` at `path` and decodes the JSON answer, all within `timeout`.
@@ -478,10 +501,22 @@ impl Transport {
                 Some(_) => {}
             }
         }
-        let Some(auth) = &self.auth else {
-            return Ok((from, req));
-        };
+        // The body, read up to its path's limit before anything else is made of it.
         let (parts, body) = req.into_parts();
+        let limit = self.body_limit(parts.uri.path());
+        let announced = parts
+            .headers
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if announced.is_some_and(|n| n > limit as u64) {
+            return Err(unsigned(ApiError::too_large_for(limit)));
+        }
+        let bytes = axum::body::to_bytes(body, limit)
+            .await
+            .map_err(|_| unsigned(ApiError::too_large_for(limit)))?;
+        let Some(auth) = &self.auth else {
+            return Ok((from, Request::from_parts(parts, Body::from(bytes))));
+        };
         let header = |name: &str| header_u64(&parts.headers, name);
         let mac = parts.headers.get(HDR_AUTH).and_then(|v| v.to_str().ok());
         let (Some(epoch), Some(session), Some(seq), Some(ts_ms), Some(mac)) = (
@@ -495,9 +530,6 @@ impl Transport {
             return Err(unsigned(ApiError::unauthorized(e.reason(), e.to_string())));
         };
         let mac = mac.to_string();
-        let bytes = axum::body::to_bytes(body, BODY_LIMIT)
-            .await
-            .map_err(|_| unsigned(ApiError::too_large()))?;
         let path = parts
             .uri
             .path_and_query()
@@ -635,11 +667,26 @@ pub async fn guard(
 /// The answer to a peer request, and whether the request's MAC held (then the answer is
 /// signed: also a refusal as stale or replayed, whose epoch the sender needs).
 async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> (Response, bool) {
+    // A connection on the members' reserve is kept only for what authenticates.
+    let reserved = req
+        .extensions()
+        .get::<crate::connections::Reserved>()
+        .is_some();
     let (from, mut req) = match t.authenticate(req).await {
         Ok(ok) => ok,
         Err((e, signed)) => {
             t.counters.rejected(e.code);
-            return (e.into_response(), signed);
+            // A certificate that names no member (or no longer chains to the CA after a
+            // reload: a member cut off) gets no more requests on this connection.
+            let close = reserved || e.code == "wrong_client_cert";
+            let mut res = e.into_response();
+            if close {
+                res.headers_mut().insert(
+                    axum::http::header::CONNECTION,
+                    HeaderValue::from_static("close"),
+                );
+            }
+            return (res, signed);
         }
     };
     if let Some(ts_ms) = header_u64(req.headers(), HDR_TS) {

@@ -25,9 +25,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Deserialize;
-use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::connections::Remote;
 use crate::error::ApiError;
 use crate::events::Event;
 use crate::node::Node;
@@ -71,6 +72,7 @@ fn start_of(headers: &HeaderMap, q: &WatchQuery, latest: u64) -> Result<Option<u
 
 pub(crate) async fn get_watch(
     State(node): State<Arc<Node>>,
+    remote: Option<axum::Extension<Remote>>,
     headers: HeaderMap,
     q: Result<Query<WatchQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
@@ -80,13 +82,16 @@ pub(crate) async fn get_watch(
     let changed = node.events.subscribe();
     let latest = node.events.latest_seq();
     let start = start_of(&headers, &q, latest)?;
-    let Some(slot) = node.watchers.enter() else {
+    let client = remote.map(|axum::Extension(Remote(addr))| addr.ip());
+    let Some(slot) = node.watchers.enter(client) else {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "too_many_watchers",
             format!(
-                "this node serves at most {} watch streams (max_watchers)",
-                node.watchers.max()
+                "this node serves at most {} watch streams (max_watchers), at most {} of \
+                 one client (max_watchers_per_client)",
+                node.watchers.max(),
+                node.watchers.per_client()
             ),
         ));
     };
@@ -147,7 +152,7 @@ struct Follow {
     /// way into it (`electd_watch_lag_seconds`); a backlog a resume asked for is not.
     opened_ns: u64,
     stop: CancellationToken,
-    _slot: OwnedSemaphorePermit,
+    _slot: crate::events::WatchSlot,
 }
 
 impl Follow {

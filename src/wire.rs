@@ -111,6 +111,16 @@ impl AddressBook {
         gone
     }
 
+    /// Every address in the book.
+    pub fn addrs(&self) -> Vec<String> {
+        self.book
+            .read()
+            .expect("address book")
+            .values()
+            .cloned()
+            .collect()
+    }
+
     /// The id that has `addr`, if any.
     pub fn id_of(&self, addr: &str) -> Option<NodeId> {
         let book = self.book.read().expect("address book");
@@ -120,14 +130,15 @@ impl AddressBook {
 
 /// The network: HTTP to each member's `addr`, from the IP this node listens on (unless it
 /// listens on all addresses), so that kernel-level faults can tell nodes apart; with TLS,
-/// HTTPS, presenting this node's certificate and trusting only the cluster CA
-/// ([`crate::tls`]).
+/// HTTPS, presenting this node's certificate and taking answers to a request for member N
+/// only from a server whose certificate names member N ([`crate::tls::MemberServer`]).
 pub struct HttpWire {
     listen: SocketAddr,
     connect_timeout: Duration,
     tls: Option<Arc<Tls>>,
-    /// The client, and the TLS generation it was built on (built again after a reload).
-    client: RwLock<(u64, reqwest::Client)>,
+    /// A client for each member (its own connections, its own verifier), and the TLS
+    /// generation it was built on (built again after a reload).
+    clients: RwLock<BTreeMap<NodeId, (u64, reqwest::Client)>>,
     peers: Arc<AddressBook>,
 }
 
@@ -138,29 +149,37 @@ impl HttpWire {
         connect_timeout: Duration,
         tls: Option<Arc<Tls>>,
     ) -> HttpWire {
-        let generation = tls.as_ref().map_or(0, |t| t.generation());
-        let client = build(listen, connect_timeout, tls.as_deref());
         HttpWire {
             listen,
             connect_timeout,
             tls,
-            client: RwLock::new((generation, client)),
+            clients: RwLock::new(BTreeMap::new()),
             peers,
         }
     }
 
-    /// The client for the TLS files in force.
-    fn client(&self) -> reqwest::Client {
+    /// The client for member `to` under the TLS files in force; the clients of members no
+    /// longer in the address book are dropped with their connections.
+    fn client(&self, to: NodeId) -> Result<reqwest::Client, WireError> {
         let generation = self.tls.as_ref().map_or(0, |t| t.generation());
         {
-            let current = self.client.read().expect("wire client lock");
-            if current.0 == generation {
-                return current.1.clone();
+            let clients = self.clients.read().expect("wire client lock");
+            if let Some((_, c)) = clients.get(&to).filter(|(g, _)| *g == generation) {
+                return Ok(c.clone());
             }
         }
-        let fresh = build(self.listen, self.connect_timeout, self.tls.as_deref());
-        *self.client.write().expect("wire client lock") = (generation, fresh.clone());
-        fresh
+        let tls = match &self.tls {
+            Some(t) => Some(
+                t.client_config_for(to)
+                    .map_err(|e| WireError::Unreachable(format!("no TLS client: {e}")))?,
+            ),
+            None => None,
+        };
+        let fresh = build(self.listen, self.connect_timeout, tls);
+        let mut clients = self.clients.write().expect("wire client lock");
+        clients.retain(|id, _| self.peers.contains(*id));
+        clients.insert(to, (generation, fresh.clone()));
+        Ok(fresh)
     }
 
     async fn round_trip(
@@ -181,7 +200,7 @@ impl HttpWire {
             .unwrap_or("/");
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let res = self
-            .client()
+            .client(to)?
             .request(parts.method, format!("{scheme}://{addr}{path}"))
             .headers(parts.headers)
             .body(body)
@@ -199,7 +218,11 @@ impl HttpWire {
 }
 
 /// A client with electd's settings (idle connections dropped below the server's cut-off).
-fn build(listen: SocketAddr, connect_timeout: Duration, tls: Option<&Tls>) -> reqwest::Client {
+fn build(
+    listen: SocketAddr,
+    connect_timeout: Duration,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> reqwest::Client {
     let mut builder = electd_client::http_client()
         .pool_max_idle_per_host(8)
         .connect_timeout(connect_timeout);
@@ -207,17 +230,25 @@ fn build(listen: SocketAddr, connect_timeout: Duration, tls: Option<&Tls>) -> re
         builder = builder.local_address(listen.ip());
     }
     if let Some(tls) = tls {
-        builder = builder.use_preconfigured_tls((*tls.client_config()).clone());
+        builder = builder.use_preconfigured_tls((*tls).clone());
     }
     builder.build().expect("reqwest client builds")
 }
 
 fn classify(e: reqwest::Error, timeout: Duration) -> WireError {
     if e.is_timeout() {
-        WireError::Timeout(timeout)
-    } else {
-        WireError::Unreachable(e.to_string())
+        return WireError::Timeout(timeout);
     }
+    // With its causes: "error sending request" alone does not say that a certificate named
+    // another member.
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    WireError::Unreachable(text)
 }
 
 impl Wire for HttpWire {

@@ -9,7 +9,15 @@ use std::path::{Path, PathBuf};
 /// The node's layers, lowest first: a module may import its own layer and those below.
 const NODE_LAYERS: &[&[&str]] = &[
     &["role", "config", "clock", "error", "lease"],
-    &["events", "faults", "auth", "counters", "tls", "wire"],
+    &[
+        "events",
+        "faults",
+        "auth",
+        "counters",
+        "tls",
+        "wire",
+        "connections",
+    ],
     &["transport"],
     &["engine"],
     &[

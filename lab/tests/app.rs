@@ -173,22 +173,51 @@ fn claim_answers_200_on_exactly_the_leader_and_503_elsewhere() {
     }
 }
 
-/// At most `max_watchers` streams; one more gets 429 with the JSON error, counted in /metrics;
-/// a freed slot can be taken again.
+/// A client of the node at `addr` whose connections come from `127.0.0.K`: another client,
+/// to the node's per-client watcher cap.
+fn client_from(k: u8, addr: &str) -> Client {
+    let http = electd_client::http_client()
+        .local_address(std::net::IpAddr::from([127, 0, 0, k]))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    Client::with_http(http, addr).timeout(Duration::from_secs(2))
+}
+
+/// At most `max_watchers` streams, and at most `max_watchers_per_client` of one client (its
+/// source address); one more gets 429 with the JSON error, counted in /metrics; a freed slot
+/// can be taken again. Issue 30: the slots were first come first served, so one client
+/// could take them all; now a client past its share is refused while another gets one.
 #[test]
 fn watchers_beyond_the_bound_get_429_and_are_counted() {
     let rt = TestCluster::rt();
     let tc = TestCluster::start(Mode::Bully, 1);
     let addr = tc.c.member(1).unwrap().addr.clone();
-    let client = Client::new(addr, Duration::from_secs(2));
+    let client = client_from(1, &addr);
     rt.block_on(async {
         until_it_answers(&client).await;
         let max = electd::config::DEFAULT_MAX_WATCHERS;
+        let share = electd::config::DEFAULT_MAX_WATCHERS_PER_CLIENT;
         let mut open = Vec::new();
-        for _ in 0..max {
-            open.push(client.watch(None).await.expect("a stream within the bound"));
+        for _ in 0..share {
+            open.push(client.watch(None).await.expect("a stream within the share"));
         }
-        let err = client.watch(None).await.err().expect("one more is refused");
+        let err = client.watch(None).await.err().expect("one more of one client");
+        assert_eq!(
+            (err.status(), err.code()),
+            (Some(429), Some("too_many_watchers")),
+            "{err}"
+        );
+        // The others' shares, from other addresses, up to the node's bound.
+        for i in share..max {
+            let other = client_from(2 + (i / share) as u8, &addr);
+            open.push(other.watch(None).await.expect("another client's stream"));
+        }
+        let err = client_from(200, &addr)
+            .watch(None)
+            .await
+            .err()
+            .expect("one more is refused");
         assert_eq!(err.status(), Some(429), "{err}");
         assert_eq!(err.code(), Some("too_many_watchers"), "{err}");
         let metrics = client.metrics_text().await.unwrap();
@@ -197,10 +226,11 @@ fn watchers_beyond_the_bound_get_429_and_are_counted() {
             "{metrics}"
         );
         assert!(
-            metrics.contains("electd_watchers_refused_total 1"),
+            metrics.contains("electd_watchers_refused_total 2"),
             "{metrics}"
         );
-        open.pop();
+        // A slot freed by the first client is its own again.
+        open.remove(0);
         // The slot is freed when the server notices the stream is gone: bounded retry.
         let until = Instant::now() + WAIT;
         loop {

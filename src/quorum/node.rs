@@ -24,7 +24,8 @@ use super::election::{
 };
 use super::identity::{self, Recognition};
 use super::protocol::{
-    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, RemoveRequest, Resign,
+    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, RemoveRequest,
+    Resign, PATH_APPEND, PATH_SNAPSHOT,
 };
 use super::quiet::follower_leader;
 use super::storage::{LogStore, StateMachine, Store, StoreError};
@@ -100,6 +101,11 @@ impl QuorumNode {
             counters,
             clock,
         } = plumbing;
+        // Appends carry at most the log since the last snapshot (`raft_config`: a snapshot
+        // every 32 entries, 8 kept) and snapshots the membership and incarnations: more
+        // than the transport's small default, read before the MAC is checked.
+        transport.allow_body(PATH_APPEND, APPEND_BODY_LIMIT);
+        transport.allow_body(PATH_SNAPSHOT, crate::BODY_LIMIT);
         let t = cfg.timing;
         let raft_cfg = raft_config(&cfg.cluster_id, &t)?;
         let net = RaftNet {
@@ -613,6 +619,10 @@ impl QuorumPeer for QuorumNode {
         })
     }
 }
+
+/// The most an append's body may be (`/peer/raft/append`): 40 entries of a membership of
+/// a few hundred members fit.
+pub const APPEND_BODY_LIMIT: usize = 512 << 10;
 
 /// openraft's config for electd's timings: its own elections and heartbeats off, its follower
 /// lease the follower lease, its RPC deadlines from `election`. Every timing that

@@ -56,6 +56,8 @@ impl Cluster {
                 seed: None,
                 timing,
                 max_watchers: electd::config::DEFAULT_MAX_WATCHERS,
+                max_watchers_per_client: electd::config::DEFAULT_MAX_WATCHERS_PER_CLIENT,
+                max_connections: electd::config::DEFAULT_MAX_CONNECTIONS,
                 join: None,
                 priority_settle_ms: None,
                 tls: None,

@@ -128,6 +128,15 @@ pub struct Fields {
     #[arg(long, env = "ELECTD_MAX_WATCHERS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     max_watchers: Option<usize>,
+    /// How many GET /v1/watch streams one client (source IP) may hold at once (default 16).
+    #[arg(long, env = "ELECTD_MAX_WATCHERS_PER_CLIENT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_watchers_per_client: Option<usize>,
+    /// How many connections the node serves at once (default 1024); members get a small
+    /// reserve beyond it for peer requests.
+    #[arg(long, env = "ELECTD_MAX_CONNECTIONS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_connections: Option<usize>,
     /// Quorum mode: join the running cluster through the member at HOST:PORT (its membership
     /// comes from the cluster; with an admin token the node asks to be added), instead of
     /// bootstrapping one from the peers. For a node whose data dir is new.

@@ -161,7 +161,42 @@ async fn reload_on_sighup(
     }
 }
 
-async fn run(cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
+/// Raises the process's limit on open files to its hard limit, and lowers `max_connections`
+/// to what that holds beside the members' reserve and the node's own descriptors
+/// (src/connections.rs), saying so in the log.
+fn fit_connections(cfg: &mut Config) {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let soft = match limit.maximum {
+        Some(hard) if limit.current.is_some_and(|c| c < hard) => {
+            let raised = Rlimit {
+                current: Some(hard),
+                maximum: Some(hard),
+            };
+            if setrlimit(Resource::Nofile, raised).is_ok() {
+                Some(hard)
+            } else {
+                limit.current
+            }
+        }
+        _ => limit.current,
+    };
+    let Some(soft) = soft else {
+        return;
+    };
+    if let Some(fits) = electd::connections::fit_to_descriptors(cfg.max_connections, soft) {
+        tracing::warn!(
+            max_connections = cfg.max_connections,
+            open_files_limit = soft,
+            serving = fits,
+            "max_connections lowered to what the open-files limit holds (raise it: \
+             LimitNOFILE= in systemd, ulimit -n)"
+        );
+        cfg.max_connections = fits;
+    }
+}
+
+async fn run(mut cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
     // SIGHUP is taken first thing: its default action ends the process, and a SIGHUP meant to
     // reload (or a logrotate's) must not stop a node, with TLS or without.
     let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -172,6 +207,7 @@ async fn run(cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
     });
+    fit_connections(&mut cfg);
     let listen = cfg.listen_addr();
     // Bind first: a taken port fails before any state is touched.
     let listener = tokio::net::TcpListener::bind(listen)
@@ -210,6 +246,7 @@ async fn run(cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
         listener,
         app,
         node.tls.clone(),
+        node.connections.clone(),
         server_stop.clone().cancelled_owned(),
     ));
     // SIGHUP: read the TLS files again (the claim and open connections are untouched).

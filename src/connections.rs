@@ -1,0 +1,163 @@
+//! How many connections a node serves at once, so that a flood of connections cannot take the
+//! descriptors its election needs (issue 30): a node that runs out of file descriptors cannot
+//! accept its members' requests nor open its own, and a leader that cannot send its heartbeats
+//! loses its claim.
+//!
+//! - At most `max_connections` connections are served at once, whoever opens them.
+//! - Beyond that, a connection from the IP address of a member (the address book, which
+//!   follows the membership in quorum mode) gets one of [`MEMBER_RESERVE`] more slots, on
+//!   which only peer requests are served (`src/api.rs` refuses anything else with 503 and
+//!   closes the connection); a peer request is authenticated as always (the MAC or the
+//!   certificate), so an address alone buys nothing but the slot, and only while it is held.
+//! - Any other connection beyond the cap is closed at once, without a byte read, and counted
+//!   (`electd_connections_refused_total`).
+//!
+//! `max_connections` is lowered at start to what the process's descriptor limit holds beside
+//! the reserve, the node's own outgoing connections and its files ([`fit_to_descriptors`]).
+//! Each connection also has a read deadline for its headers and a write deadline
+//! (`src/server.rs`), so that a client that stops reading frees its slot.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::wire::AddressBook;
+
+/// Connections from members' addresses served beyond `max_connections`, for peer requests.
+pub const MEMBER_RESERVE: usize = 64;
+/// Descriptors kept free beyond the connections served: the node's outgoing connections to
+/// its peers (a pool per member), its data files, its logs.
+pub const DESCRIPTOR_MARGIN: usize = 256;
+
+/// The connection slots of one node.
+pub struct Connections {
+    general: Arc<Semaphore>,
+    max: usize,
+    reserve: Arc<Semaphore>,
+    members: Arc<AddressBook>,
+    refused: AtomicU64,
+}
+
+/// A connection's slot, held as long as the connection is open.
+#[derive(Debug)]
+pub enum Slot {
+    /// One of `max_connections`: anything may be asked on it.
+    General(OwnedSemaphorePermit),
+    /// One of the members' reserve: peer requests only ([`Reserved`]).
+    Reserve(OwnedSemaphorePermit),
+}
+
+/// On each request of a connection that holds a reserve slot: only peer requests are served.
+#[derive(Clone, Copy, Debug)]
+pub struct Reserved;
+
+/// On each request: the address of the connection's client (the per-client watcher cap
+/// counts by its IP).
+#[derive(Clone, Copy, Debug)]
+pub struct Remote(pub SocketAddr);
+
+impl Connections {
+    pub fn new(max: usize, members: Arc<AddressBook>) -> Connections {
+        Connections {
+            general: Arc::new(Semaphore::new(max)),
+            max,
+            reserve: Arc::new(Semaphore::new(MEMBER_RESERVE)),
+            members,
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// A slot for a connection from `remote`, or `None` (counted): close it.
+    pub fn admit(&self, remote: IpAddr) -> Option<Slot> {
+        if let Ok(p) = self.general.clone().try_acquire_owned() {
+            return Some(Slot::General(p));
+        }
+        if self.is_member_host(remote) {
+            if let Ok(p) = self.reserve.clone().try_acquire_owned() {
+                return Some(Slot::Reserve(p));
+            }
+        }
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Whether some member's address (host:port in the address book) has the IP `ip`.
+    fn is_member_host(&self, ip: IpAddr) -> bool {
+        self.members.addrs().iter().any(|addr| {
+            addr.parse::<SocketAddr>()
+                .is_ok_and(|a| a.ip().to_canonical() == ip.to_canonical())
+        })
+    }
+
+    /// The most connections served at once outside the reserve.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Connections open now, the reserve's included.
+    pub fn open(&self) -> usize {
+        (self.max - self.general.available_permits())
+            + (MEMBER_RESERVE - self.reserve.available_permits())
+    }
+
+    /// Connections closed unserved since the node started.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// `max_connections` lowered to what `descriptors` (the process's limit on open files) holds
+/// beside the reserve and [`DESCRIPTOR_MARGIN`]; `None` when it fits as it is.
+pub fn fit_to_descriptors(max_connections: usize, descriptors: u64) -> Option<usize> {
+    let room = usize::try_from(descriptors)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(MEMBER_RESERVE + DESCRIPTOR_MARGIN);
+    (max_connections > room).then_some(room.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn book() -> Arc<AddressBook> {
+        AddressBook::new([(1, "127.0.0.1:7001".to_string()), (2, "[::1]:7002".into())].into())
+    }
+
+    #[test]
+    fn beyond_the_cap_only_members_addresses_get_the_reserve() {
+        let c = Connections::new(2, book());
+        let stranger: IpAddr = "127.0.0.9".parse().unwrap();
+        let member: IpAddr = "127.0.0.1".parse().unwrap();
+        let a = c.admit(stranger).expect("a general slot");
+        let b = c.admit(stranger).expect("a general slot");
+        assert!(matches!((&a, &b), (Slot::General(_), Slot::General(_))));
+        assert!(c.admit(stranger).is_none(), "a stranger beyond the cap");
+        assert_eq!(c.refused(), 1);
+        let mut reserved = Vec::new();
+        for _ in 0..MEMBER_RESERVE {
+            let s = c
+                .admit(member)
+                .expect("a reserve slot for a member's address");
+            assert!(matches!(s, Slot::Reserve(_)));
+            reserved.push(s);
+        }
+        // An IPv6 member is told by its address too.
+        assert!(c.is_member_host("::1".parse().unwrap()));
+        assert!(c.admit(member).is_none(), "the reserve is bounded");
+        assert_eq!(c.open(), 2 + MEMBER_RESERVE);
+        drop(a);
+        assert!(matches!(c.admit(stranger), Some(Slot::General(_))));
+    }
+
+    #[test]
+    fn the_cap_fits_the_descriptor_limit() {
+        assert_eq!(fit_to_descriptors(1024, 1 << 20), None);
+        assert_eq!(
+            fit_to_descriptors(1024, 1024),
+            Some(1024 - MEMBER_RESERVE - DESCRIPTOR_MARGIN)
+        );
+        assert_eq!(fit_to_descriptors(1024, 10), Some(1));
+    }
+}
