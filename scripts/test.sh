@@ -4,12 +4,13 @@
 #
 # It ends with one line per skip (`skipped: <test>: <reason>`) and then, last, the count:
 # `suite: N passed, N failed, N skipped`. The tests are counted from nextest's summary; the other
-# checks (fmt, clippy, kubernetes-validate, each fuzz target) as one step each. A skip is never a
-# pass (issue 28): a test that skips records itself in $ELECTD_SKIPS_FILE (lab/src/skip.rs) and is
-# counted as skipped although nextest shows it as PASS, and so are the steps of this script that
-# could not run. Only a missing tool that cannot be installed here skips. The exit status is not 0
-# when anything failed, and on CI (CI=true) as root when anything was skipped: there every tool
-# can be installed, so a skip there means a broken install.
+# checks (fmt, clippy, kubernetes-validate, the promtool rules, the dashboard check, each fuzz
+# target) as one step each. A skip is never a pass (issue 28): a test that skips records itself
+# in $ELECTD_SKIPS_FILE (lab/src/skip.rs) and is counted as skipped although nextest shows it as
+# PASS, and so are the steps of this script that could not run. Only a missing tool that cannot
+# be installed here skips. The exit status is not 0 when anything failed, and on CI (CI=true) as
+# root when anything was skipped: there every tool can be installed, so a skip there means a
+# broken install.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -89,7 +90,7 @@ need_postgres test.sh
 . "$root/scripts/lib/faketime.sh"
 need_faketime test.sh
 # promtool, prometheus_client, schemathesis, kubernetes-validate: outside checkers of /metrics,
-# the API and the Kubernetes example.
+# the alert rules, the API and the Kubernetes examples.
 . "$root/scripts/lib/checkers.sh"
 need_checkers test.sh "$root"
 # Chromium: the status page test (installed in the background while the suite builds).
@@ -101,35 +102,67 @@ step="cargo fmt --check"
 echo "== $step"
 cargo fmt --all -- --check
 pass "$step"
-# The Kubernetes example against Kubernetes' schemas, strictly (an unknown field fails), for the
-# oldest and the newest version it is meant for. Every resource of the file must be checked: the
-# tool only warns, and exits 0, on a kind it has no schema for.
-manifest=contrib/k8s/electd.yaml
+# The Kubernetes examples (the plain one and the TLS variant) against Kubernetes' schemas,
+# strictly (an unknown field fails), for the oldest and the newest version they are meant for.
+# Every resource of each file must be checked: the tool only warns, and exits 0, on a kind it has
+# no schema for. One step for both files.
+manifests=(contrib/k8s/electd.yaml contrib/k8s/electd-tls.yaml)
 step="kubernetes-validate"
-echo "== kubernetes-validate --strict $manifest"
+echo "== kubernetes-validate --strict ${manifests[*]}"
 kv="$root/target/py/bin/kubernetes-validate"
 if ! "$kv" --version 2>/dev/null | grep -q '^1\.37\.'; then
   skip "$step" "kubernetes-validate 1.37 is not in target/py and could not be installed (see above)"
 else
-  kinds="$(grep -c '^kind:' "$manifest" || true)"
   k8s_ok=1
-  for k8s in 1.31.0 1.37.0; do
-    if ! out="$("$kv" --strict -k "$k8s" "$manifest" 2>&1)"; then
-      echo "$out"
-      echo "kubernetes-validate: $manifest FAILED against Kubernetes $k8s"
-      k8s_ok=""
-      continue
-    fi
-    validated="$(grep -c 'passed for resource' <<<"$out" || true)"
-    if [ "$validated" != "$kinds" ]; then
-      echo "$out"
-      echo "kubernetes-validate: $manifest FAILED against Kubernetes $k8s: $validated of its $kinds resources validated"
-      k8s_ok=""
-      continue
-    fi
-    echo "kubernetes-validate: $manifest ok against Kubernetes $k8s (--strict): $validated resources"
+  for manifest in "${manifests[@]}"; do
+    kinds="$(grep -c '^kind:' "$manifest" || true)"
+    for k8s in 1.31.0 1.37.0; do
+      if ! out="$("$kv" --strict -k "$k8s" "$manifest" 2>&1)"; then
+        echo "$out"
+        echo "kubernetes-validate: $manifest FAILED against Kubernetes $k8s"
+        k8s_ok=""
+        continue
+      fi
+      validated="$(grep -c 'passed for resource' <<<"$out" || true)"
+      if [ "$validated" != "$kinds" ]; then
+        echo "$out"
+        echo "kubernetes-validate: $manifest FAILED against Kubernetes $k8s: $validated of its $kinds resources validated"
+        k8s_ok=""
+        continue
+      fi
+      echo "kubernetes-validate: $manifest ok against Kubernetes $k8s (--strict): $validated resources"
+    done
   done
   if [ -n "$k8s_ok" ]; then pass "$step"; else fail "$step"; fi
+fi
+# The Prometheus rules of contrib/prometheus/: promtool checks them and runs their unit tests
+# (each alert on synthetic series, a case that fires and one that does not). Skipped only when
+# promtool is missing (need_checkers installs it as root).
+rules=contrib/prometheus/electd-rules.yml
+rule_tests=contrib/prometheus/electd-rules.test.yml
+step="promtool rules"
+echo "== promtool check rules $rules; promtool test rules $rule_tests"
+if ! command -v promtool >/dev/null 2>&1; then
+  skip "$step" "promtool is not installed and could not be installed (see above)"
+elif promtool check rules "$rules" && promtool test rules "$rule_tests"; then
+  echo "promtool: $(grep -c '^ *- alert:' "$rules") alerts, $(grep -c '^ *- record:' "$rules") records;" \
+    "$(grep -c '^ *alertname:' "$rule_tests") alert checks and $(grep -c '^ *- expr:' "$rule_tests")" \
+    "record checks in $(grep -c '^ *- name:' "$rule_tests") tests passed"
+  pass "$step"
+else
+  fail "$step"
+fi
+# The Grafana dashboard of contrib/grafana/: valid JSON, a dashboard on a datasource variable,
+# and, like the rules, naming only metrics src/metrics.rs exports or records of the rules file;
+# and every alert tested both ways (scripts/lib/check_dashboard.py, Python's standard library).
+step="dashboard and rules names"
+echo "== scripts/lib/check_dashboard.py"
+if ! command -v python3 >/dev/null 2>&1; then
+  skip "$step" "python3 is not installed and could not be installed (see above)"
+elif python3 "$root/scripts/lib/check_dashboard.py" --root "$root"; then
+  pass "$step"
+else
+  fail "$step"
 fi
 step="cargo clippy"
 echo "== cargo clippy --workspace --all-targets -- -D warnings"
