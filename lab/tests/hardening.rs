@@ -512,3 +512,97 @@ fn a_sighup_does_not_stop_a_node_without_tls() {
         Some(1)
     );
 }
+
+/// Issue 30: a flood of connections cannot take the descriptors the election needs. Every
+/// node of three runs with 512 open files and `max_connections` 64, and gets 700 connections
+/// from an address that is no member's, held open without a byte: beyond the cap they are
+/// closed unread (counted), and the leader stays in place, its term unchanged, for as long as
+/// the flood is held. Prints each node's resident memory before and under the flood.
+#[test]
+fn a_connection_flood_leaves_the_leader_in_place() {
+    use rustix::process::{getrlimit, prlimit, setrlimit, Pid, Resource, Rlimit};
+    // This process holds the flood: its own soft limit up to its hard one.
+    let mine = getrlimit(Resource::Nofile);
+    let _ = setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: mine.maximum,
+            maximum: mine.maximum,
+        },
+    );
+    let mut tc = TestCluster::configure(Mode::Quorum, 3, common::TEST_TIMING);
+    tc.c.extra_args
+        .extend(["--max-connections".to_string(), "64".to_string()]);
+    for id in tc.c.ids() {
+        tc.start_node(id);
+    }
+    let rt = TestCluster::rt();
+    let leader = rt
+        .block_on(tc.c.wait_agreed(Duration::from_secs(20)))
+        .expect("a leader");
+    let term = rt.block_on(tc.c.leader_info(leader)).unwrap().term;
+    let rss = |id| {
+        let pid = tc.c.pid(id).expect("running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .map(|v| v.trim().trim_end_matches(" kB").trim().to_string())
+            .unwrap_or_default();
+        kb.parse::<u64>().unwrap_or(0)
+    };
+    let before: Vec<u64> = tc.c.ids().into_iter().map(rss).collect();
+    for id in tc.c.ids() {
+        let pid = Pid::from_raw(tc.c.pid(id).unwrap()).unwrap();
+        let limit = Rlimit {
+            current: Some(512),
+            maximum: Some(512),
+        };
+        prlimit(Some(pid), Resource::Nofile, limit).expect("the node's open-files limit set");
+    }
+    let mut held = Vec::new();
+    let t0 = Instant::now();
+    for id in tc.c.ids() {
+        let addr: std::net::SocketAddr = tc.c.member(id).unwrap().addr.parse().unwrap();
+        for _ in 0..700 {
+            if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                held.push(s);
+            }
+        }
+    }
+    // Held 3 s past the last one opened (the header read timeout closes idle ones after 5 s).
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let under: Vec<u64> = tc.c.ids().into_iter().map(rss).collect();
+    let opened = held.len();
+    drop(held);
+    eprintln!(
+        "flood: {opened} connections opened to 3 nodes over {:?}, the last held 3 s; resident \
+         memory before {before:?} kB, under the flood {under:?} kB",
+        t0.elapsed()
+    );
+    let after = rt
+        .block_on(tc.c.wait_agreed(Duration::from_secs(10)))
+        .expect("a leader after the flood");
+    let info = rt.block_on(tc.c.leader_info(after)).unwrap();
+    assert_eq!(
+        (after, info.term),
+        (leader, term),
+        "the flood moved the leader or its term"
+    );
+    for id in tc.c.ids() {
+        let metrics = rt
+            .block_on(tc.c.client(id).unwrap().metrics_text())
+            .unwrap();
+        let refused: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("electd_connections_refused_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        eprintln!("node {id}: {refused} connections refused");
+        assert!(refused >= 600, "node {id} refused {refused} of 700");
+    }
+    tc.assert_safe();
+}
