@@ -202,7 +202,11 @@ fn watchers_beyond_the_bound_get_429_and_are_counted() {
         for _ in 0..share {
             open.push(client.watch(None).await.expect("a stream within the share"));
         }
-        let err = client.watch(None).await.err().expect("one more of one client");
+        let err = client
+            .watch(None)
+            .await
+            .err()
+            .expect("one more of one client");
         assert_eq!(
             (err.status(), err.code()),
             (Some(429), Some("too_many_watchers")),
