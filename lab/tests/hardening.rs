@@ -606,3 +606,112 @@ fn a_connection_flood_leaves_the_leader_in_place() {
     }
     tc.assert_safe();
 }
+
+/// Three quorum nodes; once a leader is agreed, the forger (src/faults.rs) sits on both of the
+/// leader's links: its requests are withheld from its peers and answered by the forger (forged
+/// grants and acknowledgements, replays of genuine answers), its peers' requests to it are
+/// rewritten. Gives back, for the 4 s after: how long two nodes claimed at once (C2), and how
+/// long the cut-off node claimed later than a claim lease after the last genuine round. The
+/// forger lets the first request of each path through to record its answer, so one more
+/// genuine acknowledgement may come within a beat (and its round trip) after it came.
+fn forged_peers(flaw: Option<&str>) -> (u64, u64) {
+    use electd_lab::chaos::checkers::{claim_intervals, split_brain};
+    let mut tc = TestCluster::configure(Mode::Quorum, 3, common::TEST_TIMING);
+    if let Some(flaw) = flaw {
+        tc.c.bin = tc.c.bin.with_file_name("electd-flawed");
+        assert!(tc.c.bin.is_file(), "no {}", tc.c.bin.display());
+        tc.c.extra_args
+            .extend(["--lab-flaw".to_string(), flaw.to_string()]);
+    }
+    for id in tc.c.ids() {
+        tc.start_node(id);
+    }
+    let rt = TestCluster::rt();
+    let victim = rt
+        .block_on(tc.c.wait_agreed(Duration::from_secs(20)))
+        .expect("a leader");
+    let peers: std::collections::BTreeSet<u64> =
+        tc.c.ids().into_iter().filter(|&i| i != victim).collect();
+    let t0 = electd::clock::mono_ns();
+    rt.block_on(async {
+        let mut set = tc.c.client(victim).unwrap().faults().await.unwrap();
+        set.forge_to = peers.clone();
+        set.forger = None;
+        tc.c.set_faults(victim, &set).await.unwrap();
+    });
+    // Until the others agree on another leader (at most 10 s), then 4 s more.
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        let others: Vec<Option<u64>> = peers
+            .iter()
+            .map(|&p| {
+                rt.block_on(tc.c.leader_info(p))
+                    .ok()
+                    .and_then(|i| i.leader.map(|l| l.id))
+            })
+            .collect();
+        if others.iter().all(|l| l.is_some_and(|l| l != victim)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let forger = rt
+        .block_on(tc.c.status(victim))
+        .ok()
+        .and_then(|s| s.faults.forger)
+        .unwrap_or_default();
+    eprintln!(
+        "forger on node {victim}'s links: {} forged, {} replayed, {} withheld, {} rewritten",
+        forger.forged, forger.replayed, forger.withheld, forger.rewritten
+    );
+    assert!(
+        forger.forged > 0 && forger.replayed > 0,
+        "the forger answered nothing: {forger:?}"
+    );
+    let log = tc.run_log(None, None);
+    let genuine = ms(tc.timing.effective_lease_ms() + 2 * tc.timing.heartbeat_ms);
+    let lease_ns = u64::try_from(genuine.as_nanos()).unwrap();
+    let late: u64 = claim_intervals(&log)
+        .iter()
+        .filter(|c| c.node == victim)
+        .map(|c| c.to_ns.saturating_sub(c.from_ns.max(t0 + lease_ns)))
+        .sum();
+    let split = split_brain(&log).split_brain_ns;
+    eprintln!(
+        "two claimants for {:.1} ms; node {victim} claimed {:.1} ms past the last genuine round",
+        split as f64 / 1e6,
+        late as f64 / 1e6
+    );
+    (split, late)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Issue 30, done when: a real node whose two peers are forging proxies never claims (past
+/// the claim it held when the forger came, which ends within a claim lease), and no two
+/// nodes claim at once.
+#[test]
+fn a_node_whose_peers_are_forging_proxies_never_claims() {
+    let (split_ns, late_ns) = forged_peers(None);
+    assert_eq!(
+        (split_ns, late_ns),
+        (0, 0),
+        "two claimants, or a claim on forged answers"
+    );
+}
+
+/// The same with the lab's flaw `accept-unsigned-answers` (answers taken as they come, as
+/// before bedd083): the forged acknowledgements keep the cut-off node claiming, so the test
+/// above can fail.
+#[test]
+fn a_node_that_takes_unsigned_answers_claims_on_forged_ones() {
+    let (split_ns, late_ns) = forged_peers(Some("accept-unsigned-answers"));
+    assert!(
+        split_ns > 0 && late_ns > 0,
+        "the flawed node did not claim on forged answers: {split_ns} ns two claimants, \
+         {late_ns} ns claimed late"
+    );
+}
