@@ -307,6 +307,7 @@ async fn get_status(State(node): State<Arc<Node>>) -> Json<Status> {
         seed: node.seed,
         faults: node.transport.faults.get(),
         insecure: node.cfg.runs_insecure(),
+        two_leaders_possible: !node.cfg.mode.leased(),
         admin_api: node.cfg.admin_token.is_some(),
         engine: node.engine_status(),
     })

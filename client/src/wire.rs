@@ -228,6 +228,10 @@ pub struct Status {
     /// Whether the admin API is served (it needs an admin token; without one it answers 403).
     #[serde(default)]
     pub admin_api: bool,
+    /// The mode may let two nodes lead at once under a partition (bully, ring, invitation:
+    /// they are kept for comparison; docs/modes.md). False in quorum and mutex modes.
+    #[serde(default)]
+    pub two_leaders_possible: bool,
     /// What the mode's engine adds (openraft's state, tick settings); not part of the contract.
     pub engine: serde_json::Value,
 }

@@ -148,6 +148,12 @@ fn hardening(mode: Mode) {
         let before = tc.c.leader_info(leader).await.expect("leader info");
         // Probe a follower: the peer paths are the same on every node.
         let target = tc.c.ids().into_iter().find(|&i| i != leader).unwrap();
+        // A mode that may lead twice under a partition says so (issue 31), at start and in
+        // /v1/status.
+        let status = tc.c.status(target).await.expect("status");
+        assert_eq!(status.two_leaders_possible, !mode.leased(), "{mode}");
+        let warned = tc.log_since(target, 0).contains("two nodes may lead at once");
+        assert_eq!(warned, !mode.leased(), "{mode}: the start warning");
         let from = if target == 1 { 2 } else { 1 };
         let read = |name: &str| {
             let text = std::fs::read_to_string(tc.c.run.join(name)).unwrap();

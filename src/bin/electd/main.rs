@@ -221,6 +221,15 @@ async fn run(mut cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
         seed,
         "electd starting"
     );
+    if !cfg.mode.leased() {
+        tracing::warn!(
+            mode = cfg.mode.as_str(),
+            "{} mode is kept for comparison: under a partition two nodes may lead at once (no \
+             claim is a lease-bound promise here); use quorum mode for one leader \
+             (docs/modes.md)",
+            cfg.mode.as_str()
+        );
+    }
     if cfg.runs_insecure() {
         tracing::warn!(
             "INSECURE: no cluster_secret: peer requests are not authenticated, so any process \
