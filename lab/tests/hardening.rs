@@ -152,7 +152,9 @@ fn hardening(mode: Mode) {
         // /v1/status.
         let status = tc.c.status(target).await.expect("status");
         assert_eq!(status.two_leaders_possible, !mode.leased(), "{mode}");
-        let warned = tc.log_since(target, 0).contains("two nodes may lead at once");
+        let warned = tc
+            .log_since(target, 0)
+            .contains("two nodes may lead at once");
         assert_eq!(warned, !mode.leased(), "{mode}: the start warning");
         let from = if target == 1 { 2 } else { 1 };
         let read = |name: &str| {
