@@ -187,6 +187,46 @@ step="cargo build --bin electd"
 cargo build --quiet --bin electd
 step="cargo build --bin electd-flawed"
 cargo build --quiet -p electd --features flaws --bin electd-flawed
+# The Debian package (cargo-deb, Cargo.toml's [package.metadata.deb]) from the binary just
+# built, installed with dpkg -i and checked: `electd --version` names the commit, the default
+# config passes --check-config as the package's user, `systemd-analyze verify` takes the
+# installed unit without a word; then purged (the user and the config go with it).
+step="debian package"
+echo "== $step"
+if ! cargo deb --version 2>/dev/null | grep -q '^cargo-deb 3\.8\.0$'; then
+  echo "test.sh: installing cargo-deb 3.8.0"
+  cargo install cargo-deb --version 3.8.0 --locked --quiet || true
+fi
+if [ "$(id -u)" != 0 ]; then
+  skip "$step" "dpkg -i needs root"
+elif ! cargo deb --version >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null; then
+  skip "$step" "cargo-deb or systemd-analyze is not installed and could not be installed"
+elif dpkg -s electd >/dev/null 2>&1; then
+  fail "$step" "a package electd is installed on this machine already: not touched"
+else
+  deb_ok=1
+  commit="$(git rev-parse --short=12 HEAD)"
+  # --profile dev: the debug binary the tests use (a release build costs minutes on 2 cores).
+  cargo deb -p electd --profile dev --no-build -o "$work/deb/" 2>&1 | grep -v 'dev profile' || true
+  if ! dpkg -i "$work"/deb/electd_*.deb; then
+    deb_ok=""
+  else
+    version="$(/usr/bin/electd --version)"
+    echo "installed: $version"
+    [[ "$version" == *"(commit $commit)"* ]] || { echo "the version names no commit $commit"; deb_ok=""; }
+    runuser -u electd -- /usr/bin/electd --config /etc/electd/electd.toml --check-config \
+      || { echo "the default config does not pass as user electd"; deb_ok=""; }
+    verify="$(systemd-analyze verify /lib/systemd/system/electd.service 2>&1)" \
+      || { echo "$verify"; deb_ok=""; }
+    [ -z "$verify" ] || { echo "systemd-analyze verify: $verify"; deb_ok=""; }
+  fi
+  dpkg --purge electd >/dev/null 2>&1 || deb_ok=""
+  if getent passwd electd >/dev/null || [ -e /usr/bin/electd ]; then
+    echo "the purge left the user or the binary"
+    deb_ok=""
+  fi
+  if [ -n "$deb_ok" ]; then pass "$step"; else fail "$step"; fi
+fi
 step="tests"
 wait_chromium_install test.sh
 # The simulator's 600 schedules (lab/tests/sim.rs) start from a seed that changes per run.

@@ -211,3 +211,531 @@ fn json_logs_are_one_object_a_line() {
     assert_eq!(v["fields"]["message"], "electd starting", "{line}");
     assert_eq!(v["level"], "INFO", "{line}");
 }
+
+// --- Several endpoints (issue 31, section 4), completions and the man page (section 2) ---
+
+/// The admin token of the test clusters.
+const TOKEN: &str = "0123456789abcdef-token";
+
+/// A port nothing listens on: bound, read, and let go.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// `electd ARGS` with `env` and none of the caller's ELECTD_* client variables: its exit code,
+/// stdout and stderr.
+fn electd(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("ELECTD_NODE")
+        .env_remove("ELECTD_ENDPOINTS")
+        .env_remove("ELECTD_ADMIN_TOKEN")
+        .env_remove("ELECTD_CACERT")
+        .env_remove("ELECTD_CLIENT_CERT")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A cluster of `members` quorum nodes on 127.0.0.1 at the default timings, of which the first
+/// `started` run; killed when dropped.
+struct Cluster {
+    addrs: Vec<String>,
+    nodes: Vec<std::process::Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start(members: usize, started: usize) -> Cluster {
+        let addrs = (0..members)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        Cluster::start_in(tempfile::tempdir().unwrap(), addrs, started, "")
+    }
+
+    /// The same in `dir`, with the members at `addrs` and `extra` in each config (tables).
+    fn start_in(
+        dir: tempfile::TempDir,
+        addrs: Vec<String>,
+        started: usize,
+        extra: &str,
+    ) -> Cluster {
+        let mut nodes = Vec::new();
+        for id in 1..=started {
+            let mut text = format!(
+                "id = {id}\ndata_dir = \"data{id}\"\ncluster_secret = \"0123456789abcdef0123\"\n\
+                 admin_token = \"{TOKEN}\"\n{extra}\n"
+            );
+            for (i, addr) in addrs.iter().enumerate() {
+                text.push_str(&format!("[[peers]]\nid = {}\naddr = \"{addr}\"\n", i + 1));
+            }
+            let cfg = dir.path().join(format!("node{id}.toml"));
+            std::fs::write(&cfg, text).unwrap();
+            let log = std::fs::File::create(dir.path().join(format!("node{id}.log"))).unwrap();
+            nodes.push(
+                Command::new(BIN)
+                    .arg("--config")
+                    .arg(&cfg)
+                    .env_remove("RUST_LOG")
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .spawn()
+                    .unwrap(),
+            );
+        }
+        Cluster { addrs, nodes, dir }
+    }
+
+    /// The logs of the nodes, for a failure's message.
+    fn logs(&self) -> String {
+        (1..=self.nodes.len())
+            .map(|id| {
+                let log = std::fs::read_to_string(self.dir.path().join(format!("node{id}.log")))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                format!(
+                    "node {id}:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The leader's id once every running node names it, in `until`.
+    fn leader(&self, until: std::time::Duration) -> u64 {
+        let deadline = std::time::Instant::now() + until;
+        loop {
+            let named: Vec<Option<u64>> = self.addrs[..self.nodes.len()]
+                .iter()
+                .map(|a| {
+                    let (code, out, _) = electd(&["leader", "--json", "--node", a], &[]);
+                    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+                    v["leader"]["id"].as_u64().filter(|_| code == Some(0))
+                })
+                .collect();
+            if let Some(Some(id)) = named.first() {
+                if named.iter().all(|n| *n == Some(*id)) {
+                    return *id;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no agreed leader in {until:?} ({named:?})\n{}",
+                self.logs()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.kill();
+            let _ = node.wait();
+        }
+    }
+}
+
+/// Read commands with `--endpoints` (or ELECTD_ENDPOINTS) skip an endpoint nothing listens on
+/// and take the answer of the next; `--node` with `--endpoints` is a usage error.
+#[test]
+fn client_commands_skip_an_endpoint_that_does_not_answer() {
+    let one = Cluster::start(1, 1);
+    let live = one.addrs[0].clone();
+    let dead = format!("127.0.0.1:{}", free_port());
+    one.leader(std::time::Duration::from_secs(30));
+    let endpoints = format!("{dead},{live}");
+
+    let (code, out, err) = electd(&["leader", "--endpoints", &endpoints], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("node 1: leader, term "), "{out}");
+    assert!(out.contains(&format!("leader 1 ({live})")), "{out}");
+    let (code, out, err) = electd(&["status", "--json", "--endpoints", &endpoints], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["node_id"], 1, "{out}");
+    let (code, out, err) = electd(&["member", "list", "--endpoints", &endpoints], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.trim(), format!("node 1 ({live}): voter"));
+
+    // The same from the environment; a flag wins over the other's variable.
+    let (code, out, err) = electd(&["leader"], &[("ELECTD_ENDPOINTS", &endpoints)]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("leader 1 ({live})")), "{out}");
+    let (code, _, err) = electd(
+        &["leader", "--endpoints", &endpoints],
+        &[("ELECTD_NODE", &dead)],
+    );
+    assert_eq!(code, Some(0), "--endpoints wins over ELECTD_NODE: {err}");
+    let (code, _, err) = electd(&["leader", "--node", &live], &[("ELECTD_ENDPOINTS", &dead)]);
+    assert_eq!(code, Some(0), "--node wins over ELECTD_ENDPOINTS: {err}");
+
+    // watch follows the first endpoint that answers.
+    let mut watch = Command::new(BIN)
+        .args(["watch", "--json", "--endpoints", &endpoints])
+        .env_remove("ELECTD_NODE")
+        .env_remove("ELECTD_ENDPOINTS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .map(|_| line)
+    });
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !reader.is_finished() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let line = reader.join().unwrap().expect("a watch line");
+    let v: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
+    assert_eq!(v["node_id"], 1, "{line}");
+    assert!(v["id"].as_u64().is_some(), "{line}");
+
+    // Usage errors: both flags, both variables, an endpoint that is not HOST:PORT.
+    let (code, _, err) = electd(&["leader", "--node", &live, "--endpoints", &endpoints], &[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("--node and --endpoints cannot be used together"),
+        "{err}"
+    );
+    let (code, _, err) = electd(
+        &["status"],
+        &[("ELECTD_NODE", &live), ("ELECTD_ENDPOINTS", &endpoints)],
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("ELECTD_NODE and ELECTD_ENDPOINTS are both set"),
+        "{err}"
+    );
+    for bad in [format!("{live},127.0.0.1"), format!("{live},,{dead}")] {
+        let (code, _, err) = electd(&["leader", "--endpoints", &bad], &[]);
+        assert_eq!(code, Some(2), "{bad}");
+        assert!(
+            err.contains("is not HOST:PORT") || err.contains("an empty endpoint"),
+            "{bad}: {err}"
+        );
+    }
+    // `run` follows the claim of one node, its own: it takes no endpoints.
+    let (code, _, _) = electd(&["run", "--endpoints", &live, "--", "true"], &[]);
+    assert_eq!(code, Some(2));
+}
+
+/// When no endpoint answers, a command exits 1 naming each one it tried, and why.
+#[test]
+fn no_endpoint_answering_exits_1_naming_each() {
+    let dead: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let endpoints = dead.join(",");
+    for args in [
+        vec!["leader"],
+        vec!["status"],
+        vec!["member", "list"],
+        vec!["resign"],
+        vec!["watch", "--give-up-ms", "1"],
+    ] {
+        let mut args = args.clone();
+        args.extend(["--endpoints", &endpoints]);
+        let (code, _, err) = electd(&args, &[("ELECTD_ADMIN_TOKEN", TOKEN)]);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("none of the 2 endpoints answered"),
+            "{args:?}: {err}"
+        );
+        for d in &dead {
+            assert!(
+                err.contains(&format!("{d}: ")) && err.contains("refused"),
+                "{args:?} names {d}: {err}"
+            );
+        }
+    }
+}
+
+/// An admin command with `--endpoints` goes to the leader they name, wherever it is in the
+/// list: `resign` to a follower is refused (not the leader), through the endpoints it hands the
+/// role over. Without a leader, or to a leader's address that is not an endpoint (without
+/// TLS), the command says so and sends nothing.
+#[test]
+fn admin_commands_with_endpoints_reach_the_leader() {
+    let cluster = Cluster::start(3, 3);
+    let secs = std::time::Duration::from_secs;
+    let leader = cluster.leader(secs(30));
+    let addr = |id: u64| cluster.addrs[id as usize - 1].clone();
+    let followers: Vec<String> = (1..=3).filter(|&id| id != leader).map(addr).collect();
+    // The leader last, after a dead endpoint and the followers.
+    let dead = format!("127.0.0.1:{}", free_port());
+    let endpoints = format!("{dead},{},{},{}", followers[0], followers[1], addr(leader));
+    let token = [("ELECTD_ADMIN_TOKEN", TOKEN)];
+
+    let (code, _, err) = electd(&["resign", "--node", &followers[0]], &token);
+    assert_eq!(code, Some(3), "a follower refuses: {err}");
+    let (code, out, err) = electd(&["resign", "--endpoints", &endpoints], &token);
+    assert_eq!(code, Some(0), "{err}\n{}", cluster.logs());
+    let successor: u64 = out
+        .trim()
+        .rsplit("node ")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("resigned …; successor: node N: {out}"));
+    assert_ne!(successor, leader, "{out}");
+    // The successor campaigns first; whoever wins, the old leader has handed over.
+    let now = cluster.leader(secs(30));
+    assert_ne!(now, leader, "{out}");
+
+    // The leader named by an endpoint that is not itself one of the endpoints: not sent.
+    let via_name = format!("localhost:{}", followers[0].rsplit(':').next().unwrap());
+    let (code, _, err) = electd(&["resign", "--endpoints", &via_name], &token);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("names the leader {}", addr(now)))
+            && err.contains("not one of --endpoints"),
+        "{err}"
+    );
+
+    // One member of three alive: no leader, said for each endpoint.
+    drop(cluster);
+    let alone = Cluster::start(3, 1);
+    let deadline = std::time::Instant::now() + secs(15);
+    let (code, _, err) = loop {
+        let answer = electd(
+            &[
+                "resign",
+                "--endpoints",
+                &format!("{dead},{}", alone.addrs[0]),
+            ],
+            &token,
+        );
+        if answer.0 != Some(1) || std::time::Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("no leader to send the request to"), "{err}");
+    assert!(
+        err.contains(&format!("{}: node 1 (", alone.addrs[0])) && err.contains("knows no leader"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("{dead}: ")), "{err}");
+}
+
+/// Over TLS, `--cacert` and `--client-cert` hold for every endpoint, and an admin request goes
+/// to the leader's address even when it is not one of the endpoints: the leader's certificate
+/// vouches for it.
+#[test]
+fn endpoints_over_tls_trust_the_ca_for_each() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issue = |names: Vec<String>| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &ca_cert, &ca_key)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let ca_file = write("ca.pem", &ca_cert.pem());
+    let (cert, key) = issue(vec![
+        "127.0.0.1".into(),
+        "localhost".into(),
+        electd::tls::member_name(1),
+    ]);
+    let extra = format!(
+        "[tls]\nca = \"{ca_file}\"\ncert = \"{}\"\nkey = \"{}\"\nadmin_client_cert = true\n",
+        write("node1.pem", &cert),
+        write("node1-key.pem", &key)
+    );
+    let (cert, key) = issue(vec!["admin.electd.invalid".into()]);
+    let admin = write("admin.pem", &(cert + &key));
+    let other_ca = write("other-ca.pem", &{
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.self_signed(&key).unwrap().pem()
+    });
+    let port = free_port();
+    let live = format!("127.0.0.1:{port}");
+    let one = Cluster::start_in(dir, vec![live.clone()], 1, &extra);
+    let dead = format!("127.0.0.1:{}", free_port());
+    let endpoints = format!("{dead},{live}");
+
+    // A read through the endpoints, over TLS; without the cluster's CA, refused.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (code, out, err) = loop {
+        let answer = electd(
+            &["leader", "--endpoints", &endpoints, "--cacert", &ca_file],
+            &[],
+        );
+        if answer.0 == Some(0) || std::time::Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(0), "{err}\n{}", one.logs());
+    assert!(out.contains(&format!("leader 1 ({live})")), "{out}");
+    let (code, _, err) = electd(
+        &["leader", "--endpoints", &endpoints, "--cacert", &other_ca],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("certificate"), "{err}");
+
+    // An admin request, named by `localhost:PORT`, goes to the leader at 127.0.0.1:PORT with
+    // the client certificate: the node's own answer (no successor in a cluster of one).
+    let via_name = format!("localhost:{port}");
+    let admin_args = [
+        "resign",
+        "--endpoints",
+        &via_name,
+        "--cacert",
+        &ca_file,
+        "--client-cert",
+        &admin,
+    ];
+    let (code, _, err) = electd(&admin_args, &[("ELECTD_ADMIN_TOKEN", TOKEN)]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains(&format!("{live}: 409 no_successor")), "{err}");
+    // Without the client certificate the admin API refuses it.
+    let (code, _, err) = electd(&admin_args[..5], &[("ELECTD_ADMIN_TOKEN", TOKEN)]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains(&format!("{live}: 403 client_certificate_required")),
+        "{err}"
+    );
+}
+
+/// A test that cannot run for want of a tool records a skip as `lab/src/skip.rs` does (this
+/// package cannot depend on the lab): a line in `$ELECTD_SKIPS_FILE`, which scripts/test.sh
+/// counts as skipped, `SKIPPED …` on stderr, and a failure on CI as root, where
+/// scripts/lib/checkers.sh installs every tool.
+fn skip(test: &str, missing: &str) {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let name = match (var("NEXTEST_BINARY_ID"), var("NEXTEST_TEST_NAME")) {
+        (Some(binary), Some(test)) => format!("{binary} {test}"),
+        _ => format!("electd::cli {test}"),
+    };
+    let line = format!("{name}: {missing}");
+    if let Some(path) = std::env::var_os("ELECTD_SKIPS_FILE").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+            .unwrap_or_else(|e| panic!("{line}, and the skip cannot be recorded: {e}"));
+    }
+    eprintln!("SKIPPED {line}");
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    assert!(
+        !(ci && rustix::process::geteuid().is_root()),
+        "skipped on CI as root, where scripts/test.sh installs every tool: {missing}"
+    );
+}
+
+/// Runs `tool ARGS FILE`: `None` when the tool is not installed, else its exit status and
+/// everything it said.
+fn check_with(tool: &str, args: &[&str], file: &std::path::Path) -> Option<(bool, String)> {
+    let out = match Command::new(tool)
+        .args(args)
+        .arg(file)
+        .env("MANWIDTH", "80")
+        .output()
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        other => other.unwrap(),
+    };
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// `electd completions SHELL` is accepted by each shell's own parser, and `electd man` (and a
+/// command's page) by groff with every warning on, and by man.
+#[test]
+fn completions_and_man_pages_pass_the_shells_and_man() {
+    let test = "completions_and_man_pages_pass_the_shells_and_man";
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, check) in [
+        ("bash", &["-n"][..]),
+        ("zsh", &["-n"][..]),
+        ("fish", &["--no-execute"][..]),
+        ("elvish", &[][..]),
+        ("powershell", &[][..]),
+    ] {
+        let (code, script, err) = electd(&["completions", shell], &[]);
+        assert_eq!(code, Some(0), "{shell}: {err}");
+        assert!(script.contains("endpoints"), "{shell}: {script}");
+        if check.is_empty() {
+            continue; // No parser of these here: generated, not checked.
+        }
+        let file = dir.path().join(format!("electd.{shell}"));
+        std::fs::write(&file, &script).unwrap();
+        match check_with(shell, check, &file) {
+            None => skip(test, &format!("{shell} is not installed")),
+            Some((ok, said)) => assert!(
+                ok && said.is_empty(),
+                "{shell} {check:?} refuses the completions: {said}"
+            ),
+        }
+        if shell == "zsh" {
+            // A `:` of a value name is escaped, or _arguments takes it for a separator.
+            assert!(
+                script.contains(":IP\\:PORT:") && !script.contains(":IP:PORT:"),
+                "zsh value names"
+            );
+        }
+    }
+    let (code, _, err) = electd(&["completions", "tcsh"], &[]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("tcsh"), "{err}");
+
+    for page in [&[][..], &["member", "add"][..]] {
+        let mut args = vec!["man"];
+        args.extend(page);
+        let (code, roff, err) = electd(&args, &[]);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(roff.contains(".TH"), "{args:?}: {roff}");
+        assert!(
+            roff.contains("ELECTD_ENDPOINTS"),
+            "{args:?}: the variables named: {roff}"
+        );
+        let file = dir.path().join("electd.1");
+        std::fs::write(&file, &roff).unwrap();
+        match check_with("groff", &["-man", "-Tutf8", "-ww", "-z"], &file) {
+            None => skip(test, "groff is not installed"),
+            Some((ok, said)) => assert!(ok && said.is_empty(), "groff -ww on {args:?}: {said}"),
+        }
+        match check_with("man", &["-l"], &file) {
+            None => skip(test, "man (man-db) is not installed"),
+            Some((ok, said)) => assert!(ok && said.is_empty(), "man -l on {args:?}: {said}"),
+        }
+    }
+    let (code, _, err) = electd(&["man", "member", "nope"], &[]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no command \"nope\""), "{err}");
+}

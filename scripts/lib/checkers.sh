@@ -3,7 +3,8 @@
 # a live node's /metrics in the classic text format; Python's prometheus_client parses the
 # OpenMetrics body and schemathesis tests the HTTP API against docs/openapi.yaml;
 # kubernetes-validate checks the Kubernetes example (contrib/k8s/electd.yaml) against
-# Kubernetes' own schemas (1.37.x carries those of Kubernetes 1.25 to 1.37). The Python
+# Kubernetes' own schemas (1.37.x carries those of Kubernetes 1.25 to 1.37); zsh, fish, man and
+# groff check the shell completions and the man page. The Python
 # packages go to a virtualenv of the project's own (target/py), whose bin/ goes first on PATH.
 # What cannot be installed is reported, and the tests that need it print why and count as
 # skipped.
@@ -22,6 +23,22 @@ need_checkers() {
       [ -n "$made" ] && rm -f "$policy"
     else
       echo "$who: no promtool and not root; the promtool check will be skipped"
+    fi
+  fi
+  # zsh, fish, man-db and groff-base: the shells' parsers and man, which check `electd
+  # completions` and `electd man` (tests/cli.rs; without them that test counts as skipped).
+  local tool missing=()
+  for tool in zsh:zsh fish:fish man:man-db groff:groff-base; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "$who: installing ${missing[*]} (the completions and man page checks)"
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}" >/dev/null) \
+        || echo "$who: could not install ${missing[*]}; the completions and man page test will be skipped"
+    else
+      echo "$who: no ${missing[*]} and not root; the completions and man page test will be skipped"
     fi
   fi
   if ! python3 -m venv --help >/dev/null 2>&1; then

@@ -1,32 +1,38 @@
 //! The client commands of `electd`: `leader`, `status`, `watch`, `resign` and `member`, each against one
-//! node, through the typed client. Human lines by default, the API's JSON with `--json`; the
-//! exit code says what a script needs to know (docs/applications.md, "Client commands").
+//! node (`--node`) or the first of several that answers (`--endpoints`; admin requests to the
+//! leader they name), through the typed client. Human lines by default, the API's JSON with
+//! `--json`; the exit code says what a script needs to know (docs/applications.md, "Client
+//! commands").
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use electd_client::{Client, Error, LeaderInfo, Members, Status, Watched};
 
-use super::addr::NodeAddr;
+use super::addr::{Failed, Nodes};
 
 /// Exit codes of the client commands.
 pub mod exit {
     /// Done: a leader is known (`leader`), the node answered (`status`), the handoff is done
     /// (`resign`), Ctrl-C (`watch`).
     pub const OK: u8 = 0;
-    /// The node could not be reached, or answered something unexpected.
+    /// The node could not be reached (with `--endpoints`: none of them), or answered
+    /// something unexpected.
     pub const UNREACHABLE: u8 = 1;
-    // 2: bad flags (clap's own code).
+    /// Bad flags (clap's own code); also an admin request with `--endpoints` and without TLS
+    /// whose leader is not one of the endpoints.
+    pub const BAD_FLAGS: u8 = 2;
     /// The node answered no: no leader known now (`leader`), the resignation was refused
-    /// (`resign`: not the leader, unknown or unsuitable successor, not supported, bad token).
+    /// (`resign`: not the leader, unknown or unsuitable successor, not supported, bad token);
+    /// with `--endpoints`, an admin request none of them named a leader for.
     pub const NO: u8 = 3;
 }
 
-/// Where the node is and how to talk to it.
+/// Where the node is (or the nodes are) and how to talk to it.
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
     #[command(flatten)]
-    pub at: NodeAddr,
+    pub at: Nodes,
     /// Print the API's JSON instead of a human line.
     #[arg(long, global = true)]
     pub json: bool,
@@ -36,8 +42,18 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
-    fn client(&self) -> Client {
-        self.at.client(Duration::from_millis(self.timeout_ms))
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// Asks the node, or each endpoint in order until one answers ([`Nodes::ask`]).
+    async fn ask<T, F, Fut>(&self, ask: F) -> Result<T, Failed>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
+        let (_, answer) = self.at.ask(&self.at.addrs(), self.timeout(), ask).await?;
+        Ok(answer)
     }
 }
 
@@ -98,9 +114,21 @@ pub struct WatchArgs {
     pub give_up_ms: u64,
 }
 
-fn unreachable(e: &Error) -> ExitCode {
+fn unreachable(e: &impl std::fmt::Display) -> ExitCode {
     eprintln!("electd: {e}");
     ExitCode::from(exit::UNREACHABLE)
+}
+
+/// The exit code of an admin request that failed, said on stderr: 3 when a node refused it
+/// (or, with `--endpoints`, named no leader), 2 when the flags do not let the token go to the
+/// leader, 1 when no node answered (or answered something unexpected).
+fn admin_failed(f: &Failed) -> ExitCode {
+    eprintln!("electd: {f}");
+    ExitCode::from(match f {
+        Failed::Answer(Error::Api { .. }) | Failed::NoLeader(_) => exit::NO,
+        Failed::NotAnEndpoint { .. } => exit::BAD_FLAGS,
+        Failed::Answer(_) | Failed::Unanswered(_) => exit::UNREACHABLE,
+    })
 }
 
 fn json<T: serde::Serialize>(v: &T) -> String {
@@ -127,7 +155,7 @@ pub fn describe(info: &LeaderInfo) -> String {
 
 /// `electd leader`: exit 0 when the node knows a leader, 3 when it knows none.
 pub async fn leader(args: NodeArgs) -> ExitCode {
-    let info = match args.client().leader().await {
+    let info = match args.ask(|c| async move { c.leader().await }).await {
         Ok(i) => i,
         Err(e) => return unreachable(&e),
     };
@@ -180,7 +208,7 @@ fn status_lines(s: &Status) -> String {
 
 /// `electd status`: exit 0 when the node answered.
 pub async fn status(args: NodeArgs) -> ExitCode {
-    match args.client().status().await {
+    match args.ask(|c| async move { c.status().await }).await {
         Ok(s) => {
             let text = if args.json {
                 json(&s)
@@ -196,7 +224,10 @@ pub async fn status(args: NodeArgs) -> ExitCode {
 
 /// `electd resign`: exit 0 when the role was handed over, 3 when the node refused.
 pub async fn resign(args: ResignArgs) -> ExitCode {
-    let client = args.node.client().admin_token(args.admin_token.clone());
+    let client = match args.node.at.leader(args.node.timeout()).await {
+        Ok(c) => c.admin_token(args.admin_token.clone()),
+        Err(f) => return admin_failed(&f),
+    };
     match client.resign(args.to).await {
         Ok(done) => {
             if args.node.json {
@@ -209,11 +240,7 @@ pub async fn resign(args: ResignArgs) -> ExitCode {
             }
             ExitCode::from(exit::OK)
         }
-        Err(e @ Error::Api { .. }) => {
-            eprintln!("electd: {e}");
-            ExitCode::from(exit::NO)
-        }
-        Err(e) => unreachable(&e),
+        Err(e) => admin_failed(&Failed::Answer(e)),
     }
 }
 
@@ -240,17 +267,21 @@ fn members_lines(m: &Members) -> String {
 /// `electd member list|add|remove`: exit 0 when done, 3 when refused (not the leader, unknown
 /// member, a change in progress, not quorum mode, bad token).
 pub async fn member(args: MemberArgs) -> ExitCode {
-    let mut client = args.node.client().admin_token(args.admin_token.clone());
     let answer = match &args.change {
-        MemberCommand::List => client.members().await,
+        MemberCommand::List => args.node.ask(|c| async move { c.members().await }).await,
         change => {
+            let client = match args.node.at.leader(args.node.timeout()).await {
+                Ok(c) => c.admin_token(args.admin_token.clone()),
+                Err(f) => return admin_failed(&f),
+            };
             // A change waits for a learner to catch up and two commits.
-            client = client.timeout(Duration::from_millis(args.node.timeout_ms.max(60_000)));
+            let client = client.timeout(Duration::from_millis(args.node.timeout_ms.max(60_000)));
             match change {
                 MemberCommand::Add { id, addr } => client.add_member(*id, addr).await,
                 MemberCommand::Remove { id } => client.remove_member(*id).await,
                 MemberCommand::List => unreachable!("matched above"),
             }
+            .map_err(Failed::Answer)
         }
     };
     match answer {
@@ -263,11 +294,7 @@ pub async fn member(args: MemberArgs) -> ExitCode {
             println!("{text}");
             ExitCode::from(exit::OK)
         }
-        Err(e @ Error::Api { .. }) => {
-            eprintln!("electd: {e}");
-            ExitCode::from(exit::NO)
-        }
-        Err(e) => unreachable(&e),
+        Err(f) => admin_failed(&f),
     }
 }
 
@@ -283,17 +310,43 @@ fn watch_line(w: &Watched, as_json: bool) -> String {
 
 /// `electd watch`: one line per event until Ctrl-C (exit 0); reconnects after the last event
 /// it printed (no gap, no repeat), and gives up (exit 1) when the node stays unreachable for
-/// `--give-up-ms`.
+/// `--give-up-ms`. With `--endpoints` it reconnects to the node it watched first, then to the
+/// others in order; event numbers are each node's own, so on another node the watch starts at
+/// that node's current view (and says so).
 pub async fn watch(args: WatchArgs) -> ExitCode {
-    let client = args.node.client();
+    let nodes = &args.node.at;
     let give_up = (args.give_up_ms > 0).then(|| Duration::from_millis(args.give_up_ms));
     let mut last_id = args.after;
+    // The node whose event log `last_id` counts in (`--after`: the first to answer).
+    let mut watched: Option<String> = None;
     let mut failing_since: Option<Instant> = None;
     let run = async {
         loop {
-            let err = match client.watch(last_id).await {
-                Ok(mut stream) => {
+            let mut order = nodes.addrs();
+            if let Some(w) = &watched {
+                order.retain(|a| a != w);
+                order.insert(0, w.clone());
+            }
+            let asked = nodes
+                .ask(&order, args.node.timeout(), |c| {
+                    let after = match &watched {
+                        Some(w) if w != c.addr() => None,
+                        _ => last_id,
+                    };
+                    async move { c.watch(after).await }
+                })
+                .await;
+            let err = match asked {
+                Ok((addr, mut stream)) => {
                     failing_since = None;
+                    if watched.as_ref().is_some_and(|w| *w != addr) {
+                        eprintln!(
+                            "electd: watching {addr} now, from its current view (each node \
+                             numbers its own events)"
+                        );
+                        last_id = None;
+                    }
+                    watched = Some(addr);
                     loop {
                         match stream.next().await {
                             Ok(Some(w)) => {
@@ -310,8 +363,8 @@ pub async fn watch(args: WatchArgs) -> ExitCode {
                         }
                     }
                 }
-                Err(e @ Error::Api { .. }) => return unreachable(&e),
-                Err(e) => e.to_string(),
+                Err(f @ Failed::Answer(Error::Api { .. })) => return unreachable(&f),
+                Err(f) => f.to_string(),
             };
             let since = *failing_since.get_or_insert_with(Instant::now);
             if give_up.is_some_and(|g| since.elapsed() >= g) {

@@ -8,17 +8,26 @@ use electd::config::{Config, ConfigError, Peer};
 use electd_client::Mode;
 use serde::Serialize;
 
+/// `electd --version`: the crate's version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ELECTD_COMMIT"),
+    ")"
+);
+
 /// electd: a leader-election node (quorum, mutex, bully, ring or invitation mode).
 ///
 /// Without a command, runs a node. Every config field can be given in the TOML file
 /// (--config), as an environment variable ELECTD_<FIELD>, or as a flag; a flag wins over the
 /// environment, the environment over the file, the file over the default.
 ///
-/// The commands ask one node (--node, or ELECTD_NODE). Exit codes: 0 yes/done, 1 the node
-/// could not be reached, 2 bad flags, 3 the node answered no (no leader known; resignation
-/// refused).
+/// The commands ask one node (--node, or ELECTD_NODE), or the first of several that answers
+/// (--endpoints, or ELECTD_ENDPOINTS; admin requests go to the leader they name). Exit codes: 0
+/// yes/done, 1 the node could not be reached, 2 bad flags, 3 the node answered no (no leader
+/// known; resignation refused).
 #[derive(Parser, Debug)]
-#[command(version, about, args_conflicts_with_subcommands = true)]
+#[command(version = VERSION, about, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -60,6 +69,19 @@ pub enum Command {
     /// Run a command only while the node holds the claim (SIGTERM before the claim can end,
     /// SIGKILL at the latest when it does; started again when the claim comes back).
     Run(crate::run::RunArgs),
+    /// Print a completion script for SHELL to stdout, e.g. electd completions bash >
+    /// /etc/bash_completion.d/electd.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout: electd(1), or a command's (electd man member add),
+    /// e.g. electd man > /usr/local/share/man/man1/electd.1.
+    Man {
+        /// The command whose page to print (none: electd's own).
+        command: Vec<String>,
+    },
     /// The keeper of a child's process group (started by `run`): kills the group when its
     /// standard input ends, that is when its supervisor is gone.
     #[command(name = "__keep-group", hide = true)]
@@ -69,6 +91,23 @@ pub enum Command {
         /// The child's cgroup (v2), killed too (`cgroup.kill`).
         cgroup: Option<std::path::PathBuf>,
     },
+}
+
+impl Command {
+    /// The `--node`/`--endpoints` of a command that asks a node (all but `run`, which runs
+    /// under one node's claim, and those that ask none).
+    pub fn nodes_mut(&mut self) -> Option<&mut crate::addr::Nodes> {
+        match self {
+            Command::Leader(a) | Command::Status(a) => Some(&mut a.at),
+            Command::Watch(a) => Some(&mut a.node.at),
+            Command::Resign(a) => Some(&mut a.node.at),
+            Command::Member(a) => Some(&mut a.node.at),
+            Command::Run(_)
+            | Command::Completions { .. }
+            | Command::Man { .. }
+            | Command::KeepGroup { .. } => None,
+        }
+    }
 }
 
 /// The config fields as flags and environment variables, serialised as a TOML table of the
@@ -119,7 +158,7 @@ pub struct Fields {
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<u64>,
     /// A cluster member as ID=IP:PORT; repeat for each (replaces the file's [[peers]]).
-    /// In the environment: ELECTD_PEERS=1=IP:PORT,2=IP:PORT,…
+    /// In the environment: ELECTD_PEERS=1=IP:PORT,2=IP:PORT,...
     #[arg(long = "peer", value_name = "ID=IP:PORT", value_parser = parse_peer,
           env = "ELECTD_PEERS", value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -1,11 +1,12 @@
 //! `electd`: runs one node, or (with a subcommand) asks one. See `electd --help` and docs/configuration.md.
 //!
 //! - `flags.rs`: the command line (config fields as flags and variables, the subcommands);
-//! - `client.rs`: the client commands against one node (`leader`, `status`, `watch`, `resign`,
-//!   `member`);
+//! - `client.rs`: the client commands against one node or several (`leader`, `status`, `watch`,
+//!   `resign`, `member`);
 //! - `run.rs`: `electd run`, the supervisor that runs a command only while its node claims;
 //! - `join.rs`: `--join`, a new node asks the cluster's leader to add it;
-//! - `addr.rs`: `--node`, where the node is.
+//! - `addr.rs`: `--node` and `--endpoints`, where the nodes are;
+//! - here: `completions` and `man`, from the command line's definition.
 
 mod addr;
 mod client;
@@ -16,7 +17,7 @@ mod run;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use electd::config::Config;
 use electd::serve;
 use electd::Node;
@@ -44,8 +45,88 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Member(a) => client::member(a).await,
             Command::Run(a) => run::run(a).await,
             Command::KeepGroup { group, cgroup } => run::keep_group(group, cgroup),
+            Command::Completions { shell } => completions(shell),
+            Command::Man { command } => man(&command),
         }
     })
+}
+
+/// `electd completions SHELL`: the completion script of the command line, on stdout.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    let mut cli = Cli::command();
+    if shell == clap_complete::Shell::Zsh {
+        cli = zsh_value_names(cli);
+    }
+    // Into memory first: clap_complete panics on a write that fails (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cli, "electd", &mut script);
+    print_out("completions", &script)
+}
+
+/// Writes `bytes` to stdout: exit 0, or 1 and why (a closed pipe, a full disk).
+fn print_out(what: &str, bytes: &[u8]) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("electd {what}: cannot write to stdout: {e}");
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    }
+}
+
+/// zsh's `_arguments` reads `:` in a value's description as a separator, and clap_complete
+/// writes value names as they are (`--listen IP:PORT`): escaped here, so that completing after
+/// such a flag offers no stray action. (The escaped names are leaked: clap takes `&'static str`,
+/// and the process prints the script and exits.)
+fn zsh_value_names(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        let names = a.get_value_names().unwrap_or_default();
+        if !names.iter().any(|n| n.contains(':')) {
+            return a;
+        }
+        let escaped: Vec<&'static str> = names
+            .iter()
+            .map(|n| &*Box::leak(n.replace(':', "\\:").into_boxed_str()))
+            .collect();
+        a.value_names(escaped)
+    })
+    .mut_subcommands(zsh_value_names)
+}
+
+/// `electd man [COMMAND…]`: the man page of electd, or of one of its commands, in roff, on
+/// stdout. Exit 2 for a command that does not exist.
+fn man(path: &[String]) -> ExitCode {
+    let mut page = Cli::command().disable_help_subcommand(true);
+    // Names the commands' pages electd-member-add and so on, as electd(1) cites them.
+    page.build();
+    for name in path {
+        let Some(sub) = page
+            .get_subcommands()
+            .find(|c| c.get_name() == name && !c.is_hide_set())
+        else {
+            eprintln!(
+                "electd man: {:?} has no command {name:?} (commands: {})",
+                page.get_display_name().unwrap_or(page.get_name()),
+                page.get_subcommands()
+                    .filter(|c| !c.is_hide_set())
+                    .map(|c| c.get_name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return ExitCode::from(EXIT_CONFIG);
+        };
+        page = sub.clone();
+    }
+    let mut roff = Vec::new();
+    match clap_mangen::Man::new(page).render(&mut roff) {
+        Ok(()) => print_out("man", &roff),
+        Err(e) => {
+            eprintln!("electd man: {e}");
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    }
 }
 
 /// The lab's deliberate flaws, `--lab-flaw NAME` (repeatable), taken out of the command line
@@ -101,8 +182,22 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let mut cli = Cli::parse_from(args);
-    if let Some(cmd) = cli.command.take() {
+    let matches = Cli::command().get_matches_from(args);
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some(mut cmd) = cli.command.take() {
+        if let Some(nodes) = cmd.nodes_mut() {
+            if let Err(e) = nodes.settle(&matches) {
+                // A usage error as clap's own, with the command's usage line.
+                let mut cli = Cli::command();
+                cli.build();
+                let name = matches.subcommand_name().unwrap_or_default();
+                match cli.find_subcommand_mut(name) {
+                    Some(sub) => sub.error(clap::error::ErrorKind::ArgumentConflict, e),
+                    None => cli.error(clap::error::ErrorKind::ArgumentConflict, e),
+                }
+                .exit();
+            }
+        }
         return client_command(cmd);
     }
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
