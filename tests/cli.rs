@@ -266,6 +266,17 @@ impl Cluster {
         started: usize,
         extra: &str,
     ) -> Cluster {
+        Cluster::start_with(dir, addrs, started, extra, |_| Vec::new())
+    }
+
+    /// The same, node N started with the variables `env(N)` besides (they win over its file).
+    fn start_with(
+        dir: tempfile::TempDir,
+        addrs: Vec<String>,
+        started: usize,
+        extra: &str,
+        env: impl Fn(usize) -> Vec<(&'static str, String)>,
+    ) -> Cluster {
         let mut nodes = Vec::new();
         for id in 1..=started {
             let mut text = format!(
@@ -283,6 +294,7 @@ impl Cluster {
                     .arg("--config")
                     .arg(&cfg)
                     .env_remove("RUST_LOG")
+                    .envs(env(id))
                     .stdout(log.try_clone().unwrap())
                     .stderr(log)
                     .spawn()
@@ -626,6 +638,242 @@ fn endpoints_over_tls_trust_the_ca_for_each() {
         err.contains(&format!("{live}: 403 client_certificate_required")),
         "{err}"
     );
+}
+
+// --- electd doctor (issue 31, section 4) ---
+
+/// The checks `electd doctor` prints for a reachable quorum cluster.
+const DOCTOR_CHECKS: [&str; 10] = [
+    "discovery",
+    "reachable",
+    "cluster-id",
+    "mode",
+    "peer-auth",
+    "membership",
+    "leader",
+    "health",
+    "event-log",
+    "clock",
+];
+
+/// `electd doctor ARGS`, again (a second apart) until `done` holds of its answer or `until`
+/// has passed: the last answer.
+fn doctor_until(
+    args: &[&str],
+    until: std::time::Duration,
+    done: impl Fn(&(Option<i32>, String, String)) -> bool,
+) -> (Option<i32>, String, String) {
+    let deadline = std::time::Instant::now() + until;
+    let mut argv = vec!["doctor"];
+    argv.extend(args);
+    loop {
+        let answer = electd(&argv, &[]);
+        if done(&answer) || std::time::Instant::now() > deadline {
+            return answer;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// The (status, check) of each line of doctor's human report, the summary line left out.
+fn doctor_lines(out: &str) -> Vec<(&str, &str, &str)> {
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines.last().is_some_and(|l| l.contains(" checks in ")),
+        "a summary line last: {out}"
+    );
+    lines[..lines.len() - 1]
+        .iter()
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let status = words.next().unwrap_or_default();
+            let check = words.next().unwrap_or_default();
+            assert!(["OK", "WARN", "FAIL"].contains(&status), "{l}\n{out}");
+            (status, check, *l)
+        })
+        .collect()
+}
+
+/// A healthy cluster of three, asked through one member: every member found and checked, every
+/// check OK, exit 0.
+#[test]
+fn doctor_finds_a_healthy_cluster_all_ok() {
+    let cluster = Cluster::start(3, 3);
+    cluster.leader(std::time::Duration::from_secs(30));
+    let (code, out, err) = doctor_until(
+        &["--node", &cluster.addrs[1]],
+        std::time::Duration::from_secs(10),
+        |a| a.0 == Some(0),
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}\n{}", cluster.logs());
+    let lines = doctor_lines(&out);
+    assert!(lines.iter().all(|(s, _, _)| *s == "OK"), "{out}");
+    for check in DOCTOR_CHECKS {
+        assert!(lines.iter().any(|(_, c, _)| *c == check), "{check}: {out}");
+    }
+    for (id, addr) in cluster.addrs.iter().enumerate() {
+        for check in [
+            "reachable",
+            "peer-auth",
+            "membership",
+            "leader",
+            "health",
+            "event-log",
+        ] {
+            let who = format!("node {} ({addr}):", id + 1);
+            assert!(
+                lines
+                    .iter()
+                    .any(|(_, c, l)| *c == check && l.contains(&who)),
+                "{check} of {who}: {out}"
+            );
+        }
+    }
+    assert!(out.ends_with("0 WARN, 0 FAIL (exit 0)\n"), "{out}");
+    eprintln!("electd doctor on a healthy cluster:\n{out}");
+}
+
+/// A member killed: exit 1, and the FAIL line names it and why (connection refused); the rest
+/// is still checked.
+#[test]
+fn doctor_names_a_stopped_member() {
+    let mut cluster = Cluster::start(3, 3);
+    let leader = cluster.leader(std::time::Duration::from_secs(30));
+    let victim = if leader == 3 { 2 } else { 3 };
+    let child = &mut cluster.nodes[victim - 1];
+    child.kill().unwrap(); // SIGKILL to its pid
+    child.wait().unwrap();
+    let endpoints = cluster.addrs.join(",");
+    let (code, out, err) = electd(&["doctor", "--endpoints", &endpoints], &[]);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    let lines = doctor_lines(&out);
+    let named = format!(
+        "node {victim} ({}): unreachable (connection refused)",
+        cluster.addrs[victim - 1]
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|(s, c, l)| *s == "FAIL" && *c == "reachable" && l.contains(&named)),
+        "{named}: {out}"
+    );
+    // The others answered, and are checked.
+    for id in (1..=3).filter(|&id| id != victim) {
+        let who = format!("node {id} (");
+        assert!(
+            lines
+                .iter()
+                .any(|(s, c, l)| *s == "OK" && *c == "reachable" && l.contains(&who)),
+            "{who}: {out}"
+        );
+    }
+    assert!(lines.iter().any(|(_, c, _)| *c == "leader"), "{out}");
+}
+
+/// A member started with another cluster secret: its peers refuse its requests and it refuses
+/// theirs (bad_signature, answer_bad_signature); doctor names it, FAIL, exit 1.
+#[test]
+fn doctor_names_a_member_with_another_secret() {
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let cluster = Cluster::start_with(tempfile::tempdir().unwrap(), addrs, 3, "", |id| {
+        if id == 3 {
+            vec![(
+                "ELECTD_CLUSTER_SECRET",
+                "another-secret-0123456789".to_string(),
+            )]
+        } else {
+            Vec::new()
+        }
+    });
+    let endpoints = cluster.addrs.join(",");
+    let odd_one = "node 3 heard from none of its peers";
+    let (code, out, err) = doctor_until(
+        &["--endpoints", &endpoints],
+        std::time::Duration::from_secs(15),
+        |(_, out, _)| out.contains(odd_one),
+    );
+    assert_eq!(code, Some(1), "{out}\n{err}\n{}", cluster.logs());
+    let lines = doctor_lines(&out);
+    let who = format!("node 3 ({}): refused peer requests", cluster.addrs[2]);
+    assert!(
+        lines.iter().any(|(s, c, l)| *s == "FAIL"
+            && *c == "peer-auth"
+            && l.contains(&who)
+            && l.contains("bad_signature")),
+        "{who}: {out}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|(s, c, l)| *s == "FAIL" && *c == "peer-auth" && l.contains(odd_one)),
+        "{out}"
+    );
+}
+
+/// `--json`: an array of {check, member, status, detail}, the checks named, and the exit code
+/// is the worst status's.
+#[test]
+fn doctor_json_is_an_array_of_checks() {
+    let cluster = Cluster::start(3, 3);
+    cluster.leader(std::time::Duration::from_secs(30));
+    let endpoints = cluster.addrs.join(",");
+    let (code, out, err) = electd(&["doctor", "--json", "--endpoints", &endpoints], &[]);
+    let checks: Vec<serde_json::Value> =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let mut worst = 0;
+    for c in &checks {
+        let mut keys: Vec<&String> = c.as_object().expect("an object").keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["check", "detail", "member", "status"], "{c}");
+        assert!(
+            c["member"].is_null() || (1..=3).contains(&c["member"].as_u64().unwrap()),
+            "{c}"
+        );
+        assert!(c["detail"].as_str().is_some_and(|d| !d.is_empty()), "{c}");
+        worst = worst.max(match c["status"].as_str() {
+            Some("OK") => 0,
+            Some("WARN") => 4,
+            Some("FAIL") => 5,
+            other => panic!("status {other:?}: {c}"),
+        });
+    }
+    for check in DOCTOR_CHECKS {
+        assert!(checks.iter().any(|c| c["check"] == check), "{check}: {out}");
+    }
+    assert_eq!(code, Some(if worst == 5 { 1 } else { worst }), "{out}");
+}
+
+/// A mode that may lead twice (bully): found through /v1/status (409 on /v1/members), and a
+/// WARN says so; nothing else wrong: exit 4.
+#[test]
+fn doctor_warns_of_a_mode_that_may_lead_twice() {
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let cluster = Cluster::start_in(tempfile::tempdir().unwrap(), addrs, 3, "mode = \"bully\"");
+    cluster.leader(std::time::Duration::from_secs(30));
+    let (code, out, err) = doctor_until(
+        &["--node", &cluster.addrs[0]],
+        std::time::Duration::from_secs(10),
+        |a| a.0 == Some(4),
+    );
+    assert_eq!(code, Some(4), "{out}\n{err}\n{}", cluster.logs());
+    let lines = doctor_lines(&out);
+    assert!(
+        lines.iter().any(|(s, c, l)| *s == "OK"
+            && *c == "discovery"
+            && l.contains("/v1/status (bully mode)")),
+        "{out}"
+    );
+    assert!(
+        lines.iter().any(|(s, c, l)| *s == "WARN"
+            && *c == "mode"
+            && l.contains("two members may lead at once under a partition")),
+        "{out}"
+    );
+    assert!(lines.iter().all(|(s, _, _)| *s != "FAIL"), "{out}");
 }
 
 /// A test that cannot run for want of a tool records a skip as `lab/src/skip.rs` does (this

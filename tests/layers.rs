@@ -57,7 +57,12 @@ const NODE_LAYERS: &[&[&str]] = &[
 
 /// The `electd` binary's modules (`src/bin/electd/`, beside `main.rs`, which the check leaves
 /// out), lowest first.
-const BIN_LAYERS: &[&[&str]] = &[&["addr", "contain"], &["client", "join", "run"], &["flags"]];
+const BIN_LAYERS: &[&[&str]] = &[
+    &["addr", "contain", "recover"],
+    &["client", "join", "run"],
+    &["doctor"],
+    &["flags"],
+];
 
 /// The lab's layers, lowest first.
 const LAB_LAYERS: &[&[&str]] = &[

@@ -525,7 +525,9 @@ fn a_sighup_does_not_stop_a_node_without_tls() {
 /// node of three runs with 512 open files and `max_connections` 64, and gets 700 connections
 /// from an address that is no member's, held open without a byte: beyond the cap they are
 /// closed unread (counted), and the leader stays in place, its term unchanged, for as long as
-/// the flood is held. Prints each node's resident memory before and under the flood.
+/// the flood is held. Then, flooded again, the leader is killed: the others elect within a few
+/// follower leases. Prints each node's resident memory before and under the flood, and the
+/// failover.
 #[test]
 fn a_connection_flood_leaves_the_leader_in_place() {
     use rustix::process::{getrlimit, prlimit, setrlimit, Pid, Resource, Rlimit};
@@ -612,6 +614,45 @@ fn a_connection_flood_leaves_the_leader_in_place() {
         eprintln!("node {id}: {refused} connections refused");
         assert!(refused >= 600, "node {id} refused {refused} of 700");
     }
+    // Failover under the flood: the leader killed while every node is flooded again; the
+    // others elect on the connections they hold and the members' reserve.
+    let mut held = Vec::new();
+    for id in tc.c.ids() {
+        let addr: std::net::SocketAddr = tc.c.member(id).unwrap().addr.parse().unwrap();
+        for _ in 0..700 {
+            if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                held.push(s);
+            }
+        }
+    }
+    let killed_ns = electd::clock::mono_ns();
+    tc.kill(leader);
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(held);
+    let next = rt
+        .block_on(tc.c.wait_agreed(Duration::from_secs(10)))
+        .expect("a leader after the failover under the flood");
+    assert_ne!(next, leader);
+    let claimed_ns = tc
+        .events()
+        .iter()
+        .filter(|e| e.node_id != leader && e.t_mono_ns > killed_ns)
+        .find(|e| e.view.role == electd_client::Role::Leader)
+        .map(|e| e.t_mono_ns)
+        .expect("a new leader's event");
+    let failover_ms = (claimed_ns - killed_ns) as f64 / 1e6;
+    eprintln!(
+        "failover under the flood: node {next} leads {failover_ms:.0} ms after the kill \
+         (follower lease {} ms)",
+        tc.timing.follower_lease_ms
+    );
+    assert!(
+        failover_ms < 3.0 * tc.timing.follower_lease_ms as f64,
+        "failover under the flood took {failover_ms:.0} ms"
+    );
     tc.assert_safe();
 }
 

@@ -622,3 +622,171 @@ fn up_after_a_removal_agrees_among_the_members_in_force_and_wipe_starts_over() {
     );
     tc.assert_safe();
 }
+
+/// `electd --inspect-data-dir` / `--force-new-cluster` on node `id`'s config and data dir (the
+/// node stopped), with `extra` flags: what it printed, or what it said when it failed.
+fn recover_cmd(tc: &TestCluster, id: NodeId, extra: &[&str]) -> Result<String, String> {
+    let m = tc.c.member(id).unwrap();
+    let secret = std::fs::read_to_string(tc.c.run.join("cluster-secret")).unwrap();
+    let out = std::process::Command::new(&tc.c.bin)
+        .env("ELECTD_CLUSTER_SECRET", secret.trim())
+        .arg("--config")
+        .arg(&m.config)
+        .args(["--mode", "quorum", "--data-dir"])
+        .arg(tc.c.data_dir(Mode::Quorum, id))
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// Issue 31, "Recovery when a majority is gone", on real processes: five members, three of
+/// them (the leader among them) killed for good; the two survivors cannot elect. Each is
+/// inspected, the one with the most of the log made a one-member cluster at a new term
+/// (`--force-new-cluster`), started, and grown back to five with `--join` on empty data dirs
+/// (the other survivor too: its data dir holds votes of the old cluster). No term is led
+/// twice, the new terms lie above every old one, and the recovered node's event log goes on
+/// without a gap.
+#[test]
+fn a_majority_lost_for_good_is_recovered_from_the_best_survivor() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Quorum, 5, TEST_TIMING);
+    for id in 1..=5 {
+        tc.start_node(id);
+    }
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("five agree");
+    let mut lost = vec![leader];
+    lost.extend((1..=5).filter(|&i| i != leader).take(2));
+    let survivors: Vec<NodeId> = (1..=5).filter(|i| !lost.contains(i)).collect();
+    for &id in &lost {
+        tc.kill(id);
+    }
+    let old_term = tc.events().iter().map(|e| e.view.term).max().unwrap();
+    for &id in &survivors {
+        tc.stop(id);
+    }
+    // Refused while the node runs; a plain inspection of each survivor.
+    let best = survivors
+        .iter()
+        .copied()
+        .max_by_key(|&id| {
+            let text = recover_cmd(&tc, id, &["--inspect-data-dir"]).expect("inspected");
+            eprint!("{text}");
+            // "member N: last log entry term T index I; ..."
+            let num = |after: &str| -> u64 {
+                let rest = text.split(after).nth(1).unwrap_or("0");
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap_or("0")
+                    .parse()
+                    .unwrap_or(0)
+            };
+            (num("entry term "), num(" index "))
+        })
+        .unwrap();
+    tc.start_node(best);
+    let refused = recover_cmd(&tc, best, &["--force-new-cluster"]).expect_err("a running node");
+    assert!(refused.contains("stop the node first"), "{refused}");
+    tc.stop(best);
+    let said = recover_cmd(&tc, best, &["--force-new-cluster"]).expect("recovered");
+    eprint!("{said}");
+    tc.start_node(best);
+    assert!(
+        rt.block_on(until_voters(&tc, best, &[best])),
+        "node {best} leads a cluster of one"
+    );
+    let term = rt.block_on(tc.c.leader_info(best)).unwrap().term;
+    assert!(
+        term > old_term,
+        "term {term} after recovery, {old_term} before"
+    );
+    // Grown back: the other survivor and the lost ones on empty data dirs, joining through
+    // the recovered node.
+    let through = tc.c.member(best).unwrap().addr.clone();
+    let mut voters = vec![best];
+    for id in (1..=5).filter(|&i| i != best) {
+        let _ = std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, id));
+        rewrite_config(
+            &tc.c.member(id).unwrap().config.clone(),
+            &[1, 2, 3, 4, 5],
+            Some(&through),
+        );
+        tc.start_node(id);
+        voters.push(id);
+        voters.sort();
+        assert!(
+            rt.block_on(until_voters(&tc, best, &voters)),
+            "node {id} joined the recovered cluster"
+        );
+    }
+    let now = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("five agree again");
+    let info = rt.block_on(tc.c.leader_info(now)).unwrap();
+    assert!(info.term > old_term);
+    // The recovered node's event log: one sequence, before and after.
+    let seqs: Vec<u64> = tc
+        .events()
+        .iter()
+        .filter(|e| e.node_id == best)
+        .map(|e| e.seq)
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1) && seqs.first() == Some(&1),
+        "node {best}'s event log has a gap: {seqs:?}"
+    );
+    eprintln!(
+        "recovered from node {best}: old terms up to {old_term}, the cluster of one at term \
+         {term}, five members again at term {} (leader {now}); node {best}'s event log {} events",
+        info.term,
+        seqs.len()
+    );
+    tc.assert_safe();
+}
+
+/// docs/operations.md, "Backup": a copy of a stopped member's data dir, put back after its
+/// disk was lost (before it ran again), is the member it was: its peers take it (the same
+/// incarnation), it votes and follows, and the cluster goes on with no term led twice.
+#[test]
+fn a_data_dir_restored_from_a_copy_taken_while_stopped_rejoins() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("three agree");
+    let member = (1..=3).find(|&i| i != leader).unwrap();
+    let data = tc.c.data_dir(Mode::Quorum, member);
+    tc.stop(member);
+    let copy = tc.c.run.join("backup");
+    let cp = |from: &Path, to: &Path| {
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cp -a {} {}", from.display(), to.display());
+    };
+    cp(&data, &copy);
+    std::fs::remove_dir_all(&data).unwrap();
+    cp(&copy, &data);
+    tc.start_node(member);
+    // Taken back as itself: the other two are killed in turn, and it wins each election.
+    assert_eq!(rt.block_on(tc.c.wait_agreed(WAIT)), Some(leader));
+    tc.kill(leader);
+    let next = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("a leader of the two left");
+    let status = rt.block_on(tc.c.status(member)).unwrap();
+    assert!(
+        status.engine["identity"]["confirmed"].as_bool() == Some(true),
+        "the restored data dir is not confirmed: {}",
+        status.engine["identity"]
+    );
+    eprintln!("restored node {member}; after the leader's loss node {next} leads");
+    tc.assert_safe();
+}

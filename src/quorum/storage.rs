@@ -538,6 +538,63 @@ impl Store {
                 .or(s.last_purged)
         })
     }
+
+    /// The highest term this data dir knows of: its vote's, its last log entry's.
+    pub fn highest_term(&self) -> u64 {
+        let vote = self.vote().map_or(0, |v| v.leader_id().term);
+        let log = self.last_log_id().map_or(0, |l| l.leader_id.term);
+        vote.max(log)
+    }
+
+    /// `electd --force-new-cluster` (docs/operations.md, "Disaster recovery"): makes this data
+    /// dir, of member `id` at `addr`, the whole of a one-member cluster at a term above every
+    /// term it knows and above `term_above`: a membership of `id` alone appended after its log
+    /// at that term, committed and applied, a committed vote of its own in that term, the
+    /// incarnations of every other member forgotten and its own confirmed. Unsafe by design:
+    /// whatever the lost members committed after this log is gone, and a lost member that
+    /// comes back holds votes of its own (it must be wiped). Gives back the old last log id
+    /// and the new term.
+    pub async fn force_new_cluster(
+        &self,
+        id: NodeId,
+        addr: &str,
+        term_above: u64,
+    ) -> std::io::Result<(Option<LogId<NodeId>>, u64)> {
+        use openraft::{CommittedLeaderId, Membership};
+        let old_last = self.last_log_id();
+        let term = self.highest_term().max(term_above) + 1;
+        let next = self
+            .read(|s| s.snapshot.as_ref().and_then(|x| x.meta.last_log_id))
+            .max(old_last)
+            .map_or(1, |l| l.index + 1);
+        let log_id = LogId::new(CommittedLeaderId::new(term, id), next);
+        let nodes = BTreeMap::from([(id, BasicNode::new(addr))]);
+        let members = Membership::new(vec![std::collections::BTreeSet::from([id])], nodes);
+        self.mutate(|s| {
+            s.log.insert(
+                next,
+                Entry {
+                    log_id,
+                    payload: EntryPayload::Membership(members.clone()),
+                },
+            );
+            s.vote = Some(Vote::new_committed(term, id));
+            s.committed = Some(log_id);
+            s.last_applied = Some(log_id);
+            s.membership = StoredMembership::new(Some(log_id), members);
+            s.known.clear();
+            let own = s.identity.map(|i| i.incarnation);
+            s.logged.clear();
+            if let Some(i) = &mut s.identity {
+                i.confirmed = true;
+            }
+            if let Some(own) = own {
+                s.logged.insert(id, own);
+            }
+        })
+        .await?;
+        Ok((old_last, term))
+    }
 }
 
 /// The log half of the store, as openraft sees it.

@@ -25,7 +25,8 @@ const VERSION: &str = concat!(
 /// The commands ask one node (--node, or ELECTD_NODE), or the first of several that answers
 /// (--endpoints, or ELECTD_ENDPOINTS; admin requests go to the leader they name). Exit codes: 0
 /// yes/done, 1 the node could not be reached, 2 bad flags, 3 the node answered no (no leader
-/// known; resignation refused).
+/// known; resignation refused), 4 (doctor) no check failed but some warned; doctor exits 1
+/// when a member is unreachable or a check fails.
 #[derive(Parser, Debug)]
 #[command(version = VERSION, about, args_conflicts_with_subcommands = true)]
 pub struct Cli {
@@ -45,6 +46,25 @@ pub struct Cli {
     /// Check the config and exit (0 when valid).
     #[arg(long)]
     pub check_config: bool,
+    /// Disaster recovery, quorum mode (docs/operations.md): print what this node's data dir
+    /// holds (its last log entry, its vote, the highest term) and exit, to find the survivor
+    /// with the most of the log.
+    #[arg(long)]
+    pub inspect_data_dir: bool,
+    /// Disaster recovery, quorum mode: UNSAFE. Make this stopped node's data dir the only
+    /// member of a new cluster at a term above every one it knows, and exit; start it, then
+    /// add members with --join. Only for a cluster that lost a majority for good.
+    #[arg(long)]
+    pub force_new_cluster: bool,
+    /// With --force-new-cluster: the new term is above this one too (the highest term a lost
+    /// member or a client may have seen).
+    #[arg(
+        long,
+        value_name = "TERM",
+        default_value_t = 0,
+        requires = "force_new_cluster"
+    )]
+    pub term_above: u64,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -66,6 +86,11 @@ pub enum Command {
     /// Quorum mode's members: list them, add one, remove one (add and remove need the admin
     /// token and go to the leader).
     Member(crate::client::MemberArgs),
+    /// Check the whole cluster: every member reachable, secret, TLS and cluster id mismatches,
+    /// membership and leader agreement, health, event-log lag, clock offsets, the mode's
+    /// warning; one line per check, OK, WARN or FAIL. Exit 0 all OK, 1 a member unreachable or
+    /// a FAIL, 4 WARNs only.
+    Doctor(crate::client::NodeArgs),
     /// Run a command only while the node holds the claim (SIGTERM before the claim can end,
     /// SIGKILL at the latest when it does; started again when the claim comes back).
     Run(crate::run::RunArgs),
@@ -98,7 +123,7 @@ impl Command {
     /// under one node's claim, and those that ask none).
     pub fn nodes_mut(&mut self) -> Option<&mut crate::addr::Nodes> {
         match self {
-            Command::Leader(a) | Command::Status(a) => Some(&mut a.at),
+            Command::Leader(a) | Command::Status(a) | Command::Doctor(a) => Some(&mut a.at),
             Command::Watch(a) => Some(&mut a.node.at),
             Command::Resign(a) => Some(&mut a.node.at),
             Command::Member(a) => Some(&mut a.node.at),

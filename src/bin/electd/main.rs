@@ -3,6 +3,7 @@
 //! - `flags.rs`: the command line (config fields as flags and variables, the subcommands);
 //! - `client.rs`: the client commands against one node or several (`leader`, `status`, `watch`,
 //!   `resign`, `member`);
+//! - `doctor.rs`: `electd doctor`, a health check of every member of a cluster;
 //! - `run.rs`: `electd run`, the supervisor that runs a command only while its node claims;
 //! - `join.rs`: `--join`, a new node asks the cluster's leader to add it;
 //! - `addr.rs`: `--node` and `--endpoints`, where the nodes are;
@@ -11,8 +12,10 @@
 mod addr;
 mod client;
 mod contain;
+mod doctor;
 mod flags;
 mod join;
+mod recover;
 mod run;
 
 use std::process::ExitCode;
@@ -43,6 +46,7 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Watch(a) => client::watch(a).await,
             Command::Resign(a) => client::resign(a).await,
             Command::Member(a) => client::member(a).await,
+            Command::Doctor(a) => doctor::doctor(a).await,
             Command::Run(a) => run::run(a).await,
             Command::KeepGroup { group, cgroup } => run::keep_group(group, cgroup),
             Command::Completions { shell } => completions(shell),
@@ -220,6 +224,9 @@ fn main() -> ExitCode {
     if cli.check_config {
         println!("config ok");
         return ExitCode::SUCCESS;
+    }
+    if cli.inspect_data_dir || cli.force_new_cluster {
+        return recover::main(&cfg, cli.force_new_cluster, cli.term_above);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

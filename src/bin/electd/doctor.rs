@@ -1,0 +1,959 @@
+//! `electd doctor`: a health check of a whole cluster, from a shell. It learns the members from
+//! the node(s) given (`GET /v1/members` in quorum mode; the other modes answer `409
+//! not_supported`, and `GET /v1/status`'s peers stand in), then asks every member directly
+//! (`/v1/status` twice, a second apart, `/v1/health`, `/v1/leader`, `/v1/members`, its latest
+//! event) and prints one line per check, OK, WARN or FAIL, naming the member. It needs no admin
+//! token: it reads the read API only.
+//!
+//! The checks: `discovery`, `reachable`, `cluster-id`, `mode`, `peer-auth` (peer requests a
+//! member refused between the two reads, by reason: a peer with another secret, cluster id or
+//! certificate), `membership`, `leader`, `health`, `event-log`, `clock`. Exit codes: 0 all OK,
+//! 1 a member unreachable or any FAIL, 4 WARNs only (docs/operations.md, "electd doctor").
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use electd_client::{Client, Error, Event, Health, LeaderInfo, Members, NodeId, Role, Status};
+use futures_util::future::join_all;
+use serde::Serialize;
+
+use super::addr::Failed;
+use super::client::{exit, NodeArgs};
+
+/// Exit code of `doctor` when no check failed but some warned.
+pub const EXIT_WARN: u8 = 4;
+
+/// Between the two reads of every member's counters (and the settle before views compare).
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// A wall-clock offset between two members beyond this is worth a warning: the node's own log
+/// warns past it too (`CLOCK_SKEW_WARN_MS`). Informative: electd decides nothing on wall clocks.
+const CLOCK_WARN_MS: u64 = electd::auth::CLOCK_SKEW_WARN_MS;
+
+/// How far behind the highest term a member's latest event may be before a warning.
+const TERM_LAG: u64 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Level {
+    fn as_str(self) -> &'static str {
+        match self {
+            Level::Ok => "OK",
+            Level::Warn => "WARN",
+            Level::Fail => "FAIL",
+        }
+    }
+}
+
+/// One line of the report (`--json`: one object of the array).
+#[derive(Debug, Serialize)]
+struct Check {
+    check: &'static str,
+    /// The member checked; `null` for a check of the whole cluster.
+    member: Option<NodeId>,
+    status: Level,
+    detail: String,
+}
+
+/// A member as the cluster names it.
+#[derive(Clone, Debug)]
+struct Member {
+    id: NodeId,
+    addr: String,
+}
+
+/// What a member answered first.
+struct First {
+    status: Status,
+    took: Duration,
+    health: Result<Health, Error>,
+    /// `GET /v1/members` (quorum mode only).
+    members: Option<Result<Members, Error>>,
+    /// The latest event of its log (`None`: none recorded yet), or why it could not be read.
+    last_event: Result<Option<Event>, String>,
+}
+
+/// What it answered a second later.
+struct Second {
+    status: Result<Status, Error>,
+    leader: Result<LeaderInfo, Error>,
+}
+
+/// What one member said, or why it said nothing.
+struct Seen {
+    member: Member,
+    first: Result<First, Error>,
+    second: Option<Second>,
+}
+
+impl Seen {
+    fn first(&self) -> Option<&First> {
+        self.first.as_ref().ok()
+    }
+
+    /// Its latest status: the second read's, else the first's.
+    fn status(&self) -> Option<&Status> {
+        match &self.second {
+            Some(Second { status: Ok(s), .. }) => Some(s),
+            _ => self.first().map(|f| &f.status),
+        }
+    }
+
+    /// Its latest view: the second read's `/v1/leader`, else its latest status.
+    fn view(&self) -> Option<&LeaderInfo> {
+        match &self.second {
+            Some(Second { leader: Ok(l), .. }) => Some(l),
+            _ => self.status().map(|s| &s.leader),
+        }
+    }
+}
+
+struct Report {
+    checks: Vec<Check>,
+    /// Member ids to their addresses, for the human lines.
+    names: BTreeMap<NodeId, String>,
+}
+
+impl Report {
+    fn add(&mut self, check: &'static str, member: Option<NodeId>, status: Level, detail: String) {
+        self.checks.push(Check {
+            check,
+            member,
+            status,
+            detail,
+        });
+    }
+
+    fn worst(&self) -> Level {
+        self.checks
+            .iter()
+            .map(|c| c.status)
+            .max()
+            .unwrap_or(Level::Ok)
+    }
+
+    fn who(&self, member: Option<NodeId>) -> String {
+        match member {
+            None => "cluster".to_string(),
+            Some(id) => match self.names.get(&id) {
+                Some(addr) => format!("node {id} ({addr})"),
+                None => format!("node {id}"),
+            },
+        }
+    }
+}
+
+/// `electd doctor`: exit 0 when every check is OK, 1 when a member is unreachable or a check
+/// fails, 4 when some only warn.
+pub async fn doctor(args: NodeArgs) -> ExitCode {
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let mut report = Report {
+        checks: Vec::new(),
+        names: BTreeMap::new(),
+    };
+    let started = Instant::now();
+    match discover(&args, timeout).await {
+        Ok((members, quorum, detail)) => {
+            report.names = members.iter().map(|m| (m.id, m.addr.clone())).collect();
+            report.add("discovery", None, Level::Ok, detail);
+            let seen = read_all(&args, &members, quorum, timeout).await;
+            judge(&mut report, &seen, quorum);
+        }
+        Err(detail) => report.add("discovery", None, Level::Fail, detail),
+    }
+    let worst = report.worst();
+    let code = match worst {
+        Level::Ok => exit::OK,
+        Level::Warn => EXIT_WARN,
+        Level::Fail => exit::UNREACHABLE,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report.checks).expect("checks serialise")
+        );
+    } else {
+        for c in &report.checks {
+            println!(
+                "{:<4}  {:<10}  {}: {}",
+                c.status.as_str(),
+                c.check,
+                report.who(c.member),
+                c.detail
+            );
+        }
+        let count = |l: Level| report.checks.iter().filter(|c| c.status == l).count();
+        println!(
+            "{} members, {} checks in {:.1} s: {} OK, {} WARN, {} FAIL (exit {code})",
+            report.names.len(),
+            report.checks.len(),
+            started.elapsed().as_secs_f64(),
+            count(Level::Ok),
+            count(Level::Warn),
+            count(Level::Fail),
+        );
+    }
+    ExitCode::from(code)
+}
+
+/// The members, from the first of the given nodes that answers: its `/v1/members` (quorum
+/// mode), else its `/v1/status` (its own id at the address asked, and its peers). Also whether
+/// the cluster runs quorum mode, and a line saying where the members came from.
+async fn discover(
+    args: &NodeArgs,
+    timeout: Duration,
+) -> Result<(Vec<Member>, bool, String), String> {
+    let order = args.at.addrs();
+    let asked = args
+        .at
+        .ask(&order, timeout, |c| async move { c.members().await })
+        .await;
+    match asked {
+        Ok((addr, m)) if !m.members.is_empty() => {
+            let members: Vec<Member> = m
+                .members
+                .iter()
+                .map(|m| Member {
+                    id: m.id,
+                    addr: m.addr.clone(),
+                })
+                .collect();
+            let detail = format!(
+                "{} members from {addr}'s /v1/members: {}",
+                members.len(),
+                list(members.iter().map(|m| m.id))
+            );
+            return Ok((members, true, detail));
+        }
+        // A node that joins and has no log yet, or a mode without runtime membership.
+        Ok(_) | Err(Failed::Answer(Error::Api { .. })) => {}
+        Err(f) => return Err(format!("no node to ask: {f}")),
+    }
+    let (addr, s) = args
+        .at
+        .ask(&order, timeout, |c| async move { c.status().await })
+        .await
+        .map_err(|f| format!("no node to ask: {f}"))?;
+    let mut members = vec![Member {
+        id: s.leader.node_id,
+        addr: addr.clone(),
+    }];
+    members.extend(s.peers.iter().map(|p| Member {
+        id: p.id,
+        addr: p.addr.clone(),
+    }));
+    members.sort_by_key(|m| m.id);
+    let quorum = s.leader.mode == electd_client::Mode::Quorum;
+    let detail = format!(
+        "{} members from {addr}'s /v1/status ({} mode): {}",
+        members.len(),
+        s.leader.mode,
+        list(members.iter().map(|m| m.id))
+    );
+    Ok((members, quorum, detail))
+}
+
+/// Asks every member, all at once: a first read, a pause of [`SETTLE`], a second.
+async fn read_all(
+    args: &NodeArgs,
+    members: &[Member],
+    quorum: bool,
+    timeout: Duration,
+) -> Vec<Seen> {
+    let clients: Vec<Client> = members
+        .iter()
+        .map(|m| args.at.at.client_at(m.addr.clone(), timeout))
+        .collect();
+    let firsts = join_all(clients.iter().map(|c| first_read(c, quorum, timeout))).await;
+    tokio::time::sleep(SETTLE).await;
+    let seconds = join_all(clients.iter().zip(&firsts).map(|(c, f)| async move {
+        match f {
+            Ok(_) => {
+                let (status, leader) = tokio::join!(c.status(), c.leader());
+                Some(Second { status, leader })
+            }
+            Err(_) => None,
+        }
+    }))
+    .await;
+    members
+        .iter()
+        .cloned()
+        .zip(firsts)
+        .zip(seconds)
+        .map(|((member, first), second)| Seen {
+            member,
+            first,
+            second,
+        })
+        .collect()
+}
+
+async fn first_read(c: &Client, quorum: bool, timeout: Duration) -> Result<First, Error> {
+    let t0 = Instant::now();
+    let status = c.status().await?;
+    let took = t0.elapsed();
+    let members = async {
+        if quorum {
+            Some(c.members().await)
+        } else {
+            None
+        }
+    };
+    let (health, members, last_event) = tokio::join!(c.health(), members, last_event(c, timeout));
+    Ok(First {
+        status,
+        took,
+        health,
+        members,
+        last_event,
+    })
+}
+
+/// The latest event of a member's log: the first event of a watch stream carries its seq (the
+/// current view, numbered as the last event), and `/v1/events?since=SEQ` the event itself.
+async fn last_event(c: &Client, timeout: Duration) -> Result<Option<Event>, String> {
+    let mut stream = c.watch(None).await.map_err(|e| e.to_string())?;
+    let first = tokio::time::timeout(timeout, stream.next())
+        .await
+        .map_err(|_| format!("no first watch event within {} ms", timeout.as_millis()))?
+        .map_err(|e| e.to_string())?
+        .ok_or("the node ended the watch stream")?;
+    drop(stream);
+    if first.id == 0 {
+        return Ok(None);
+    }
+    let page = c.events(first.id, 1).await.map_err(|e| e.to_string())?;
+    Ok(page.events.into_iter().find(|e| e.seq == first.id))
+}
+
+/// "1, 2, 3".
+fn list(ids: impl IntoIterator<Item = NodeId>) -> String {
+    ids.into_iter()
+        .map(|id| id.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// "node 3", "nodes 1 and 2", "nodes 1, 2 and 4".
+fn nodes(ids: &[NodeId]) -> String {
+    match ids {
+        [] => "no node".to_string(),
+        [one] => format!("node {one}"),
+        [init @ .., last] => format!("nodes {} and {last}", list(init.iter().copied())),
+    }
+}
+
+fn judge(report: &mut Report, seen: &[Seen], quorum: bool) {
+    reachable(report, seen);
+    let up: Vec<&Seen> = seen.iter().filter(|s| s.first.is_ok()).collect();
+    if up.is_empty() {
+        return;
+    }
+    cluster_id(report, &up);
+    mode(report, &up);
+    peer_auth(report, &up);
+    membership(report, &up, quorum);
+    leader(report, &up);
+    health(report, &up);
+    event_log(report, &up);
+    clock(report, &up);
+}
+
+fn reachable(report: &mut Report, seen: &[Seen]) {
+    for s in seen {
+        let id = Some(s.member.id);
+        match (&s.first, &s.second) {
+            (Ok(f), Some(Second { status: Err(e), .. })) => report.add(
+                "reachable",
+                id,
+                Level::Fail,
+                format!(
+                    "answered in {} ms, then not a second later: {e}",
+                    f.took.as_millis()
+                ),
+            ),
+            (Ok(f), _) if f.status.leader.node_id != s.member.id => report.add(
+                "reachable",
+                id,
+                Level::Fail,
+                format!(
+                    "the node at {} says it is node {}, not {}",
+                    s.member.addr, f.status.leader.node_id, s.member.id
+                ),
+            ),
+            (Ok(f), _) => report.add(
+                "reachable",
+                id,
+                Level::Ok,
+                format!(
+                    "answered in {} ms (version {})",
+                    f.took.as_millis(),
+                    f.status.version
+                ),
+            ),
+            (Err(e), _) => report.add("reachable", id, Level::Fail, why_unreachable(e)),
+        }
+    }
+}
+
+/// The client's own text (every cause, and its hint at TLS), with what kind of failure it is.
+fn why_unreachable(e: &Error) -> String {
+    let text = e.to_string();
+    let lower = text.to_lowercase();
+    let kind = if e.status().is_some() {
+        "answered an error"
+    } else if lower.contains("refused") {
+        "connection refused"
+    } else if lower.contains("timed out") || lower.contains("timeout") || lower.contains("elapsed")
+    {
+        "timeout"
+    } else if lower.contains("certificate")
+        || lower.contains("tls")
+        || lower.contains("handshake")
+        || lower.contains("corrupt message")
+        || lower.contains("invalidcontenttype")
+    {
+        "TLS error"
+    } else if lower.contains("dns") || lower.contains("resolve") || lower.contains("lookup") {
+        "name not resolved"
+    } else {
+        "no answer"
+    };
+    format!("unreachable ({kind}): {text}")
+}
+
+fn cluster_id(report: &mut Report, up: &[&Seen]) {
+    let mut by_id: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
+    for s in up {
+        if let Some(st) = s.status() {
+            by_id.entry(&st.cluster_id).or_default().push(s.member.id);
+        }
+    }
+    if by_id.len() <= 1 {
+        let (id, _) = by_id.iter().next().expect("a member answered");
+        report.add(
+            "cluster-id",
+            None,
+            Level::Ok,
+            format!("every member answering: {id:?}"),
+        );
+        return;
+    }
+    let common = by_id
+        .iter()
+        .max_by_key(|(_, ids)| ids.len())
+        .map(|(id, _)| id.to_string())
+        .expect("two ids");
+    for (cid, ids) in &by_id {
+        if **cid == common {
+            continue;
+        }
+        for id in ids {
+            report.add(
+                "cluster-id",
+                Some(*id),
+                Level::Fail,
+                format!(
+                    "cluster_id {cid:?}, the others' {common:?}: its peer requests are refused \
+                     (wrong_cluster) and it refuses theirs"
+                ),
+            );
+        }
+    }
+}
+
+fn mode(report: &mut Report, up: &[&Seen]) {
+    let mut by_mode: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
+    let mut two_leaders = Vec::new();
+    for s in up {
+        if let Some(st) = s.status() {
+            by_mode
+                .entry(st.leader.mode.as_str())
+                .or_default()
+                .push(s.member.id);
+            if st.two_leaders_possible {
+                two_leaders.push(s.member.id);
+            }
+        }
+    }
+    if by_mode.len() > 1 {
+        let said: Vec<String> = by_mode
+            .iter()
+            .map(|(m, ids)| format!("{} {m}", nodes(ids)))
+            .collect();
+        report.add(
+            "mode",
+            None,
+            Level::Fail,
+            format!(
+                "the members run different modes: {} (every member must run the same)",
+                said.join("; ")
+            ),
+        );
+    }
+    let modes: Vec<&str> = by_mode.keys().copied().collect();
+    if !two_leaders.is_empty() {
+        report.add(
+            "mode",
+            None,
+            Level::Warn,
+            format!(
+                "{} mode: two members may lead at once under a partition ({} say \
+                 two_leaders_possible; kept for comparison, no claim is a lease-bound promise): \
+                 use quorum mode for one leader (docs/modes.md)",
+                modes.join(", "),
+                nodes(&two_leaders)
+            ),
+        );
+    } else if by_mode.len() == 1 {
+        report.add(
+            "mode",
+            None,
+            Level::Ok,
+            format!(
+                "{} mode: at most one leader at a time, its claim a lease-bound promise",
+                modes[0]
+            ),
+        );
+    }
+}
+
+/// What a refusal reason says about the peer that was refused, and whether it is a mismatch of
+/// configuration (FAIL) or something to look at (WARN); `None`: expected (the handshake after
+/// a start).
+fn refusal(reason: &str) -> Option<(Level, &'static str)> {
+    Some(match reason {
+        "stale_epoch" | "replayed" => return None,
+        "bad_signature" => (
+            Level::Fail,
+            "requests signed with another cluster_secret (or altered on the way)",
+        ),
+        "answer_bad_signature" => (
+            Level::Fail,
+            "a peer's answers carry no valid MAC: another cluster_secret or cluster_id",
+        ),
+        "missing_auth" => (
+            Level::Fail,
+            "requests without proof: a peer runs without cluster_secret",
+        ),
+        "wrong_cluster" => (Level::Fail, "requests of another cluster_id"),
+        "missing_cluster" => (Level::Fail, "requests that name no cluster"),
+        "wrong_client_cert" => (
+            Level::Fail,
+            "a peer's TLS client certificate does not name its member id",
+        ),
+        "missing_client_cert" => (Level::Fail, "a peer presents no TLS client certificate"),
+        "unknown_peer" => (
+            Level::Warn,
+            "requests of a node outside the membership (a removed member still running?)",
+        ),
+        _ => (Level::Warn, "see docs/security.md, \"Hardening\""),
+    })
+}
+
+fn peer_auth(report: &mut Report, up: &[&Seen]) {
+    let mut refused = Vec::new();
+    for s in up {
+        let id = Some(s.member.id);
+        let f = s.first().expect("up");
+        let Some(Second {
+            status: Ok(later), ..
+        }) = &s.second
+        else {
+            continue; // said under `reachable`
+        };
+        let before = &f.status.counters.rejected_peer_requests;
+        let mut worst = Level::Ok;
+        let mut said = Vec::new();
+        for (reason, n) in &later.counters.rejected_peer_requests {
+            let grew = n.saturating_sub(before.get(reason).copied().unwrap_or(0));
+            if grew == 0 {
+                continue;
+            }
+            if let Some((level, means)) = refusal(reason) {
+                worst = worst.max(level);
+                said.push(format!("{reason} +{grew} ({means})"));
+            }
+        }
+        if worst > Level::Ok {
+            refused.push(s.member.id);
+            report.add(
+                "peer-auth",
+                id,
+                worst,
+                format!(
+                    "refused peer requests in the last {:.1} s: {}",
+                    SETTLE.as_secs_f64(),
+                    said.join(", ")
+                ),
+            );
+        } else if later.insecure {
+            report.add(
+                "peer-auth",
+                id,
+                Level::Warn,
+                "runs without a cluster secret (insecure = true): any process that reaches it \
+                 may vote as a peer"
+                    .to_string(),
+            );
+        } else {
+            report.add(
+                "peer-auth",
+                id,
+                Level::Ok,
+                format!("no peer request refused in {:.1} s", SETTLE.as_secs_f64()),
+            );
+        }
+    }
+    if refused.is_empty() {
+        return;
+    }
+    // The odd one out: refused, it heard from none of its peers since it started (every
+    // request refused), while another member did hear from one.
+    let deaf = |s: &&&Seen| {
+        s.status()
+            .is_some_and(|st| st.peers.iter().all(|p| p.last_contact_ms.is_none()))
+    };
+    let odd: Vec<NodeId> = up
+        .iter()
+        .filter(|s| refused.contains(&s.member.id))
+        .filter(deaf)
+        .map(|s| s.member.id)
+        .collect();
+    let others_hear = up.iter().any(|s| !odd.contains(&s.member.id) && !deaf(&s));
+    if !odd.is_empty() && others_hear {
+        let its = if odd.len() == 1 { "its" } else { "their" };
+        report.add(
+            "peer-auth",
+            None,
+            Level::Fail,
+            format!(
+                "{} heard from none of {its} peers since starting (each request refused), \
+                 while the others hear from theirs: the likely odd one out; check {its} \
+                 cluster_secret, cluster_id and TLS certificate",
+                nodes(&odd),
+            ),
+        );
+    }
+}
+
+/// A member's view of the members: id to address (`None`: its own, in a mode without
+/// `/v1/members`, where it does not say its address), and whether a voter.
+type MemberView = BTreeMap<NodeId, (Option<String>, bool)>;
+
+fn describe_view(v: &MemberView) -> String {
+    if v.is_empty() {
+        return "no member (it has not received the cluster's log yet)".to_string();
+    }
+    v.iter()
+        .map(|(id, (addr, voter))| {
+            let mut s = id.to_string();
+            if let Some(a) = addr {
+                s.push_str(&format!(" {a}"));
+            }
+            if !voter {
+                s.push_str(" (learner)");
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether two views name the same members, at the same addresses where both say one.
+fn same_view(a: &MemberView, b: &MemberView) -> bool {
+    a.len() == b.len()
+        && a.iter().all(|(id, (addr, voter))| {
+            b.get(id).is_some_and(|(other, v)| {
+                v == voter && (addr.is_none() || other.is_none() || addr == other)
+            })
+        })
+}
+
+fn membership(report: &mut Report, up: &[&Seen], quorum: bool) {
+    let mut views: Vec<(NodeId, Result<MemberView, String>)> = Vec::new();
+    for s in up {
+        let f = s.first().expect("up");
+        let view = match &f.members {
+            Some(Ok(m)) => Ok(m
+                .members
+                .iter()
+                .map(|x| (x.id, (Some(x.addr.clone()), x.voter)))
+                .collect::<MemberView>()),
+            Some(Err(e)) if quorum => Err(e.to_string()),
+            _ => {
+                let st = s.status().expect("up");
+                let mut v: MemberView = st
+                    .peers
+                    .iter()
+                    .map(|p| (p.id, (Some(p.addr.clone()), true)))
+                    .collect();
+                v.insert(st.leader.node_id, (None, true));
+                Ok(v)
+            }
+        };
+        views.push((s.member.id, view));
+    }
+    // The view most members hold is the reference.
+    let good: Vec<&MemberView> = views.iter().filter_map(|(_, v)| v.as_ref().ok()).collect();
+    let reference = good
+        .iter()
+        .max_by_key(|v| good.iter().filter(|w| same_view(v, w)).count())
+        .copied();
+    for (id, view) in &views {
+        let (level, detail) = match (view, reference) {
+            (Err(e), _) => (Level::Fail, format!("cannot read its members: {e}")),
+            (Ok(v), Some(r)) if same_view(v, r) => (
+                Level::Ok,
+                format!(
+                    "the same {} members as the others: {}",
+                    v.len(),
+                    list(v.keys().copied())
+                ),
+            ),
+            (Ok(v), r) => (
+                Level::Fail,
+                format!(
+                    "sees {}; most members see {}",
+                    describe_view(v),
+                    r.map(describe_view).unwrap_or_default()
+                ),
+            ),
+        };
+        report.add("membership", Some(*id), level, detail);
+    }
+}
+
+fn leader(report: &mut Report, up: &[&Seen]) {
+    let views: Vec<(NodeId, &LeaderInfo)> = up
+        .iter()
+        .filter_map(|s| s.view().map(|v| (s.member.id, v)))
+        .collect();
+    // The (leader, term) most members name.
+    let mut named: BTreeMap<(NodeId, u64), Vec<NodeId>> = BTreeMap::new();
+    for (id, v) in &views {
+        if let Some(l) = &v.leader {
+            named.entry((l.id, v.term)).or_default().push(*id);
+        }
+    }
+    let agreed = named
+        .iter()
+        .max_by_key(|(_, ids)| ids.len())
+        .map(|(k, _)| *k);
+    let claimants: Vec<(NodeId, u64)> = views
+        .iter()
+        .filter(|(_, v)| v.role == Role::Leader)
+        .map(|(id, v)| (*id, v.term))
+        .collect();
+    for (id, v) in &views {
+        let (level, detail) = match (&v.leader, agreed) {
+            (None, _) => (
+                Level::Warn,
+                format!("names no leader ({}, term {})", v.role.as_str(), v.term),
+            ),
+            (Some(l), Some((al, at))) if (l.id, v.term) != (al, at) => (
+                Level::Fail,
+                format!(
+                    "names node {} at term {}; most members name node {al} at term {at}",
+                    l.id, v.term
+                ),
+            ),
+            (Some(_), _) if v.role == Role::Leader => (
+                Level::Ok,
+                match v.lease_ms {
+                    Some(ms) => format!("leads at term {} (claim {ms} ms left)", v.term),
+                    None => format!("leads at term {}", v.term),
+                },
+            ),
+            (Some(l), _) => (
+                Level::Ok,
+                format!(
+                    "names node {} at term {} ({})",
+                    l.id,
+                    v.term,
+                    v.role.as_str()
+                ),
+            ),
+        };
+        report.add("leader", Some(*id), level, detail);
+    }
+    let (level, detail) = if claimants.len() > 1 {
+        let who: Vec<NodeId> = claimants.iter().map(|(id, _)| *id).collect();
+        let terms: Vec<String> = claimants.iter().map(|(_, t)| t.to_string()).collect();
+        (
+            Level::Fail,
+            format!(
+                "{} claim to lead at once (terms {})",
+                nodes(&who),
+                terms.join(", ")
+            ),
+        )
+    } else if named.len() > 1 {
+        let said: Vec<String> = named
+            .iter()
+            .map(|((l, t), ids)| format!("{} name node {l} at term {t}", nodes(ids)))
+            .collect();
+        (
+            Level::Fail,
+            format!("the members disagree: {}", said.join("; ")),
+        )
+    } else if let Some(((l, t), ids)) = named.iter().next() {
+        let none = views.len() - ids.len();
+        if none > 0 {
+            (
+                Level::Warn,
+                format!(
+                    "{} of {} reachable members name node {l} at term {t}; {none} {} none",
+                    ids.len(),
+                    views.len(),
+                    if none == 1 { "names" } else { "name" }
+                ),
+            )
+        } else if claimants.is_empty() {
+            (
+                Level::Warn,
+                format!(
+                    "all {} reachable members name node {l} at term {t}, which did not hold \
+                     the claim when asked",
+                    views.len()
+                ),
+            )
+        } else {
+            (
+                Level::Ok,
+                format!(
+                    "all {} reachable members name node {l} at term {t}",
+                    views.len()
+                ),
+            )
+        }
+    } else {
+        (
+            Level::Fail,
+            format!("none of {} reachable members names a leader", views.len()),
+        )
+    };
+    report.add("leader", None, level, detail);
+}
+
+fn health(report: &mut Report, up: &[&Seen]) {
+    for s in up {
+        let f = s.first().expect("up");
+        let (level, detail) = match &f.health {
+            Ok(h) if h.status == "ok" => (Level::Ok, "ok".to_string()),
+            Ok(h) => (Level::Warn, format!("status {:?}", h.status)),
+            Err(e) => (Level::Fail, e.to_string()),
+        };
+        report.add("health", Some(s.member.id), level, detail);
+    }
+}
+
+fn event_log(report: &mut Report, up: &[&Seen]) {
+    let highest = up
+        .iter()
+        .flat_map(|s| {
+            let event = s
+                .first()
+                .and_then(|f| f.last_event.as_ref().ok())
+                .and_then(|e| e.as_ref().map(|e| e.view.term));
+            [event, s.view().map(|v| v.term)]
+        })
+        .flatten()
+        .max()
+        .unwrap_or(0);
+    for s in up {
+        let f = s.first().expect("up");
+        let (level, detail) = match &f.last_event {
+            Err(e) => (Level::Warn, format!("cannot read its latest event: {e}")),
+            Ok(None) => (Level::Warn, "no event recorded yet".to_string()),
+            Ok(Some(e)) => {
+                let leader = match e.view.leader {
+                    Some(l) => format!("leader {l}"),
+                    None => "no leader".to_string(),
+                };
+                let said = format!(
+                    "latest event #{}: {}, term {}, {leader}",
+                    e.seq,
+                    e.view.role.as_str(),
+                    e.view.term
+                );
+                if e.view.term + TERM_LAG < highest {
+                    (
+                        Level::Warn,
+                        format!(
+                            "{said}: behind the highest term {highest} by more than {TERM_LAG}"
+                        ),
+                    )
+                } else {
+                    (Level::Ok, format!("{said} (highest term {highest})"))
+                }
+            }
+        };
+        report.add("event-log", Some(s.member.id), level, detail);
+    }
+}
+
+fn clock(report: &mut Report, up: &[&Seen]) {
+    let mut warned: BTreeSet<(NodeId, NodeId)> = BTreeSet::new();
+    for s in up {
+        let Some(st) = s.status() else { continue };
+        let me = s.member.id;
+        let mut known = 0;
+        let mut widest = 0u64;
+        let mut far = false;
+        for p in &st.peers {
+            let Some(off) = p.clock_offset_ms else {
+                continue;
+            };
+            known += 1;
+            widest = widest.max(off.unsigned_abs());
+            if off.unsigned_abs() <= CLOCK_WARN_MS {
+                continue;
+            }
+            far = true;
+            let pair = (me.min(p.id), me.max(p.id));
+            if !warned.insert(pair) {
+                continue; // said from the other side
+            }
+            report.add(
+                "clock",
+                Some(me),
+                Level::Warn,
+                format!(
+                    "node {}'s wall clock is {} ms {} node {me}'s (seen in its requests, network \
+                     delay included; informative: electd decides nothing on wall clocks, but \
+                     logs and certificates will disagree)",
+                    p.id,
+                    off.unsigned_abs(),
+                    if off > 0 { "ahead of" } else { "behind" }
+                ),
+            );
+        }
+        if far {
+            continue;
+        }
+        let detail = if known == 0 {
+            "no peer request seen yet: offsets unknown (informative only)".to_string()
+        } else {
+            format!(
+                "{} wall clock{} within {widest} ms of its own (informative: electd decides \
+                 nothing on wall clocks)",
+                if known == 1 {
+                    "its peer's".to_string()
+                } else {
+                    format!("{known} peers'")
+                },
+                if known == 1 { "" } else { "s" },
+            )
+        };
+        report.add("clock", Some(me), Level::Ok, detail);
+    }
+}
