@@ -227,6 +227,49 @@ else
   fi
   if [ -n "$deb_ok" ]; then pass "$step"; else fail "$step"; fi
 fi
+# The container image (contrib/container/build-image.sh): buildah from scratch, no registry,
+# its storage in a directory of its own under $work; then the image run as a one-member node
+# on a free port of 127.0.0.1 until it claims (at most 20 s), stopped by pid, and its data
+# checked to be written by the image's user (uid 10001).
+step="container image"
+echo "== $step"
+if ! command -v buildah >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "test.sh: installing buildah"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >/dev/null 2>&1 || true
+fi
+if ! command -v buildah >/dev/null || ! command -v curl >/dev/null; then
+  skip "$step" "buildah or curl is not installed and could not be installed"
+else
+  img="$work/image"
+  mkdir -p "$img/data"
+  chown 10001:10001 "$img/data" 2>/dev/null || chmod 777 "$img/data"
+  bargs="--root $img/storage --runroot $img/run --storage-driver vfs"
+  image_ok=""
+  if BUILDAH_ARGS="$bargs" bash contrib/container/build-image.sh target/debug/electd \
+      electd:suite "$img/electd.oci"; then
+    read -r -a bargv <<<"$bargs"
+    ctr="$(buildah "${bargv[@]}" from electd:suite)"
+    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    BUILDAH_ISOLATION=chroot buildah "${bargv[@]}" run --network host \
+      -v "$img/data:/var/lib/electd" "$ctr" -- /usr/bin/electd --config /etc/electd/electd.toml \
+      --listen "127.0.0.1:$port" --peer "1=127.0.0.1:$port" >"$img/node.log" 2>&1 &
+    node_pid=$!
+    for _ in $(seq 1 200); do
+      if curl -fs "http://127.0.0.1:$port/v1/claim" >/dev/null; then image_ok=1; break; fi
+      sleep 0.1
+    done
+    kill -TERM "$node_pid" 2>/dev/null || true
+    wait "$node_pid" 2>/dev/null || true
+    owner="$(stat -c %u "$img/data/raft-state.0" 2>/dev/null || echo none)"
+    echo "container image: $(du -h "$img/electd.oci" | cut -f1) OCI archive; the node in it \
+claimed: ${image_ok:-no}; its data written by uid $owner"
+    [ "$owner" = 10001 ] || image_ok=""
+    [ -n "$image_ok" ] || tail -20 "$img/node.log"
+    buildah "${bargv[@]}" rm -a >/dev/null 2>&1 || true
+  fi
+  rm -rf "$img"
+  if [ -n "$image_ok" ]; then pass "$step"; else fail "$step"; fi
+fi
 step="tests"
 wait_chromium_install test.sh
 # The simulator's 600 schedules (lab/tests/sim.rs) start from a seed that changes per run.
