@@ -670,7 +670,7 @@ fn a_majority_lost_for_good_is_recovered_from_the_best_survivor() {
     for &id in &survivors {
         tc.stop(id);
     }
-    // Refused while the node runs; a plain inspection of each survivor.
+    // A plain inspection of each survivor.
     let best = survivors
         .iter()
         .copied()
@@ -690,6 +690,12 @@ fn a_majority_lost_for_good_is_recovered_from_the_best_survivor() {
         })
         .unwrap();
     tc.start_node(best);
+    // Refused while the node answers on its address (once it does: at most 20 s).
+    let until = Instant::now() + WAIT;
+    while rt.block_on(tc.c.status(best)).is_err() {
+        assert!(Instant::now() < until, "node {best} does not answer");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let refused = recover_cmd(&tc, best, &["--force-new-cluster"]).expect_err("a running node");
     assert!(refused.contains("stop the node first"), "{refused}");
     tc.stop(best);
@@ -702,9 +708,17 @@ fn a_majority_lost_for_good_is_recovered_from_the_best_survivor() {
     );
     let term = rt.block_on(tc.c.leader_info(best)).unwrap().term;
     assert!(
-        term > old_term,
+        term >= old_term + electd::quorum::RECOVERY_TERM_GAP,
         "term {term} after recovery, {old_term} before"
     );
+    // A --term-above that leaves no term is refused, naming the flag.
+    tc.stop(best);
+    let max = u64::MAX.to_string();
+    let e = recover_cmd(&tc, best, &["--force-new-cluster", "--term-above", &max])
+        .expect_err("no term above u64::MAX");
+    assert!(e.contains("--term-above"), "{e}");
+    tc.start_node(best);
+    assert!(rt.block_on(until_voters(&tc, best, &[best])));
     // Grown back: the other survivor and the lost ones on empty data dirs, joining through
     // the recovered node.
     let through = tc.c.member(best).unwrap().addr.clone();

@@ -38,7 +38,9 @@ mod types;
 pub use self::handover::RESIGN_TIMEOUT;
 pub use self::node::{QuorumError, QuorumNode};
 pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE};
-pub use self::storage::{Disk, MemDisk, StateFile, Store, StoreError, SLOT_FILES, STATE_FILE};
+pub use self::storage::{
+    Disk, MemDisk, StateFile, Store, StoreError, RECOVERY_TERM_GAP, SLOT_FILES, STATE_FILE,
+};
 // For the fuzz targets' decoders (`fuzzing.rs`).
 pub(crate) use self::protocol::{Hello, PreVoteRequest, Resign};
 pub(crate) use self::types::TypeConfig;

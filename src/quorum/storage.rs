@@ -548,29 +548,47 @@ impl Store {
 
     /// `electd --force-new-cluster` (docs/operations.md, "Disaster recovery"): makes this data
     /// dir, of member `id` at `addr`, the whole of a one-member cluster at a term above every
-    /// term it knows and above `term_above`: a membership of `id` alone appended after its log
-    /// at that term, committed and applied, a committed vote of its own in that term, the
-    /// incarnations of every other member forgotten and its own confirmed. Unsafe by design:
-    /// whatever the lost members committed after this log is gone, and a lost member that
-    /// comes back holds votes of its own (it must be wiped). Gives back the old last log id
-    /// and the new term.
+    /// term it knows and above `term_above`, by [`RECOVERY_TERM_GAP`] at least: a membership of
+    /// `id` alone appended after its log (and after its snapshot, whose entries count as
+    /// purged) at that term, committed and applied, a committed vote of its own in that term,
+    /// the incarnations of every other member forgotten and its own confirmed. Unsafe by
+    /// design: whatever the lost members committed after this log is gone, and a lost member
+    /// that comes back holds votes of its own (it must be wiped). Gives back the old last log
+    /// id and the new term; `None` when the term would pass `u64::MAX`.
     pub async fn force_new_cluster(
         &self,
         id: NodeId,
         addr: &str,
         term_above: u64,
-    ) -> std::io::Result<(Option<LogId<NodeId>>, u64)> {
+    ) -> std::io::Result<Option<(Option<LogId<NodeId>>, u64)>> {
         use openraft::{CommittedLeaderId, Membership};
         let old_last = self.last_log_id();
-        let term = self.highest_term().max(term_above) + 1;
-        let next = self
-            .read(|s| s.snapshot.as_ref().and_then(|x| x.meta.last_log_id))
-            .max(old_last)
-            .map_or(1, |l| l.index + 1);
+        // The lost members may have elected leaders among themselves in terms this data dir
+        // never heard of (a refused vote request leaves no trace): the gap keeps the new term
+        // above them, so that no term, the fencing token, is ever used twice.
+        let Some(term) = self
+            .highest_term()
+            .max(term_above)
+            .checked_add(RECOVERY_TERM_GAP)
+        else {
+            return Ok(None);
+        };
+        // Everything up to the snapshot counts as purged (a snapshot installed just before a
+        // crash may reach past the log): the new entry follows without a gap that openraft
+        // would read as a missing entry, and every purged entry is in the snapshot.
+        let purged = self.read(|s| {
+            s.last_purged
+                .max(s.snapshot.as_ref().and_then(|x| x.meta.last_log_id))
+        });
+        let next = old_last.max(purged).map_or(0, |l| l.index + 1);
         let log_id = LogId::new(CommittedLeaderId::new(term, id), next);
         let nodes = BTreeMap::from([(id, BasicNode::new(addr))]);
         let members = Membership::new(vec![std::collections::BTreeSet::from([id])], nodes);
         self.mutate(|s| {
+            if let Some(p) = purged {
+                s.log.retain(|index, _| *index > p.index);
+                s.last_purged = Some(p);
+            }
             s.log.insert(
                 next,
                 Entry {
@@ -593,9 +611,13 @@ impl Store {
             }
         })
         .await?;
-        Ok((old_last, term))
+        Ok(Some((old_last, term)))
     }
 }
+
+/// How far above every term it knows `--force-new-cluster` puts the new term (2^20): the
+/// elections a lost majority may have held without this member would have to number more.
+pub const RECOVERY_TERM_GAP: u64 = 1 << 20;
 
 /// The log half of the store, as openraft sees it.
 #[derive(Clone)]

@@ -86,7 +86,8 @@ fn recover(cfg: &Config, force: bool, term_above: u64) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let (_, term) = rt
         .block_on(store.force_new_cluster(cfg.id, &addr, term_above))
-        .map_err(|e| format!("{}: {e}", cfg.data_dir.display()))?;
+        .map_err(|e| format!("{}: {e}", cfg.data_dir.display()))?
+        .ok_or_else(|| format!("--term-above {term_above} leaves no term above it"))?;
     println!(
         "member {}: now the only member of a new cluster, at term {term} (its log and its \
          event log kept); start it, then add members with --join",
