@@ -241,14 +241,7 @@ fn classify(e: reqwest::Error, timeout: Duration) -> WireError {
     }
     // With its causes: "error sending request" alone does not say that a certificate named
     // another member.
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(&e);
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    WireError::Unreachable(text)
+    WireError::Unreachable(electd_client::causes(&e))
 }
 
 impl Wire for HttpWire {

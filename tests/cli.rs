@@ -185,28 +185,14 @@ fn json_logs_are_one_object_a_line() {
         "id = 1\ndata_dir = \"data\"\nmode = \"bully\"\n[[peers]]\nid = 1\naddr = \"127.0.0.1:9\"\n",
     )
     .unwrap();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .arg("--config")
         .arg(&cfg)
         .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .map(|_| line)
-    });
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while !reader.is_finished() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    let line = reader.join().unwrap().expect("a log line");
+    let line = first_line(child).expect("a log line");
     let v: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
     assert_eq!(v["fields"]["message"], "electd starting", "{line}");
     assert_eq!(v["level"], "INFO", "{line}");
@@ -391,7 +377,7 @@ fn client_commands_skip_an_endpoint_that_does_not_answer() {
     assert_eq!(code, Some(0), "--node wins over ELECTD_ENDPOINTS: {err}");
 
     // watch follows the first endpoint that answers.
-    let mut watch = Command::new(BIN)
+    let watch = Command::new(BIN)
         .args(["watch", "--json", "--endpoints", &endpoints])
         .env_remove("ELECTD_NODE")
         .env_remove("ELECTD_ENDPOINTS")
@@ -399,21 +385,7 @@ fn client_commands_skip_an_endpoint_that_does_not_answer() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = watch.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .map(|_| line)
-    });
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while !reader.is_finished() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let _ = watch.kill();
-    let _ = watch.wait();
-    let line = reader.join().unwrap().expect("a watch line");
+    let line = first_line(watch).expect("a watch line");
     let v: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
     assert_eq!(v["node_id"], 1, "{line}");
     assert!(v["id"].as_u64().is_some(), "{line}");
@@ -986,4 +958,24 @@ fn completions_and_man_pages_pass_the_shells_and_man() {
     let (code, _, err) = electd(&["man", "member", "nope"], &[]);
     assert_eq!(code, Some(2));
     assert!(err.contains("no command \"nope\""), "{err}");
+}
+
+/// The first line `child` writes to its piped stdout (waited for at most 15 s); the child is
+/// killed and reaped either way.
+fn first_line(mut child: std::process::Child) -> std::io::Result<String> {
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .map(|_| line)
+    });
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !reader.is_finished() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().unwrap()
 }

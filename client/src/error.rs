@@ -83,7 +83,8 @@ impl Error {
 }
 
 /// `e` and each of its causes, joined by ": " (a cause that repeats the one before it once).
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+/// The node's peer transport says why a peer was unreachable the same way.
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut last = out.clone();
     let mut cause = e.source();

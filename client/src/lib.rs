@@ -14,7 +14,7 @@ pub mod http;
 pub mod watch;
 pub mod wire;
 
-pub use error::Error;
+pub use error::{causes, Error};
 pub use http::{http_client, tls_client, Client, CLIENT_IDLE};
 pub use watch::{Watch, Watched, WATCH_SILENCE};
 pub use wire::{

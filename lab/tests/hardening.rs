@@ -570,16 +570,21 @@ fn a_connection_flood_leaves_the_leader_in_place() {
         };
         prlimit(Some(pid), Resource::Nofile, limit).expect("the node's open-files limit set");
     }
-    let mut held = Vec::new();
-    let t0 = Instant::now();
-    for id in tc.c.ids() {
-        let addr: std::net::SocketAddr = tc.c.member(id).unwrap().addr.parse().unwrap();
-        for _ in 0..700 {
-            if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-                held.push(s);
+    // 700 connections to every node from 127.0.0.1, held open without a byte.
+    let flood = |tc: &TestCluster| -> Vec<TcpStream> {
+        let mut held = Vec::new();
+        for id in tc.c.ids() {
+            let addr: std::net::SocketAddr = tc.c.member(id).unwrap().addr.parse().unwrap();
+            for _ in 0..700 {
+                if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                    held.push(s);
+                }
             }
         }
-    }
+        held
+    };
+    let t0 = Instant::now();
+    let held = flood(&tc);
     // Held 3 s past the last one opened (the header read timeout closes idle ones after 5 s).
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
@@ -616,15 +621,7 @@ fn a_connection_flood_leaves_the_leader_in_place() {
     }
     // Failover under the flood: the leader killed while every node is flooded again; the
     // others elect on the connections they hold and the members' reserve.
-    let mut held = Vec::new();
-    for id in tc.c.ids() {
-        let addr: std::net::SocketAddr = tc.c.member(id).unwrap().addr.parse().unwrap();
-        for _ in 0..700 {
-            if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-                held.push(s);
-            }
-        }
-    }
+    let held = flood(&tc);
     let killed_ns = electd::clock::mono_ns();
     tc.kill(leader);
     let until = Instant::now() + Duration::from_secs(3);
