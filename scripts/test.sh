@@ -80,6 +80,12 @@ report() {
 }
 trap report EXIT
 
+# On CI (a clean clone, built once) incremental caches only take disk: about 3 GB of 12 once.
+if [ "${CI:-}" = true ]; then
+  export CARGO_INCREMENTAL=0
+fi
+echo "disk: $(df -h . | awk 'NR==2 {print $4}') free at the start"
+
 # iptables: the kernel fault layer of the chaos tests.
 . "$root/scripts/lib/iptables.sh"
 need_iptables test.sh
@@ -322,7 +328,11 @@ else
     if ! (cd fuzz && cargo fuzz run --sanitizer none -O "$target" "$corpus/$target" "seeds/$target" \
           -- -max_total_time="$ELECTD_FUZZ_SECONDS" -print_final_stats=1) >"$log" 2>&1; then
       tail -40 "$log"
-      fail "$step" "input under fuzz/artifacts/$target/"
+      if grep -q 'failed to build fuzz script' "$log"; then
+        fail "$step" "the target did not build (its log is above)"
+      else
+        fail "$step" "input under fuzz/artifacts/$target/"
+      fi
       continue
     fi
     runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')"
@@ -331,4 +341,6 @@ else
     pass "$step"
   done
 fi
+# What the suite left on disk (CI's disk once filled up during the fuzz builds: stop 36).
+echo "disk: target/ $(du -sh target 2>/dev/null | cut -f1), fuzz/target/ $(du -sh fuzz/target 2>/dev/null | cut -f1), $(df -h . | awk 'NR==2 {print $4}') free"
 finished=1
