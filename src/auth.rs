@@ -378,21 +378,22 @@ impl PeerAuth {
         epochs.get(&peer).copied().unwrap_or(0)
     }
 
-    /// `peer` answered with `epoch`: requests to it are signed for that one from now on.
     /// Forgets what this node keeps of `peers` (their sessions as senders, their epochs as
-    /// receivers): they left the membership.
+    /// receivers): they left the membership. Their windows go, so the epoch goes too: a new
+    /// one is drawn and the previous one no longer accepted, or a request a removed member
+    /// signed before its removal would pass again, replayed, once that id was added back
+    /// within the epoch's life (`a_forgotten_peers_requests_do_not_pass_again`). Every other
+    /// peer re-signs after one `stale_epoch` answer.
     pub fn forget(&self, peers: &[NodeId]) {
         let mut r = self.receiver.lock().expect("receiver lock");
         let mut epochs = self.epochs.lock().expect("epochs lock");
         for id in peers {
-            r.sessions.remove(id);
-            if let Some((_, sessions, _)) = &mut r.previous {
-                sessions.remove(id);
-            }
             epochs.remove(id);
         }
+        *r = Receiver::new(Instant::now());
     }
 
+    /// `peer` answered with `epoch`: requests to it are signed for that one from now on.
     pub fn learn_epoch(&self, peer: NodeId, epoch: u64) {
         self.epochs.lock().expect("epochs lock").insert(peer, epoch);
     }
@@ -536,6 +537,24 @@ mod tests {
         // The next request differs in its sequence number even within the same millisecond.
         let q = sign_to(&a, &b, b"{}", p.ts_ms);
         assert_ne!(p.mac_hex, q.mac_hex);
+        assert_eq!(b.verify(&signed(&q, b"{}"), &q.mac_hex), Ok(()));
+    }
+
+    /// A removed member's requests, captured before its removal, do not pass again when its
+    /// id is added back: forgetting its windows starts a new epoch.
+    #[test]
+    fn a_forgotten_peers_requests_do_not_pass_again() {
+        let (a, b) = (auth("0123456789abcdef"), auth("0123456789abcdef"));
+        let p = sign_to(&a, &b, b"{}", wall_ms());
+        assert_eq!(b.verify(&signed(&p, b"{}"), &p.mac_hex), Ok(()));
+        b.forget(&[2]);
+        assert_eq!(
+            b.verify(&signed(&p, b"{}"), &p.mac_hex),
+            Err(AuthError::StaleEpoch),
+            "replayed after the sender was forgotten"
+        );
+        // Signed anew for the new epoch, the sender passes.
+        let q = sign_to(&a, &b, b"{}", wall_ms());
         assert_eq!(b.verify(&signed(&q, b"{}"), &q.mac_hex), Ok(()));
     }
 

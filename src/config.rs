@@ -169,13 +169,19 @@ pub struct Config {
     /// How many of those streams one client (one source IP address) may hold at once, so
     /// that no single client takes every slot; one more gets 429. A value above
     /// `max_watchers` acts as `max_watchers`.
-    #[serde(default = "default_max_watchers_per_client")]
+    #[serde(
+        default = "default_max_watchers_per_client",
+        skip_serializing_if = "is_default_max_watchers_per_client"
+    )]
     pub max_watchers_per_client: usize,
     /// How many connections the node serves at once (API clients and members together).
     /// Beyond it, connections from a member's address still get one of a small reserve
     /// ([`crate::connections::MEMBER_RESERVE`]) for peer requests only; any other is closed
     /// at once. Lowered at start to what the process's descriptor limit can hold.
-    #[serde(default = "default_max_connections")]
+    #[serde(
+        default = "default_max_connections",
+        skip_serializing_if = "is_default_max_connections"
+    )]
     pub max_connections: usize,
     /// Quorum mode: join a running cluster through the member at this `HOST:PORT` instead of
     /// bootstrapping one from `peers`: the node takes its membership from the cluster's log,
@@ -233,6 +239,17 @@ pub const DEFAULT_MAX_WATCHERS_PER_CLIENT: usize = 16;
 
 fn default_max_watchers_per_client() -> usize {
     DEFAULT_MAX_WATCHERS_PER_CLIENT
+}
+
+// Fields added after electd-peer-v2 are written only when they differ from their defaults, so
+// that the configs the lab writes start the binaries before them too (`bench cost
+// --baseline-bin`).
+fn is_default_max_watchers_per_client(n: &usize) -> bool {
+    *n == DEFAULT_MAX_WATCHERS_PER_CLIENT
+}
+
+fn is_default_max_connections(n: &usize) -> bool {
+    *n == DEFAULT_MAX_CONNECTIONS
 }
 
 /// The default of [`Config::max_connections`].

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use electd_client::Counters as Snapshot;
 use prometheus_client::metrics::histogram::Histogram;
 
+use crate::lease::ClaimEnd;
 use crate::role::{NodeId, Role, View};
 
 /// How long things took, in seconds (`/metrics` histograms, docs/operations.md, "Metrics").
@@ -58,6 +59,8 @@ pub struct Counters {
     clock_offset_ms: Mutex<BTreeMap<NodeId, i64>>,
     elections_started: AtomicU64,
     leader_changes: AtomicU64,
+    /// This node's claims that ended, by cause ([`crate::lease::ClaimEnd`]).
+    claims_ended: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// A copy of a counter map with owned keys, as the wire form has them.
@@ -95,6 +98,11 @@ impl Counters {
 
     pub fn leader_changed(&self) {
         self.leader_changes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A claim of this node ended, for `cause`.
+    pub fn claim_ended(&self, cause: ClaimEnd) {
+        bump(&self.claims_ended, cause.as_str());
     }
 
     /// A peer got a request through to us at `now_ns`.
@@ -156,6 +164,7 @@ impl Counters {
             messages_sent: owned(&self.sent),
             messages_received: owned(&self.received),
             rejected_peer_requests: owned(&self.rejected),
+            claims_ended: owned(&self.claims_ended),
         }
     }
 }

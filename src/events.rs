@@ -23,7 +23,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::lease::Lease;
-use crate::role::{NodeId, View};
+use crate::role::{NodeId, Role, View};
 
 pub use electd_client::Event;
 
@@ -219,11 +219,18 @@ impl EventLog {
             return;
         }
         let prev = last.unwrap_or(View::INITIAL);
-        let stamp = lease
-            .lock()
-            .expect("lease")
-            .stamp_change(prev.role, view.role, view.term, clock);
-        self.record_view(stamp, view, counters);
+        let (stamp, ended) = {
+            let lease = lease.lock().expect("lease");
+            let stamp = lease.stamp_change(prev.role, view.role, view.term, clock);
+            let ended = (prev.role == Role::Leader && view.role != Role::Leader)
+                .then(|| lease.end_of(prev.term));
+            (stamp, ended)
+        };
+        if self.record_view(stamp, view, counters).is_some() {
+            if let Some(cause) = ended {
+                counters.claim_ended(cause);
+            }
+        }
     }
 
     /// Records `state` stamped `t_mono_ns` if it differs from the last recorded state, and
@@ -603,7 +610,7 @@ pub fn read_events_file(path: &Path) -> std::io::Result<Vec<Event>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::role::Role;
+    use crate::clock::ms;
 
     fn st(role: Role, term: u64, leader: Option<NodeId>) -> View {
         View { role, term, leader }
@@ -645,6 +652,52 @@ mod tests {
         let (evs, next) = log.since(4, 100);
         assert!(evs.is_empty());
         assert_eq!(next, 4);
+    }
+
+    /// Each end of a claim is counted once, by its cause: the lease running out (lost), a
+    /// resign of the term, the node stopping; a leader's view recorded again is no end.
+    #[test]
+    fn the_end_of_a_claim_is_counted_by_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lease, clock, counters) = (
+            Mutex::new(Lease::default()),
+            crate::clock::testing::ManualClock::default(),
+            Counters::default(),
+        );
+        let log = EventLog::open(dir.path(), 5).unwrap();
+        let ended = |c: &Counters| c.snapshot().claims_ended;
+        let mut term = 0;
+        let mut claim_then = |end: &dyn Fn(&mut Lease, u64)| {
+            term += 1;
+            lease.lock().unwrap().grant(term, clock.read(), ms(100));
+            log.record_leased_view(
+                || st(Role::Leader, term, Some(5)),
+                &lease,
+                &clock,
+                &counters,
+            );
+            log.record_leased_view(
+                || st(Role::Leader, term, Some(5)),
+                &lease,
+                &clock,
+                &counters,
+            );
+            end(&mut lease.lock().unwrap(), term);
+            log.record_leased_view(|| st(Role::Follower, term, None), &lease, &clock, &counters);
+        };
+        claim_then(&|_, _| {});
+        assert_eq!(ended(&counters), [("lost".to_string(), 1)].into());
+        claim_then(&|l, t| l.resign(t, 0));
+        claim_then(&|l, _| l.close(0));
+        assert_eq!(
+            ended(&counters),
+            [
+                ("lost".to_string(), 1),
+                ("resigned".to_string(), 1),
+                ("stopped".to_string(), 1)
+            ]
+            .into()
+        );
     }
 
     /// A node killed while it claimed starts again on a fresh store beside its old file: its

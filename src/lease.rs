@@ -44,6 +44,28 @@ impl Claim {
     }
 }
 
+/// Why a claim ended ([`Lease::end_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimEnd {
+    /// Not by this node's choice: its renewal failed.
+    Lost,
+    /// The node resigned the term (a resign, a handover, its removal from the members).
+    Resigned,
+    /// The node is stopping.
+    Stopped,
+}
+
+impl ClaimEnd {
+    /// The `cause` label of `electd_claims_ended_total` and the key in `/v1/status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimEnd::Lost => "lost",
+            ClaimEnd::Resigned => "resigned",
+            ClaimEnd::Stopped => "stopped",
+        }
+    }
+}
+
 /// The claim state of one node.
 #[derive(Debug, Default)]
 pub struct Lease {
@@ -55,6 +77,9 @@ pub struct Lease {
     suspended_since_ns: u64,
     /// The node is stopping: no claim ever again in this process.
     closed: bool,
+    /// The highest term this node resigned (a resign, a handover, its removal from the
+    /// members): a claim in it ended by choice ([`Lease::end_of`]).
+    resigned: Option<u64>,
     /// Send time (BOOTTIME) of the latest probe whose acknowledgement granted a claim: the
     /// answers given since promise the role until at most `acked_ns + lease`, so this node
     /// refuses every vote until `acked_ns + follower lease` ([`Lease::vote_refused_until`]).
@@ -163,6 +188,7 @@ impl Lease {
     /// granted again (a later term, won in a later election, may claim).
     pub fn resign(&mut self, term: u64, now_ns: u64) {
         self.fence = self.fence.max(term + 1);
+        self.resigned = self.resigned.max(Some(term));
         self.revoke(now_ns);
     }
 
@@ -176,6 +202,20 @@ impl Lease {
     /// True once [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// Why a claim in `term` that just ended ended: the node stopping, the node resigning
+    /// `term`, or else lost (no quorum acknowledged in time, the store refused the renewal, or
+    /// a higher term got this node's vote). Counted by cause in
+    /// `electd_claims_ended_total` (the alert `ElectdClaimLost`, contrib/prometheus/).
+    pub fn end_of(&self, term: u64) -> ClaimEnd {
+        if self.closed {
+            ClaimEnd::Stopped
+        } else if self.resigned.is_some_and(|r| r >= term) {
+            ClaimEnd::Resigned
+        } else {
+            ClaimEnd::Lost
+        }
     }
 
     /// Is `term` fenced (resigned, or a higher term got this node's vote)?

@@ -15,6 +15,7 @@
 //! | | [`clock`] | `CLOCK_BOOTTIME` for claims and leases, `CLOCK_MONOTONIC` for event stamps |
 //! | | `error` | the error answer of every route, and the request limits |
 //! | | `lease` | the lease-bound claim and the promises it makes (quorum and mutex modes) |
+//! | | [`data_dir`] | the data dir's lock: one process at a time in a data dir |
 //! | 1 plumbing | `events` | the event log (`/v1/events`, `<data_dir>/events.jsonl`) |
 //! | | `faults` | the application-layer fault set (block to/from, drop rate, delay) |
 //! | | [`auth`] | peer authentication (HMAC-SHA256 over each request, replay window) |
@@ -43,6 +44,7 @@ pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod connections;
+pub mod data_dir;
 pub mod legacy;
 pub mod quorum;
 mod role;

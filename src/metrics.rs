@@ -16,6 +16,7 @@ use electd_client::Counters;
 
 use crate::counters::Timings;
 use crate::engine::Judged;
+use crate::lease::ClaimEnd;
 use crate::node::Node;
 use crate::role::Role;
 
@@ -263,6 +264,20 @@ fn register_counters(reg: &mut Registry, snap: Counters) {
         "peer requests refused, by reason",
         "reason",
         by(&snap.rejected_peer_requests),
+    );
+    // Every cause from the start (at 0), so that increase() sees the first claim lost.
+    let mut ended = by(&snap.claims_ended);
+    for cause in [ClaimEnd::Lost, ClaimEnd::Resigned, ClaimEnd::Stopped] {
+        if !ended.iter().any(|(k, _)| k == cause.as_str()) {
+            ended.push((cause.as_str().to_string(), 0));
+        }
+    }
+    counter_family(
+        reg,
+        "claims_ended",
+        "claims of this node that ended, by cause: lost (the renewal failed), resigned, stopped",
+        "cause",
+        ended,
     );
 }
 

@@ -11,6 +11,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::connections::Connections;
 use crate::counters::Counters;
+use crate::data_dir::DataDirLock;
 use crate::engine::{Engine, Flaws, Judged, Plumbing, ResignError};
 use crate::events::{EventLog, EventLogError, Watchers};
 use crate::faults::Faults;
@@ -31,6 +32,8 @@ pub enum NodeError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Locked(#[from] crate::data_dir::DataDirError),
     #[error(transparent)]
     Events(#[from] EventLogError),
     #[error(transparent)]
@@ -63,6 +66,9 @@ pub struct Node {
     pub(crate) clock: Arc<dyn Clock>,
     /// When the node started (MONOTONIC ns).
     started_ns: u64,
+    /// The lock on the data dir, when the node's state lives in its files (not in the lab
+    /// simulator's memory).
+    _data_dir: Option<DataDirLock>,
     /// When the node started, seconds since the Unix epoch (`electd_start_time_seconds`).
     pub(crate) started_unix_s: f64,
     stop: CancellationToken,
@@ -118,6 +124,12 @@ impl Node {
             path: cfg.data_dir.clone(),
             source,
         })?;
+        // Before anything in the dir is read: another process's state is no state of ours. (The
+        // lab's simulator runs its nodes in one process, on its own wire and disk.)
+        let data_dir = match (&around.wire, &around.disk) {
+            (None, None) => Some(DataDirLock::take(&cfg.data_dir)?),
+            _ => None,
+        };
         let cfg = Arc::new(cfg);
         let counters = Arc::new(Counters::default());
         let faults = Arc::new(Faults::new(seed));
@@ -189,6 +201,7 @@ impl Node {
             counters,
             seed,
             started_ns: clock.mono_ns(),
+            _data_dir: data_dir,
             started_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),

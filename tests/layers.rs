@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// The node's layers, lowest first: a module may import its own layer and those below.
 const NODE_LAYERS: &[&[&str]] = &[
-    &["role", "config", "clock", "error", "lease"],
+    &["role", "config", "clock", "error", "lease", "data_dir"],
     &[
         "events",
         "faults",

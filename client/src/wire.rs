@@ -188,6 +188,11 @@ pub struct Counters {
     pub messages_received: BTreeMap<String, u64>,
     /// Peer requests refused, by reason.
     pub rejected_peer_requests: BTreeMap<String, u64>,
+    /// This node's claims that ended, by cause: `lost` (the renewal failed: no quorum
+    /// acknowledged in time, the store refused it, a higher term got this node's vote),
+    /// `resigned`, `stopped`. Quorum and mutex modes; absent from servers before it.
+    #[serde(default)]
+    pub claims_ended: BTreeMap<String, u64>,
 }
 
 impl Counters {

@@ -48,6 +48,8 @@ pub struct CostArgs {
     pub connections: usize,
     pub trials: usize,
     pub sizes: Vec<usize>,
+    /// An earlier electd binary idle beside this one ([`idle`]).
+    pub baseline_bin: Option<PathBuf>,
     pub profile: Profile,
     pub seed: u64,
     pub etcd: PathBuf,
@@ -57,7 +59,7 @@ pub struct CostArgs {
 /// A cluster of `n` quorum nodes of its own in `work/name` (its own address block, which
 /// must live as long as the cluster), started at the profile's timings.
 fn own_cluster(
-    bundled: &Cluster,
+    bin: &Path,
     work: &Path,
     name: &str,
     n: usize,
@@ -67,7 +69,7 @@ fn own_cluster(
     let (block, addrs) = claim_addrs(n);
     Cluster::write_configs(&dir, &addrs, Mode::Quorum, Timing::default(), "electd-cost")
         .map_err(|e| e.to_string())?;
-    let mut c = Cluster::open(&dir, &bundled.bin).map_err(|e| e.to_string())?;
+    let mut c = Cluster::open(&dir, bin).map_err(|e| e.to_string())?;
     start_quorum(&mut c, hb, lease)?;
     Ok((c, block))
 }
@@ -117,14 +119,17 @@ struct IdleCost {
     bytes: Option<u64>,
 }
 
-/// Both sides idle side by side for `seconds`: CPU and peer traffic.
+/// The electd clusters `cs` (this build's first, then a baseline's if any) and etcd idle side
+/// by side for `seconds`: each one's CPU and peer traffic, in `cs`'s order and then etcd's,
+/// and the messages the first sent per second by its own count.
 async fn idle(
-    c: &Cluster,
-    block: &AddrBlock,
+    cs: &[(&Cluster, &AddrBlock)],
     etcd: &Etcd,
     seconds: u64,
-) -> Result<(IdleCost, IdleCost, Option<f64>), String> {
-    electd_ready(c).await?;
+) -> Result<(Vec<IdleCost>, Option<f64>), String> {
+    for (c, _) in cs {
+        electd_ready(c).await?;
+    }
     until_agreed(etcd, &etcd.members(), |_| true)
         .await
         .ok_or("etcd: no agreed leader before the idle window")?;
@@ -136,18 +141,23 @@ async fn idle(
             None
         }
     };
-    let mut rules = traffic_rules(&block.subnet(), BLOCK_NODE_PORT).to_vec();
+    let mut rules = Vec::new();
+    let mut pids: Vec<Vec<u32>> = Vec::new();
+    for (c, block) in cs {
+        rules.extend(traffic_rules(&block.subnet(), BLOCK_NODE_PORT));
+        pids.push(
+            c.ids()
+                .into_iter()
+                .filter_map(|id| c.pid(id).map(|p| p as u32))
+                .collect(),
+        );
+    }
     rules.extend(traffic_rules(&etcd.subnet(), ETCD_PEER_PORT));
-    let electd_pids: Vec<u32> = c
-        .ids()
-        .into_iter()
-        .filter_map(|id| c.pid(id).map(|p| p as u32))
-        .collect();
-    let etcd_pids = etcd.pids();
-    let (a0, b0, m0) = (
-        cpu_of(&electd_pids),
-        cpu_of(&etcd_pids),
-        messages_sent(c).await,
+    pids.push(etcd.pids());
+    let first = cs.first().ok_or("no electd cluster to measure")?.0;
+    let (cpu0, m0) = (
+        pids.iter().map(|p| cpu_of(p)).collect::<Vec<_>>(),
+        messages_sent(first).await,
     );
     if let Some(chain) = &chain {
         chain.count(&rules)?;
@@ -155,19 +165,20 @@ async fn idle(
     let t0 = std::time::Instant::now();
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     let counts = chain.as_ref().map(Chain::counters).transpose()?;
-    let (a1, b1, m1) = (
-        cpu_of(&electd_pids),
-        cpu_of(&etcd_pids),
-        messages_sent(c).await,
+    let (cpu1, m1) = (
+        pids.iter().map(|p| cpu_of(p)).collect::<Vec<_>>(),
+        messages_sent(first).await,
     );
     let secs = t0.elapsed().as_secs_f64();
-    let side = |cpu: f64, k: usize| IdleCost {
-        cpu_s: cpu,
-        packets: counts.as_ref().map(|v| v[k].0 + v[k + 1].0),
-        bytes: counts.as_ref().map(|v| v[k].1 + v[k + 1].1),
-    };
+    let sides = (0..pids.len())
+        .map(|i| IdleCost {
+            cpu_s: cpu1[i] - cpu0[i],
+            packets: counts.as_ref().map(|v| v[2 * i].0 + v[2 * i + 1].0),
+            bytes: counts.as_ref().map(|v| v[2 * i].1 + v[2 * i + 1].1),
+        })
+        .collect();
     let messages = m0.zip(m1).map(|(a, b)| (b - a) as f64 / secs);
-    Ok((side(a1 - a0, 0), side(b1 - b0, 2), messages))
+    Ok((sides, messages))
 }
 
 /// `electd-lab bare-leader`: a bare axum handler answering `GET /v1/leader` with the same
@@ -281,7 +292,7 @@ async fn failover_at(
     seed: u64,
 ) -> Result<Vec<f64>, String> {
     let since = electd::clock::mono_ns();
-    let (c, _block) = own_cluster(bundled, work, &format!("scale-{n}"), n, timings)?;
+    let (c, _block) = own_cluster(&bundled.bin, work, &format!("scale-{n}"), n, timings)?;
     let res = async {
         electd_ready(&c).await?;
         let target = Electd::new(&c);
@@ -320,6 +331,34 @@ async fn etcd_failover_at(
     res
 }
 
+/// The baseline's idle figures and this build's ratios to them (and both ratios to etcd's).
+fn print_baseline(e: &IdleCost, b: &IdleCost, t: &IdleCost, bin: &Path, s: f64) {
+    let ratio = |x: Option<u64>, y: Option<u64>| {
+        x.zip(y).map_or("?".to_string(), |(x, y)| {
+            format!("{:.2}", x as f64 / y as f64)
+        })
+    };
+    println!(
+        "idle baseline {}: CPU {:.2} s ({:.1}%), {} packets/s, {} kB/s",
+        bin.display(),
+        b.cpu_s,
+        100.0 * b.cpu_s / s,
+        b.packets
+            .map_or("?".into(), |p| format!("{:.0}", p as f64 / s)),
+        b.bytes
+            .map_or("?".into(), |x| format!("{:.1}", x as f64 / s / 1e3)),
+    );
+    println!(
+        "ratio this build / baseline: CPU {:.2}, packets {}, bytes {}; to etcd's bytes: this \
+         build {}, baseline {}",
+        e.cpu_s / b.cpu_s,
+        ratio(e.packets, b.packets),
+        ratio(e.bytes, b.bytes),
+        ratio(e.bytes, t.bytes),
+        ratio(b.bytes, t.bytes),
+    );
+}
+
 /// `electd-lab ctl bench cost`: the three parts, printed with their ratios.
 pub async fn compare(bundled: &Cluster, a: &CostArgs) -> Result<(), String> {
     require_down(bundled)?;
@@ -330,13 +369,21 @@ pub async fn compare(bundled: &Cluster, a: &CostArgs) -> Result<(), String> {
          failover at {:?} nodes, {} trials each",
         a.profile, a.seed, a.idle_seconds, a.connections, a.serve_seconds, a.sizes, a.trials
     );
-    let (c, block) = own_cluster(bundled, &a.work, "idle", 5, timings)?;
+    let (c, block) = own_cluster(&bundled.bin, &a.work, "idle", 5, timings)?;
+    let baseline = match &a.baseline_bin {
+        Some(bin) => Some(own_cluster(bin, &a.work, "idle-baseline", 5, timings)?),
+        None => None,
+    };
     let etcd_dir = a.work.join("etcd");
     std::fs::create_dir_all(&etcd_dir).map_err(|e| format!("{}: {e}", etcd_dir.display()))?;
     let parts = async {
         let etcd = Etcd::start(&a.etcd, &etcd_dir, hb, lease).await?;
-        let (e, t, messages) = idle(&c, &block, &etcd, a.idle_seconds).await?;
+        let mut cs = vec![(&c, &block)];
+        cs.extend(baseline.as_ref().map(|(b, bb)| (b, bb)));
+        let (mut sides, messages) = idle(&cs, &etcd, a.idle_seconds).await?;
         drop(etcd);
+        let t = sides.pop().expect("etcd's side");
+        let e = sides.remove(0);
         let s = a.idle_seconds as f64;
         println!(
             "idle CPU: electd {:.2} s ({:.1}% of a core), etcd {:.2} s ({:.1}%); ratio {:.2}",
@@ -361,6 +408,9 @@ pub async fn compare(bundled: &Cluster, a: &CostArgs) -> Result<(), String> {
         if let Some(m) = messages {
             println!("idle: electd sent {m:.0} peer messages/s by its own count");
         }
+        if let (Some(b), Some(bin)) = (sides.first(), &a.baseline_bin) {
+            print_baseline(&e, b, &t, bin, s);
+        }
         let leader = electd_ready(&c).await?;
         let addr = c.member(leader).map_err(|e| e.to_string())?.addr.clone();
         let (node, plain) = serving(
@@ -380,6 +430,9 @@ pub async fn compare(bundled: &Cluster, a: &CostArgs) -> Result<(), String> {
     }
     .await;
     c.down(Duration::from_secs(2));
+    if let Some((b, _)) = &baseline {
+        b.down(Duration::from_secs(2));
+    }
     parts?;
     let mut sizes: Vec<(usize, Vec<f64>, Vec<f64>)> = Vec::new();
     for &n in &a.sizes {

@@ -143,6 +143,11 @@ pub enum BenchCmd {
         /// Cluster sizes for the failovers, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "5,15,31")]
         sizes: Vec<usize>,
+        /// An earlier electd binary to run idle in the same window, a cluster of its own,
+        /// measured by the same code: the ratios of this build's CPU, packets and bytes to
+        /// its (a change's cost, side by side in one run).
+        #[arg(long)]
+        baseline_bin: Option<std::path::PathBuf>,
         #[command(flatten)]
         run: BesideEtcd,
     },
@@ -407,6 +412,7 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
             connections,
             trials,
             sizes,
+            baseline_bin,
             run,
         } => {
             let args = crate::cost::CostArgs {
@@ -415,6 +421,7 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
                 connections,
                 trials,
                 sizes,
+                baseline_bin,
                 profile: run.profile,
                 seed: run.prepare()?,
                 etcd: run.etcd,

@@ -72,16 +72,7 @@ fn metrics_parse_with_tools_nobody_here_wrote_and_hold_the_election() {
     let first = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
     tc.kill(first);
     let leader = rt
-        .block_on(async {
-            let until = std::time::Instant::now() + WAIT;
-            loop {
-                match tc.c.agreed_leader().await {
-                    Some(l) if l != first => return Some(l),
-                    _ if std::time::Instant::now() > until => return None,
-                    _ => tokio::time::sleep(Duration::from_millis(20)).await,
-                }
-            }
-        })
+        .block_on(tc.c.wait_agreed_other_than(Some(first), WAIT))
         .expect("a new leader");
     let addr = tc.c.member(leader).unwrap().addr.clone();
     let ((om, om_kind), (classic, classic_kind)) =
@@ -160,4 +151,41 @@ fn metrics_parse_with_tools_nobody_here_wrote_and_hold_the_election() {
     for why in skipped {
         electd_lab::skip::skip(&format!("part of the metrics check: {why}"));
     }
+}
+
+/// `electd_claims_ended_total{cause}`, which the alert ElectdClaimLost reads: a leader that
+/// resigns counts `resigned` and no loss; a leader cut off from the others counts `lost`.
+#[test]
+fn a_claim_lost_is_counted_apart_from_a_resignation() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 3);
+    let ended = |id, cause: &str| {
+        let addr = tc.c.member(id).unwrap().addr.clone();
+        let (text, _) = rt.block_on(scrape(&addr, false));
+        let series = format!("electd_claims_ended_total{{cause=\"{cause}\"}}");
+        sample(&text, &series).unwrap_or_else(|| panic!("no {series}:\n{text}"))
+    };
+    let first = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    assert_eq!(ended(first, "lost"), 0.0, "every cause from 0");
+    rt.block_on(tc.c.client(first).unwrap().resign(None))
+        .expect("resign");
+    let second = rt
+        .block_on(tc.c.wait_agreed_other_than(Some(first), WAIT))
+        .expect("a new leader");
+    assert_eq!(ended(first, "resigned"), 1.0);
+    assert_eq!(ended(first, "lost"), 0.0, "a resignation is no loss");
+
+    let rest: Vec<_> = tc.c.ids().into_iter().filter(|&i| i != second).collect();
+    rt.block_on(tc.c.partition(&[vec![second], rest]))
+        .expect("partition");
+    let until = std::time::Instant::now() + WAIT;
+    while ended(second, "lost") < 1.0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "node {second}, cut off, still counts no claim lost after {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ended(second, "resigned"), 0.0);
+    rt.block_on(tc.c.heal()).expect("heal");
 }

@@ -3,7 +3,7 @@
 # a live node's /metrics in the classic text format; Python's prometheus_client parses the
 # OpenMetrics body and schemathesis tests the HTTP API against docs/openapi.yaml;
 # kubernetes-validate checks the Kubernetes example (contrib/k8s/electd.yaml) against
-# Kubernetes' own schemas (1.37.x carries those of Kubernetes 1.25 to 1.37); zsh, fish, man and
+# Kubernetes' own schemas (1.37.x carries those of Kubernetes 1.25 to 1.37); zsh, fish, elvish, man and
 # groff check the shell completions and the man page. The Python
 # packages go to a virtualenv of the project's own (target/py), whose bin/ goes first on PATH.
 # What cannot be installed is reported, and the tests that need it print why and count as
@@ -25,10 +25,10 @@ need_checkers() {
       echo "$who: no promtool and not root; the promtool check will be skipped"
     fi
   fi
-  # zsh, fish, man-db and groff-base: the shells' parsers and man, which check `electd
+  # zsh, fish, elvish, man-db and groff-base: the shells' parsers and man, which check `electd
   # completions` and `electd man` (tests/cli.rs; without them that test counts as skipped).
   local tool missing=()
-  for tool in zsh:zsh fish:fish man:man-db groff:groff-base; do
+  for tool in zsh:zsh fish:fish elvish:elvish man:man-db groff:groff-base; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
   done
   if [ "${#missing[@]}" -gt 0 ]; then

@@ -53,10 +53,20 @@ impl Cluster {
 
     /// Waits at most `limit` for an agreed leader (polling every 50 ms).
     pub async fn wait_agreed(&self, limit: Duration) -> Option<NodeId> {
+        self.wait_agreed_other_than(None, limit).await
+    }
+
+    /// Waits at most `limit` for an agreed leader other than `not` (polling every 50 ms).
+    pub async fn wait_agreed_other_than(
+        &self,
+        not: Option<NodeId>,
+        limit: Duration,
+    ) -> Option<NodeId> {
         let until = Instant::now() + limit;
         loop {
-            if let Some(l) = self.agreed_leader().await {
-                return Some(l);
+            match self.agreed_leader().await {
+                Some(l) if Some(l) != not => return Some(l),
+                _ => {}
             }
             if Instant::now() >= until {
                 return None;

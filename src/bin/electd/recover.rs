@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use electd::config::Config;
+use electd::data_dir::DataDirLock;
 use electd::quorum::Store;
 use electd_client::Mode;
 
@@ -44,6 +45,9 @@ fn recover(cfg: &Config, force: bool, term_above: u64) -> Result<(), String> {
             cfg.data_dir.display()
         ));
     }
+    // A node that runs on this dir holds its lock (electd::data_dir), whatever address it
+    // listens on; held until this command exits.
+    let _lock = DataDirLock::take(&cfg.data_dir).map_err(|e| e.to_string())?;
     let store = Store::open(&cfg.data_dir, cfg.id, &cfg.cluster_id).map_err(|e| e.to_string())?;
     let last = store.last_log_id().map_or("none".to_string(), |l| {
         format!("term {} index {}", l.leader_id.term, l.index)
