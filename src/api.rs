@@ -169,17 +169,30 @@ async fn drain(body: axum::body::Body) {
     }
 }
 
-/// `Access-Control-Allow-Origin: *` on every answer but the admin API's (errors of the limits
-/// and unknown paths included): the read API carries no secret and takes no credentials, and
-/// the status page of one node reads the others.
+/// `Access-Control-Allow-Origin: *` on every answer but the admin API's and the peers' (errors
+/// of the limits and unknown paths included): the read API carries no secret and takes no
+/// credentials, and the status page of one node reads the others.
+///
+/// And `Date` on every answer but the peers' (the server writes none by itself,
+/// `src/server.rs`): peer answers are a protocol between members, which reads neither, and
+/// each costs every exchange its bytes (about 70 of the 240 that signing the answers added:
+/// docs/benchmarks.md, "The cost side").
 async fn any_origin(req: axum::extract::Request, next: middleware::Next) -> Response {
-    let admin = req.uri().path().starts_with("/v1/admin/");
+    let path = req.uri().path();
+    let (admin, peer) = (path.starts_with("/v1/admin/"), path.starts_with("/peer/"));
     let mut res = next.run(req).await;
+    if peer {
+        return res;
+    }
     if !admin {
         res.headers_mut().insert(
             header::ACCESS_CONTROL_ALLOW_ORIGIN,
             header::HeaderValue::from_static("*"),
         );
+    }
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    if let Ok(v) = header::HeaderValue::from_str(&date) {
+        res.headers_mut().insert(header::DATE, v);
     }
     res
 }

@@ -44,9 +44,9 @@
 //!   [`Faults::delivered_late`]); the others are lost. B takes a late request for what it is
 //!   (an old term, a sequence number seen or out of the window).
 //! - **On A's side, B's requests to A** ([`Faults::rewrite_request`], before A authenticates
-//!   them): in turn `x-electd-addr` rewritten to an address of the attacker's, and
-//!   `x-electd-nonce` rewritten to a sequence number near `u64::MAX` (which, taken, would close
-//!   B's window for good). Both are inside the request's MAC: A refuses them (`bad_signature`)
+//!   them): in turn `x-electd-addr` rewritten to an address of the attacker's, and the
+//!   sequence number in `x-electd-proof` rewritten to one near `u64::MAX` (which, taken, would
+//!   close B's window for good). Both are inside the request's MAC: A refuses them (`bad_signature`)
 //!   and its refusal is unsigned, so B has no answer either.
 //!
 //! So for a node that checks what it gets, the forger cuts A from B both ways, and everything
@@ -210,8 +210,25 @@ impl Faults {
                 HeaderValue::from_str(&addr).expect("an address is a header value"),
             );
         } else {
+            // The sequence number in the proof; a request without one (no secret) gets a proof
+            // of the forger's own, which no MAC backs.
             let seq = u64::MAX - (f.turn % 1024);
-            headers.insert(crate::auth::HDR_NONCE, HeaderValue::from(seq));
+            let ts = crate::auth::wall_ms();
+            let proof = headers
+                .get(crate::auth::HDR_PROOF)
+                .and_then(|v| crate::auth::Proof::parse(v.to_str().ok()?, ts))
+                .unwrap_or_else(|| crate::auth::Proof {
+                    epoch: 1,
+                    session: 1,
+                    seq,
+                    ts_ms: ts,
+                    mac_hex: "0".repeat(2 * crate::auth::MAC_LEN),
+                });
+            let forged = crate::auth::Proof { seq, ..proof };
+            headers.insert(
+                crate::auth::HDR_PROOF,
+                HeaderValue::from_str(&forged.header()).expect("a proof is a header value"),
+            );
         }
     }
 
@@ -382,7 +399,8 @@ mod tests {
         f.rewrite_request(2, &mut h);
         f.rewrite_request(2, &mut h);
         assert!(h.contains_key(crate::auth::HDR_ADDR));
-        let seq: u64 = h[crate::auth::HDR_NONCE].to_str().unwrap().parse().unwrap();
+        let proof = h[crate::auth::HDR_PROOF].to_str().unwrap();
+        let seq = crate::auth::Proof::parse(proof, 0).unwrap().seq;
         assert!(seq > u64::MAX - 1024);
         let counts = ForgerCounts {
             forged: 1,

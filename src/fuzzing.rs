@@ -16,7 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 
-use crate::auth::{AuthError, PeerAuth, Signed, EPOCH_LIFETIME, MAX_SESSIONS, SEQ_WINDOW};
+use crate::auth::{AuthError, PeerAuth, Proof, Signed, EPOCH_LIFETIME, MAX_SESSIONS, SEQ_WINDOW};
 use crate::config::{Config, Secret};
 use crate::faults::FaultSet;
 use crate::legacy::{Algorithm, Bully, BullyMsg, Invitation, InvitationMsg, Ring, RingMsg, Ticks};
@@ -86,7 +86,7 @@ pub const PEER_AUTH_KEY: &str = "fuzzing-secret-0123456789";
 
 /// The MAC of `s` made with [`PEER_AUTH_KEY`], as a sender computes it ([`PeerAuth::tag`]: the
 /// target needs MACs for any session and sequence number, which `PeerAuth::sign` does not give).
-fn key_mac(s: &Signed<'_>) -> [u8; 32] {
+fn key_mac(s: &Signed<'_>) -> [u8; crate::auth::MAC_LEN] {
     static KEY: std::sync::OnceLock<PeerAuth> = std::sync::OnceLock::new();
     KEY.get_or_init(|| PeerAuth::new(crate::config::Secret::from(PEER_AUTH_KEY)))
         .tag(s)
@@ -130,6 +130,14 @@ pub fn peer_auth(data: &[u8]) {
 /// a request to a node with [`PEER_AUTH_KEY`]: a MAC other than the key's for those parts is
 /// refused, before anything else is looked at.
 fn forged_requests(data: &[u8]) {
+    // The bytes as an `x-electd-proof` value: parsed without a panic, and what parses writes
+    // back the same once it is normalised.
+    if let Some(p) = std::str::from_utf8(data)
+        .ok()
+        .and_then(|v| Proof::parse(v, 0))
+    {
+        assert_eq!(Proof::parse(&p.header(), 0).map(|q| q.seq), Some(p.seq));
+    }
     let mut parts = data.splitn(4, |b| *b == b'\n');
     let mut field = || std::str::from_utf8(parts.next().unwrap_or_default()).unwrap_or("");
     let ts_ms = field().parse::<u64>().unwrap_or(0);

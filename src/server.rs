@@ -120,6 +120,8 @@ where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     http1::Builder::new()
+        // Date is written on the API's answers only (src/api.rs, `any_origin`).
+        .auto_date_header(false)
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .keep_alive(true)

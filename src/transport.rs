@@ -21,8 +21,8 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::auth::{
-    wall_ms, Answer, PeerAuth, Signed, CLOCK_SKEW_WARN_MS, HDR_ANSWER, HDR_AUTH, HDR_EPOCH,
-    HDR_NONCE, HDR_SESSION, HDR_TS,
+    answer_header, parse_answer_header, wall_ms, Answer, PeerAuth, Proof, Signed,
+    CLOCK_SKEW_WARN_MS, HDR_ANSWER, HDR_EPOCH, HDR_PROOF, HDR_TS,
 };
 use crate::clock::Clock;
 use crate::config::Config;
@@ -214,12 +214,12 @@ impl Transport {
         // signed again and sent once more (src/auth.rs).
         let (mut res, signed_for) = self.send_once(to, path, &body, deadline, timeout).await?;
         if let Some(auth) = &self.auth {
-            let epoch = header_u64(res.headers(), HDR_EPOCH).filter(|e| *e != 0);
-            if let Some(epoch) = epoch {
+            // The epoch of a signed answer (send_once took no other).
+            if let Some(epoch) = answer_epoch(res.headers()).filter(|e| *e != 0) {
                 auth.learn_epoch(to, epoch);
                 if res.status() == StatusCode::UNAUTHORIZED && epoch != signed_for {
                     res = self.send_once(to, path, &body, deadline, timeout).await?.0;
-                    if let Some(e) = header_u64(res.headers(), HDR_EPOCH).filter(|e| *e != 0) {
+                    if let Some(e) = answer_epoch(res.headers()).filter(|e| *e != 0) {
                         auth.learn_epoch(to, e);
                     }
                 }
@@ -261,8 +261,9 @@ impl Transport {
             .header(HDR_CLUSTER, &self.cluster_id)
             .header(HDR_FROM, self.id.to_string())
             .header(HDR_ADDR, self.own_addr.as_str())
-            .header(HDR_TS, ts_ms)
-            .header("content-type", "application/json");
+            // No content type: the peers' handlers read JSON bytes whatever it says, and it
+            // would cost every exchange its bytes (as the answer's, removed in `guard`).
+            .header(HDR_TS, ts_ms);
         let mut signed_for = 0;
         let mut request_mac = String::new();
         if let Some(auth) = &self.auth {
@@ -278,13 +279,7 @@ impl Transport {
                 ts_ms,
             );
             request_mac = proof.mac_hex.clone();
-            for (name, value) in proof.headers() {
-                // HDR_TS again, with the same value: set, not appended.
-                builder
-                    .headers_mut()
-                    .expect("a request under construction")
-                    .insert(name, HeaderValue::from_str(&value).expect("a header value"));
-            }
+            builder = builder.header(HDR_PROOF, proof.header());
         }
         let request = builder
             .body(body.clone())
@@ -352,23 +347,29 @@ impl Transport {
         res: &axum::http::Response<Bytes>,
         request_mac: &str,
     ) -> Result<(), TransportError> {
-        let answer = Answer {
-            cluster: &self.cluster_id,
-            from: to,
-            epoch: header_u64(res.headers(), HDR_EPOCH).unwrap_or(0),
-            status: res.status().as_u16(),
-            request_mac,
-            body: res.body(),
-        };
-        let mac = res.headers().get(HDR_ANSWER).and_then(|v| v.to_str().ok());
-        if mac.is_some_and(|m| auth.verify_answer(&answer, m)) {
+        let proof = res
+            .headers()
+            .get(HDR_ANSWER)
+            .and_then(|v| parse_answer_header(v.to_str().ok()?));
+        let verified = proof.is_some_and(|(epoch, mac)| {
+            let answer = Answer {
+                cluster: &self.cluster_id,
+                from: to,
+                epoch,
+                status: res.status().as_u16(),
+                request_mac,
+                body: res.body(),
+            };
+            auth.verify_answer(&answer, mac)
+        });
+        if verified {
             return Ok(());
         }
         self.counters.rejected("answer_bad_signature");
         if self.unsigned_from.lock().expect("unsigned lock").insert(to) {
             tracing::warn!(
                 peer = to,
-                status = answer.status,
+                status = res.status().as_u16(),
                 "an answer from peer {to} carries no valid MAC of it: taken as no answer \
                  (forged or replayed on the way, or the peer has another cluster secret); \
                  logged once"
@@ -517,19 +518,19 @@ impl Transport {
         let Some(auth) = &self.auth else {
             return Ok((from, Request::from_parts(parts, Body::from(bytes))));
         };
-        let header = |name: &str| header_u64(&parts.headers, name);
-        let mac = parts.headers.get(HDR_AUTH).and_then(|v| v.to_str().ok());
-        let (Some(epoch), Some(session), Some(seq), Some(ts_ms), Some(mac)) = (
-            header(HDR_EPOCH),
-            header(HDR_SESSION),
-            header(HDR_NONCE),
-            header(HDR_TS),
-            mac,
-        ) else {
+        let proof = header_u64(&parts.headers, HDR_TS)
+            .and_then(|ts_ms| Proof::parse(parts.headers.get(HDR_PROOF)?.to_str().ok()?, ts_ms));
+        let Some(Proof {
+            epoch,
+            session,
+            seq,
+            ts_ms,
+            mac_hex: mac,
+        }) = proof
+        else {
             let e = crate::auth::AuthError::Missing;
             return Err(unsigned(ApiError::unauthorized(e.reason(), e.to_string())));
         };
-        let mac = mac.to_string();
         let path = parts
             .uri
             .path_and_query()
@@ -563,6 +564,11 @@ impl Transport {
 /// A header's value as an unsigned integer, if it is one.
 fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
     headers.get(name)?.to_str().ok()?.parse().ok()
+}
+
+/// The epoch a signed answer names (in [`HDR_ANSWER`]).
+fn answer_epoch(headers: &HeaderMap) -> Option<u64> {
+    parse_answer_header(headers.get(HDR_ANSWER)?.to_str().ok()?).map(|(epoch, _)| epoch)
 }
 
 impl Transport {
@@ -625,19 +631,22 @@ pub async fn guard(
     }
     let request_mac = req
         .headers()
-        .get(HDR_AUTH)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+        .get(HDR_PROOF)
+        .and_then(|v| Proof::parse(v.to_str().ok()?, 0))
+        .map(|p| p.mac_hex);
     let (mut res, signed) = guarded(&t, req, next).await;
+    // The sender reads the JSON bytes whatever the type says (src/transport.rs, `send`).
+    res.headers_mut().remove(axum::http::header::CONTENT_TYPE);
     let Some(auth) = &t.auth else {
         return res;
     };
-    // Every answer names this node's epoch, which the sender signs its requests for; the
-    // answer to a request whose MAC held is signed over it (src/auth.rs), the epoch included.
+    // Every answer names this node's epoch, which the sender signs its requests for: the
+    // answer to a request whose MAC held is signed over it (src/auth.rs), the epoch included,
+    // in HDR_ANSWER; any other names it in HDR_EPOCH.
     let epoch = auth.epoch();
-    res.headers_mut()
-        .insert(HDR_EPOCH, HeaderValue::from(epoch));
     let Some(request_mac) = request_mac.filter(|_| signed) else {
+        res.headers_mut()
+            .insert(HDR_EPOCH, HeaderValue::from(epoch));
         return res;
     };
     let (mut parts, body) = res.into_parts();
@@ -659,7 +668,7 @@ pub async fn guard(
     });
     parts.headers.insert(
         HDR_ANSWER,
-        HeaderValue::from_str(&mac).expect("hex is a header value"),
+        HeaderValue::from_str(&answer_header(epoch, &mac)).expect("hex is a header value"),
     );
     Response::from_parts(parts, Body::from(bytes))
 }

@@ -291,7 +291,7 @@ pub struct FaultSet {
     /// secret on the links between this node and these peers. It withholds this node's
     /// requests to them and answers them itself, with forged grants and acknowledgements and
     /// replayed answers; it delivers a withheld request much later; it rewrites their requests
-    /// to this node (`x-electd-addr`, `x-electd-nonce` near `u64::MAX`).
+    /// to this node (`x-electd-addr`, the sequence number in `x-electd-proof` near `u64::MAX`).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub forge_to: BTreeSet<NodeId>,
     /// What the forger did since the node started, in answers only (absent while all are 0;
@@ -310,7 +310,7 @@ pub struct ForgerCounts {
     pub replayed: u64,
     /// Requests of this node it withheld and delivered later, verbatim.
     pub withheld: u64,
-    /// Requests it rewrote (`x-electd-addr` or `x-electd-nonce`) before delivering them.
+    /// Requests it rewrote (`x-electd-addr`, or the sequence number in `x-electd-proof`) before delivering them.
     pub rewritten: u64,
 }
 
