@@ -8,12 +8,13 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/lib/build.sh"
-lab="$root/target/release/electd-lab"
-if [ "${1:-}" = "up" ] || [ ! -x "$lab" ] || [ ! -x "$root/target/release/electd" ]; then
+release="$(release_dir)"
+lab="$release/electd-lab"
+if [ "${1:-}" = "up" ] || [ ! -x "$lab" ] || [ ! -x "$release/electd" ]; then
   build_release
 fi
 case " $* " in
   *" --mode mutex "*) . "$root/scripts/lib/postgres.sh"; need_postgres cluster.sh ;;
 esac
-# The lab runs the nodes: from $ELECTD_BIN when set, else target/release/electd.
+# The lab runs the nodes: from $ELECTD_BIN when set, else the electd beside it.
 exec "$lab" ctl --cluster-dir "$root/cluster" "$@"

@@ -16,6 +16,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 "$root/scripts/cluster.sh" up --mode "$mode"
-ctl=("$root/target/release/electd-lab" ctl --cluster-dir "$root/cluster")
+. "$root/scripts/lib/build.sh"
+ctl=("$(release_dir)/electd-lab" ctl --cluster-dir "$root/cluster")
 trap '"${ctl[@]}" down' EXIT
 "${ctl[@]}" crash-loop --cycles "$cycles" "${seed[@]}"

@@ -7,7 +7,8 @@
 # requests; any leader change in the window fails it).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ctl=("$root/target/release/electd-lab" ctl --cluster-dir "$root/cluster")
+. "$root/scripts/lib/build.sh"
+ctl=("$(release_dir)/electd-lab" ctl --cluster-dir "$root/cluster")
 timing=()
 if [ "${1:-}" = "--profile" ]; then
   case "${2:-}" in
