@@ -5,7 +5,10 @@
 //!
 //! - At most `max_connections` connections are served at once, whoever opens them.
 //! - Beyond that, a connection from the IP address of a member (the address book, which
-//!   follows the membership in quorum mode) gets one of [`MEMBER_RESERVE`] more slots, on
+//!   follows the membership in quorum mode; a member named by a host name counts by the
+//!   addresses it resolved to, looked up again every [`RESOLVE_EVERY`] by
+//!   [`Connections::resolve_members`], as a StatefulSet's members are) gets one of
+//!   [`MEMBER_RESERVE`] more slots, on
 //!   which only peer requests are served (`src/api.rs` refuses anything else with 503 and
 //!   closes the connection); a peer request is authenticated as always (the MAC or the
 //!   certificate), so an address alone buys nothing but the slot, and only while it is held.
@@ -17,9 +20,11 @@
 //! Each connection also has a read deadline for its headers and a write deadline
 //! (`src/server.rs`), so that a client that stops reading frees its slot.
 
+use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -30,6 +35,8 @@ pub const MEMBER_RESERVE: usize = 64;
 /// Descriptors kept free beyond the connections served: the node's outgoing connections to
 /// its peers (a pool per member), its data files, its logs.
 pub const DESCRIPTOR_MARGIN: usize = 256;
+/// How often the members' host names are looked up again.
+pub const RESOLVE_EVERY: Duration = Duration::from_secs(10);
 
 /// The connection slots of one node.
 pub struct Connections {
@@ -37,6 +44,8 @@ pub struct Connections {
     max: usize,
     reserve: Arc<Semaphore>,
     members: Arc<AddressBook>,
+    /// The addresses the members' host names resolved to at the last lookup.
+    resolved: Mutex<HashSet<IpAddr>>,
     refused: AtomicU64,
 }
 
@@ -65,8 +74,36 @@ impl Connections {
             max,
             reserve: Arc::new(Semaphore::new(MEMBER_RESERVE)),
             members,
+            resolved: Mutex::new(HashSet::new()),
             refused: AtomicU64::new(0),
         }
+    }
+
+    /// Looks the members' host names up every [`RESOLVE_EVERY`] until `stop`.
+    pub async fn resolve_members(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        loop {
+            self.resolve_now().await;
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(RESOLVE_EVERY) => {}
+            }
+        }
+    }
+
+    /// Looks up the members' addresses that are host names (an IP address needs no lookup);
+    /// a name that does not resolve now counts by none until it does.
+    pub async fn resolve_now(&self) {
+        let mut ips = HashSet::new();
+        for addr in self.members.addrs() {
+            if addr.parse::<SocketAddr>().is_ok() {
+                continue;
+            }
+            let lookup = tokio::net::lookup_host(addr.as_str());
+            if let Ok(Ok(found)) = tokio::time::timeout(Duration::from_secs(2), lookup).await {
+                ips.extend(found.map(|a| a.ip().to_canonical()));
+            }
+        }
+        *self.resolved.lock().expect("resolved lock") = ips;
     }
 
     /// A slot for a connection from `remote`, or `None` (counted): close it.
@@ -83,12 +120,14 @@ impl Connections {
         None
     }
 
-    /// Whether some member's address (host:port in the address book) has the IP `ip`.
+    /// Whether some member's address (host:port in the address book) has the IP `ip`, or
+    /// resolved to it at the last lookup.
     fn is_member_host(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
         self.members.addrs().iter().any(|addr| {
             addr.parse::<SocketAddr>()
-                .is_ok_and(|a| a.ip().to_canonical() == ip.to_canonical())
-        })
+                .is_ok_and(|a| a.ip().to_canonical() == ip)
+        }) || self.resolved.lock().expect("resolved lock").contains(&ip)
     }
 
     /// The most connections served at once outside the reserve.
@@ -149,6 +188,20 @@ mod tests {
         assert_eq!(c.open(), 2 + MEMBER_RESERVE);
         drop(a);
         assert!(matches!(c.admit(stranger), Some(Slot::General(_))));
+    }
+
+    /// A member named by a host name counts by what the name resolves to (a StatefulSet's
+    /// members are named so), once looked up.
+    #[tokio::test]
+    async fn a_member_named_by_a_host_name_gets_the_reserve() {
+        let book = AddressBook::new([(1, "localhost:7001".to_string())].into());
+        let c = Connections::new(1, book);
+        let member: IpAddr = "127.0.0.1".parse().unwrap();
+        let _general = c.admit(member).expect("a general slot");
+        assert!(c.admit(member).is_none(), "not looked up yet");
+        c.resolve_now().await;
+        assert!(matches!(c.admit(member), Some(Slot::Reserve(_))));
+        assert!(c.admit("127.0.0.9".parse().unwrap()).is_none());
     }
 
     #[test]

@@ -124,11 +124,14 @@ impl Node {
             path: cfg.data_dir.clone(),
             source,
         })?;
-        // Before anything in the dir is read: another process's state is no state of ours. (The
-        // lab's simulator runs its nodes in one process, on its own wire and disk.)
-        let data_dir = match (&around.wire, &around.disk) {
-            (None, None) => Some(DataDirLock::take(&cfg.data_dir)?),
-            _ => None,
+        // The lab's simulator runs its nodes in one process, on its own wire and disk, and on
+        // its own time: no data dir lock, no lookups of host names.
+        let on_host = around.wire.is_none() && around.disk.is_none();
+        // Before anything in the dir is read: another process's state is no state of ours.
+        let data_dir = if on_host {
+            Some(DataDirLock::take(&cfg.data_dir)?)
+        } else {
+            None
         };
         let cfg = Arc::new(cfg);
         let counters = Arc::new(Counters::default());
@@ -187,12 +190,16 @@ impl Node {
             }
         };
         tokio::spawn(retry_event_writes(events.clone(), stop.clone()));
+        let connections = Arc::new(Connections::new(
+            cfg.max_connections,
+            transport.peers.clone(),
+        ));
+        if on_host {
+            tokio::spawn(connections.clone().resolve_members(stop.clone()));
+        }
         Ok(Arc::new(Node {
             watchers: Watchers::new(cfg.max_watchers, cfg.max_watchers_per_client),
-            connections: Arc::new(Connections::new(
-                cfg.max_connections,
-                transport.peers.clone(),
-            )),
+            connections,
             cfg,
             engine,
             transport,
