@@ -137,6 +137,16 @@ async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if announced.is_some_and(|n| n > BODY_LIMIT as u64) {
+        // Members never send a body this large: on a peer path it is a stranger's, and the
+        // node reads none of it (up to DRAIN_LIMIT a connection, else) and closes.
+        if req.uri().path().starts_with("/peer/") {
+            let mut res = ApiError::too_large().into_response();
+            res.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+            return res;
+        }
         drain(req.into_body()).await;
         return ApiError::too_large().into_response();
     }
@@ -514,6 +524,48 @@ mod tests {
 
     use super::*;
     use crate::role::Mode;
+
+    /// A body announced above the limit: drained on the API (so that a client that writes
+    /// before it reads sees the 413), not read at all on a peer path (a stranger's: members
+    /// send none so large), whose connection is closed.
+    #[tokio::test]
+    async fn a_peer_paths_oversized_body_is_not_read() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tower::ServiceExt;
+        let app = Router::new()
+            .route("/peer/msg", axum::routing::post(|| async { "ok" }))
+            .route("/v1/admin/faults", axum::routing::put(|| async { "ok" }))
+            .layer(middleware::from_fn(limits));
+        for (method, path, drained) in [
+            ("POST", "/peer/msg", false),
+            ("PUT", "/v1/admin/faults", true),
+        ] {
+            let read = Arc::new(AtomicUsize::new(0));
+            let counted = read.clone();
+            let chunks = futures_util::stream::iter((0..32).map(move |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, std::io::Error>(axum::body::Bytes::from(vec![b' '; 64 << 10]))
+            }));
+            let req = axum::http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header(header::CONTENT_LENGTH, 2 << 20)
+                .body(axum::body::Body::from_stream(chunks))
+                .unwrap();
+            let res = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(res.status(), StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+            assert_eq!(
+                read.load(Ordering::SeqCst) > 0,
+                drained,
+                "{path}: chunks read"
+            );
+            assert_eq!(
+                res.headers().get(header::CONNECTION).is_some(),
+                !drained,
+                "{path}"
+            );
+        }
+    }
 
     /// A one-member bully node (no durable state to open), served on 127.0.0.1:0.
     async fn serve_one(dir: &std::path::Path) -> (std::net::SocketAddr, CancellationToken) {
