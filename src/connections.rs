@@ -32,8 +32,9 @@ use crate::wire::AddressBook;
 
 /// Connections from members' addresses served beyond `max_connections`, for peer requests.
 pub const MEMBER_RESERVE: usize = 64;
-/// Descriptors kept free beyond the connections served: the node's outgoing connections to
-/// its peers (a pool per member), its data files, its logs.
+/// Descriptors kept free beyond the connections served and the outgoing connections to the
+/// members ([`crate::wire::PEER_POOL_IDLE`] each): the node's data files, its logs, the
+/// connections of a request in flight.
 pub const DESCRIPTOR_MARGIN: usize = 256;
 /// How often the members' host names are looked up again.
 pub const RESOLVE_EVERY: Duration = Duration::from_secs(10);
@@ -148,11 +149,17 @@ impl Connections {
 }
 
 /// `max_connections` lowered to what `descriptors` (the process's limit on open files) holds
-/// beside the reserve and [`DESCRIPTOR_MARGIN`]; `None` when it fits as it is.
-pub fn fit_to_descriptors(max_connections: usize, descriptors: u64) -> Option<usize> {
+/// beside the reserve, the outgoing pools to `members` members and [`DESCRIPTOR_MARGIN`];
+/// `None` when it fits as it is.
+pub fn fit_to_descriptors(
+    max_connections: usize,
+    descriptors: u64,
+    members: usize,
+) -> Option<usize> {
+    let outgoing = members.saturating_mul(crate::wire::PEER_POOL_IDLE);
     let room = usize::try_from(descriptors)
         .unwrap_or(usize::MAX)
-        .saturating_sub(MEMBER_RESERVE + DESCRIPTOR_MARGIN);
+        .saturating_sub(MEMBER_RESERVE + DESCRIPTOR_MARGIN + outgoing);
     (max_connections > room).then_some(room.max(1))
 }
 
@@ -206,11 +213,16 @@ mod tests {
 
     #[test]
     fn the_cap_fits_the_descriptor_limit() {
-        assert_eq!(fit_to_descriptors(1024, 1 << 20), None);
+        assert_eq!(fit_to_descriptors(1024, 1 << 20, 5), None);
         assert_eq!(
-            fit_to_descriptors(1024, 1024),
+            fit_to_descriptors(1024, 1024, 0),
             Some(1024 - MEMBER_RESERVE - DESCRIPTOR_MARGIN)
         );
-        assert_eq!(fit_to_descriptors(1024, 10), Some(1));
+        // Each member's pool of outgoing connections is kept free too.
+        assert_eq!(
+            fit_to_descriptors(1024, 1024, 31),
+            Some(1024 - MEMBER_RESERVE - DESCRIPTOR_MARGIN - 31 * crate::wire::PEER_POOL_IDLE)
+        );
+        assert_eq!(fit_to_descriptors(1024, 10, 5), Some(1));
     }
 }

@@ -217,6 +217,10 @@ impl HttpWire {
     }
 }
 
+/// Idle connections kept open to each member (one client a member: each its own pool); the
+/// descriptors they take are kept free beside `max_connections` (src/connections.rs).
+pub const PEER_POOL_IDLE: usize = 8;
+
 /// A client with electd's settings (idle connections dropped below the server's cut-off).
 fn build(
     listen: SocketAddr,
@@ -224,7 +228,7 @@ fn build(
     tls: Option<Arc<rustls::ClientConfig>>,
 ) -> reqwest::Client {
     let mut builder = electd_client::http_client()
-        .pool_max_idle_per_host(8)
+        .pool_max_idle_per_host(PEER_POOL_IDLE)
         .connect_timeout(connect_timeout);
     if !listen.ip().is_unspecified() {
         builder = builder.local_address(listen.ip());

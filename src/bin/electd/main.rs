@@ -286,7 +286,10 @@ fn fit_connections(cfg: &mut Config) {
     let Some(soft) = soft else {
         return;
     };
-    if let Some(fits) = electd::connections::fit_to_descriptors(cfg.max_connections, soft) {
+    // The members of the config: a membership grown at run time past it is not counted.
+    let members = cfg.peers.len();
+    if let Some(fits) = electd::connections::fit_to_descriptors(cfg.max_connections, soft, members)
+    {
         tracing::warn!(
             max_connections = cfg.max_connections,
             open_files_limit = soft,
