@@ -28,7 +28,9 @@
 //!   (only a holder of the secret can open a session).
 //! - **Epochs age** ([`EPOCH_LIFETIME`]): the receiver draws a new epoch when its current one
 //!   is that old, and accepts requests signed for the one before for one more lifetime (a
-//!   sender learns the new one from the next answer, so none is refused in passing). So a
+//!   sender learns the new one from the next answer, so none is refused in passing). A
+//!   membership change that drops a peer draws a new one at once and drops the one before
+//!   ([`PeerAuth::forget`]): every sender then pays one `stale_epoch` round trip. So a
 //!   request withheld on the path and delivered late is refused once it is two lifetimes old,
 //!   however few requests its sender made since: requests expire in the receiver's own time.
 //!   The receiver's monotonic clock decides, no other machine's.
@@ -82,8 +84,8 @@ use crate::role::NodeId;
 pub const HDR_TS: &str = "x-electd-ts";
 /// A signed request's proof: `EPOCH.SESSION.SEQ.MAC` ([`Proof`]).
 pub const HDR_PROOF: &str = "x-electd-proof";
-/// The receiver's epoch on an answer it does not sign (a request without a valid MAC); a
-/// signed answer names it in [`HDR_ANSWER`].
+/// The receiver's epoch on an answer it does not sign (a request without a valid MAC), in 16
+/// hex digits as the proofs write it; a signed answer names it in [`HDR_ANSWER`].
 pub const HDR_EPOCH: &str = "x-electd-epoch";
 /// The sender's own address (quorum mode), covered by the request's MAC: a member that has
 /// not yet applied the change that added the sender learns it from its requests, or it could
@@ -165,13 +167,24 @@ impl Proof {
     }
 
     /// The epoch, session, sequence number and MAC (hex) of a [`HDR_PROOF`] value, with
-    /// `ts_ms` from [`HDR_TS`]; `None` when it is not of that form.
+    /// `ts_ms` from [`HDR_TS`]; `None` when it is not of that form. Only the form
+    /// [`Proof::header`] writes is taken (lowercase hex digits, nothing else): the receiver
+    /// binds its answer to the MAC as it travelled, so a MAC rewritten in another case on the
+    /// way would pass the request and fail the answer.
     pub fn parse(value: &str, ts_ms: u64) -> Option<Proof> {
+        let hex = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
         let mut parts = value.split('.');
-        let mut num = || u64::from_str_radix(parts.next()?, 16).ok();
+        let mut num = || {
+            let s = parts.next().filter(|s| hex(s) && s.len() <= 16)?;
+            u64::from_str_radix(s, 16).ok()
+        };
         let (epoch, session, seq) = (num()?, num()?, num()?);
         let mac_hex = parts.next()?;
-        if parts.next().is_some() || mac_hex.len() != 2 * MAC_LEN {
+        if parts.next().is_some() || mac_hex.len() != 2 * MAC_LEN || !hex(mac_hex) {
             return None;
         }
         Some(Proof {
@@ -850,6 +863,26 @@ mod tests {
         );
         // The untouched request still passes.
         assert_eq!(b.verify(&base, &p.mac_hex), Ok(()));
+    }
+
+    /// A proof is taken only as it is written: lowercase hex, four fields.
+    #[test]
+    fn a_proof_is_taken_only_in_its_own_form() {
+        let mac = "0123456789abcdef0123456789abcdef";
+        let p = Proof::parse(&format!("ff.1.2a.{mac}"), 7).expect("a proof");
+        assert_eq!((p.epoch, p.session, p.seq, p.ts_ms), (255, 1, 42, 7));
+        for bad in [
+            format!("ff.1.2a.{}", mac.to_uppercase()),
+            format!("FF.1.2a.{mac}"),
+            format!("+ff.1.2a.{mac}"),
+            format!("ff..2a.{mac}"),
+            format!("ff.1.2a.{mac}.0"),
+            format!("ff.1.2a.{}", &mac[1..]),
+            format!("10000000000000000.1.2.{mac}"),
+            format!("ff.1.2a.{}g", &mac[1..]),
+        ] {
+            assert_eq!(Proof::parse(&bad, 7), None, "{bad}");
+        }
     }
 
     #[test]

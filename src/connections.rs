@@ -20,7 +20,7 @@
 //! Each connection also has a read deadline for its headers and a write deadline
 //! (`src/server.rs`), so that a client that stops reading frees its slot.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,8 +45,8 @@ pub struct Connections {
     max: usize,
     reserve: Arc<Semaphore>,
     members: Arc<AddressBook>,
-    /// The addresses the members' host names resolved to at the last lookup.
-    resolved: Mutex<HashSet<IpAddr>>,
+    /// The addresses each member's host name resolved to at its last lookup that answered.
+    resolved: Mutex<HashMap<String, Vec<IpAddr>>>,
     refused: AtomicU64,
 }
 
@@ -75,7 +75,7 @@ impl Connections {
             max,
             reserve: Arc::new(Semaphore::new(MEMBER_RESERVE)),
             members,
-            resolved: Mutex::new(HashSet::new()),
+            resolved: Mutex::new(HashMap::new()),
             refused: AtomicU64::new(0),
         }
     }
@@ -91,20 +91,31 @@ impl Connections {
         }
     }
 
-    /// Looks up the members' addresses that are host names (an IP address needs no lookup);
-    /// a name that does not resolve now counts by none until it does.
+    /// Looks up the members' addresses that are host names (an IP address needs no lookup).
+    /// A lookup that fails or takes over 2 s keeps what the name resolved to before (a DNS
+    /// server in trouble under the load the reserve is for must not take it away); a name no
+    /// longer in the book is forgotten.
     pub async fn resolve_now(&self) {
-        let mut ips = HashSet::new();
-        for addr in self.members.addrs() {
-            if addr.parse::<SocketAddr>().is_ok() {
-                continue;
-            }
-            let lookup = tokio::net::lookup_host(addr.as_str());
+        let names: Vec<String> = self
+            .members
+            .addrs()
+            .into_iter()
+            .filter(|a| a.parse::<SocketAddr>().is_err())
+            .collect();
+        for name in &names {
+            let lookup = tokio::net::lookup_host(name.as_str());
             if let Ok(Ok(found)) = tokio::time::timeout(Duration::from_secs(2), lookup).await {
-                ips.extend(found.map(|a| a.ip().to_canonical()));
+                let ips = found.map(|a| a.ip().to_canonical()).collect();
+                self.resolved
+                    .lock()
+                    .expect("resolved lock")
+                    .insert(name.clone(), ips);
             }
         }
-        *self.resolved.lock().expect("resolved lock") = ips;
+        self.resolved
+            .lock()
+            .expect("resolved lock")
+            .retain(|name, _| names.contains(name));
     }
 
     /// A slot for a connection from `remote`, or `None` (counted): close it.
@@ -128,7 +139,12 @@ impl Connections {
         self.members.addrs().iter().any(|addr| {
             addr.parse::<SocketAddr>()
                 .is_ok_and(|a| a.ip().to_canonical() == ip)
-        }) || self.resolved.lock().expect("resolved lock").contains(&ip)
+        }) || self
+            .resolved
+            .lock()
+            .expect("resolved lock")
+            .values()
+            .any(|ips| ips.contains(&ip))
     }
 
     /// The most connections served at once outside the reserve.

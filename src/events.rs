@@ -685,14 +685,17 @@ mod tests {
             end(&mut lease.lock().unwrap(), term);
             log.record_leased_view(|| st(Role::Follower, term, None), &lease, &clock, &counters);
         };
+        let now = clock.boot_ns();
         claim_then(&|_, _| {});
         assert_eq!(ended(&counters), [("lost".to_string(), 1)].into());
-        claim_then(&|l, t| l.resign(t, 0));
-        claim_then(&|l, _| l.close(0));
+        claim_then(&|l, t| l.resign(t, now));
+        // A claim that had run out (100 ms) before the resign or the shutdown was lost.
+        claim_then(&|l, t| l.resign(t, now + ms(150)));
+        claim_then(&|l, _| l.close(now));
         assert_eq!(
             ended(&counters),
             [
-                ("lost".to_string(), 1),
+                ("lost".to_string(), 2),
                 ("resigned".to_string(), 1),
                 ("stopped".to_string(), 1)
             ]

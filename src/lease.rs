@@ -77,9 +77,10 @@ pub struct Lease {
     suspended_since_ns: u64,
     /// The node is stopping: no claim ever again in this process.
     closed: bool,
-    /// The highest term this node resigned (a resign, a handover, its removal from the
-    /// members): a claim in it ended by choice ([`Lease::end_of`]).
-    resigned: Option<u64>,
+    /// A claim this node ended by choice, in which term and how (a resign, a handover or its
+    /// removal from the members; a shutdown): set only when that claim was still running at
+    /// that instant, so that a claim that had run out before counts as lost ([`Lease::end_of`]).
+    chosen_end: Option<(u64, ClaimEnd)>,
     /// Send time (BOOTTIME) of the latest probe whose acknowledgement granted a claim: the
     /// answers given since promise the role until at most `acked_ns + lease`, so this node
     /// refuses every vote until `acked_ns + follower lease` ([`Lease::vote_refused_until`]).
@@ -188,14 +189,24 @@ impl Lease {
     /// granted again (a later term, won in a later election, may claim).
     pub fn resign(&mut self, term: u64, now_ns: u64) {
         self.fence = self.fence.max(term + 1);
-        self.resigned = self.resigned.max(Some(term));
+        if self.claim.is_some_and(|c| c.term == term) {
+            self.choose_end(ClaimEnd::Resigned, now_ns);
+        }
         self.revoke(now_ns);
+    }
+
+    /// The claim, if it still runs at `now_ns`, ends by this node's choice, for `cause`.
+    fn choose_end(&mut self, cause: ClaimEnd, now_ns: u64) {
+        if let Some(c) = self.claim.filter(|c| c.until_ns > now_ns) {
+            self.chosen_end = Some((c.term, cause));
+        }
     }
 
     /// The node is stopping: the claim ends now and is never granted again in this process,
     /// whatever a probe still in flight reports (test: `a_closed_lease_never_claims_again`).
     pub fn close(&mut self, now_ns: u64) {
         self.closed = true;
+        self.choose_end(ClaimEnd::Stopped, now_ns);
         self.revoke(now_ns);
     }
 
@@ -204,17 +215,17 @@ impl Lease {
         self.closed
     }
 
-    /// Why a claim in `term` that just ended ended: the node stopping, the node resigning
-    /// `term`, or else lost (no quorum acknowledged in time, the store refused the renewal, or
-    /// a higher term got this node's vote). Counted by cause in
-    /// `electd_claims_ended_total` (the alert `ElectdClaimLost`, contrib/prometheus/).
+    /// Why a claim in `term` that just ended ended: the node stopping or resigning while it
+    /// still ran, or else lost (no quorum acknowledged in time, the store refused or did not
+    /// answer the renewal, a higher term got this node's vote), whatever came after. Judged
+    /// by the claim at the instant of the choice, not when the end is recorded (a mutex node
+    /// records after its store call returns: a loss followed by a shutdown is still a loss).
+    /// Counted by cause in `electd_claims_ended_total` (the alert `ElectdClaimLost`,
+    /// contrib/prometheus/).
     pub fn end_of(&self, term: u64) -> ClaimEnd {
-        if self.closed {
-            ClaimEnd::Stopped
-        } else if self.resigned.is_some_and(|r| r >= term) {
-            ClaimEnd::Resigned
-        } else {
-            ClaimEnd::Lost
+        match self.chosen_end {
+            Some((t, cause)) if t == term => cause,
+            _ => ClaimEnd::Lost,
         }
     }
 

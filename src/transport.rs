@@ -645,8 +645,10 @@ pub async fn guard(
     // in HDR_ANSWER; any other names it in HDR_EPOCH.
     let epoch = auth.epoch();
     let Some(request_mac) = request_mac.filter(|_| signed) else {
-        res.headers_mut()
-            .insert(HDR_EPOCH, HeaderValue::from(epoch));
+        res.headers_mut().insert(
+            HDR_EPOCH,
+            HeaderValue::from_str(&format!("{epoch:016x}")).expect("hex is a header value"),
+        );
         return res;
     };
     let (mut parts, body) = res.into_parts();

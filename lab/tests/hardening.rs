@@ -178,8 +178,8 @@ fn hardening(mode: Mode) {
         let epoch = res
             .headers()
             .get(HDR_EPOCH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-            .expect("an x-electd-epoch header on a peer answer");
+            .and_then(|v| u64::from_str_radix(v.to_str().ok()?, 16).ok())
+            .expect("an x-electd-epoch header (hex) on a peer answer");
         let p = Probe {
             client: electd_client::http_client()
                 .timeout(Duration::from_secs(10))
