@@ -410,7 +410,7 @@ const WRITTEN_AT_RUN_TIME: &[&str] = &[
     "raft-state.1",
 ];
 /// Prefixes of paths that name what runs leave behind, not the tree.
-const RUN_TIME_PREFIXES: &[&str] = &["target/", "cluster/run", "fuzz/artifacts"];
+const RUN_TIME_PREFIXES: &[&str] = &["target/", "cluster/run", "fuzz/artifacts", "fuzz/target"];
 /// A path that starts with one of these names the repository's tree.
 const TOP_DIRS: &[&str] = &[
     "src/", "lab/", "client/", "docs/", "scripts/", "tests/", "fuzz/", "contrib/", ".ci/",

@@ -3,7 +3,7 @@
 # what changed: a no-op when both are up to date.
 #   build_release   # sets $lab to the lab binary
 #   release_dir     # prints where cargo puts release binaries (CARGO_TARGET_DIR and
-#                   # .cargo/config.toml honoured: cargo metadata says)
+#                   # cargo's config files honoured: cargo metadata says)
 
 release_dir() {
   local dir
