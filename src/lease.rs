@@ -33,6 +33,13 @@ pub struct Claim {
 }
 
 impl Claim {
+    /// How long the claim still runs at `now_ns` (CLOCK_BOOTTIME): the `lease_ms` an answer
+    /// promises, and the wait a release owes. Zero once it has ended. The one place the time
+    /// left is counted, for quorum and mutex alike.
+    pub fn left_ns(&self, now_ns: u64) -> u64 {
+        self.until_ns.saturating_sub(now_ns)
+    }
+
     /// The claim's end on CLOCK_MONOTONIC, for the "stopped leading" event: counted forward from
     /// the latest acknowledged probe, never back from now. Across a host suspend MONOTONIC
     /// stands still while BOOTTIME runs on, so counting back from now (`mono_now - (boot_now -
@@ -348,6 +355,17 @@ mod tests {
             l.current(4, 1100).is_none(),
             "only in the term it was granted for"
         );
+    }
+
+    #[test]
+    fn the_time_left_counts_down_to_zero_and_stays_there() {
+        let mut l = Lease::default();
+        l.grant(3, at(1000), L);
+        let c = l.last().unwrap();
+        assert_eq!(c.left_ns(1000), L);
+        assert_eq!(c.left_ns(1239), 1);
+        assert_eq!(c.left_ns(1240), 0, "ends exactly at t0 + lease");
+        assert_eq!(c.left_ns(5000), 0, "never negative, never wraps");
     }
 
     #[test]

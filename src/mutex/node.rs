@@ -261,7 +261,7 @@ impl MutexNode {
             .lock()
             .expect("lease")
             .last()
-            .map_or(0, |c| c.until_ns.saturating_sub(now));
+            .map_or(0, |c| c.left_ns(now));
         let margin_ms = self.timing.follower_lease_ms - self.timing.effective_lease_ms();
         let wait_ms = (left_ns.div_ceil(1_000_000) + margin_ms).min(self.timing.follower_lease_ms);
         match self
@@ -290,7 +290,7 @@ impl MutexNode {
                     term: c.term,
                     leader: Some(self.id),
                 },
-                lease_remaining_ns: Some(c.until_ns - now),
+                lease_remaining_ns: Some(c.left_ns(now)),
             };
         }
         let seen = *self.seen.lock().expect("seen");

@@ -220,7 +220,7 @@ impl QuorumNode {
                             term,
                             leader: Some(self.id),
                         },
-                        lease_remaining_ns: Some(c.until_ns - now),
+                        lease_remaining_ns: Some(c.left_ns(now)),
                     },
                     // Elected but not (or no longer) acknowledged by a majority: not a leader.
                     None => Judged::unleased(View::without_leader(Role::Candidate, term)),

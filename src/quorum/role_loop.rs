@@ -199,5 +199,5 @@ impl QuorumNode {
 fn claim_left(lease: &Lease, term: u64, now: u64) -> Option<Duration> {
     lease
         .current(term, now)
-        .map(|c| Duration::from_nanos(c.until_ns - now))
+        .map(|c| Duration::from_nanos(c.left_ns(now)))
 }
