@@ -570,6 +570,7 @@ mod tests {
     /// A one-member bully node (no durable state to open), served on 127.0.0.1:0.
     async fn serve_one(dir: &std::path::Path) -> (std::net::SocketAddr, CancellationToken) {
         let cfg = crate::config::single_member(dir, Mode::Bully);
+        let cfg = crate::config::ValidConfig::new(cfg).unwrap();
         let stop = CancellationToken::new();
         let node = Node::start(cfg, 1, stop.clone(), CancellationToken::new())
             .await

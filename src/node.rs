@@ -8,7 +8,7 @@ use axum::Router;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::ValidConfig;
 use crate::connections::Connections;
 use crate::counters::Counters;
 use crate::data_dir::DataDirLock;
@@ -49,7 +49,7 @@ pub enum NodeError {
 }
 
 pub struct Node {
-    pub(crate) cfg: Arc<Config>,
+    pub(crate) cfg: Arc<ValidConfig>,
     engine: Arc<dyn Engine>,
     pub(crate) transport: Arc<Transport>,
     /// TLS for the API and the peer RPC, when the config has `[tls]`.
@@ -100,11 +100,11 @@ impl Surroundings {
 }
 
 impl Node {
-    /// Starts the engine of `cfg.mode` (after `cfg.validate()`), with the fault layer seeded by
+    /// Starts the engine of `cfg.mode` (validated: see [`ValidConfig`]), with the fault layer seeded by
     /// `seed`. The engine's background task stops when `stop` is cancelled; if it fails on its
     /// own (openraft stopped on a storage error), `fatal` is cancelled with the reason logged.
     pub async fn start(
-        cfg: Config,
+        cfg: ValidConfig,
         seed: u64,
         stop: CancellationToken,
         fatal: CancellationToken,
@@ -114,7 +114,7 @@ impl Node {
 
     /// [`Node::start`] on the given clock and wire.
     pub async fn start_in(
-        cfg: Config,
+        cfg: ValidConfig,
         seed: u64,
         stop: CancellationToken,
         fatal: CancellationToken,

@@ -1,7 +1,7 @@
 //! The reference pages say what the code does: `docs/configuration.md` names every config
 //! field, every command-line flag and every `ELECTD_*` environment variable of the `electd`
 //! binary, and nothing that is gone. The lists are read from the code, not kept by hand:
-//! - config fields: the serde fields of `Config` in `src/config.rs`, a field whose type is a
+//! - config fields: the serde fields of `Config` in `src/config/mod.rs`, a field whose type is a
 //!   struct of that file expanded into its own fields (`timing.heartbeat_ms`, `tls.ca`,
 //!   `peers.addr`; a struct read `try_from` another, as `Timing` from `TimingFile`, by the
 //!   fields of the one read);
@@ -126,7 +126,7 @@ fn attr_value<'a>(attrs: &'a str, key: &str) -> Vec<&'a str> {
     out
 }
 
-/// The config file's fields as `src` (a `config.rs`) declares them, starting at `Config`.
+/// The config file's fields as `src` (a `config/mod.rs`) declares them, starting at `Config`.
 fn config_fields(src: &str) -> BTreeSet<String> {
     let src = without_comments(src);
     let mut out = BTreeSet::new();
@@ -329,7 +329,7 @@ fn difference(a: &BTreeSet<String>, b: &BTreeSet<String>) -> Vec<String> {
 
 #[test]
 fn the_configuration_page_names_every_config_field_and_no_other() {
-    let code = config_fields(&read("src/config.rs"));
+    let code = config_fields(&read("src/config/mod.rs"));
     assert!(code.contains("timing.heartbeat_ms") && code.contains("peers.addr"));
     let doc = documented_fields(&read("docs/configuration.md"));
     let missing = difference(&code, &doc);
@@ -337,7 +337,7 @@ fn the_configuration_page_names_every_config_field_and_no_other() {
     assert!(
         missing.is_empty() && gone.is_empty(),
         "docs/configuration.md, \"Config file fields\": missing {missing:?}; named but not \
-         in src/config.rs {gone:?}"
+         in src/config/mod.rs {gone:?}"
     );
 }
 

@@ -8,7 +8,15 @@ use std::path::{Path, PathBuf};
 
 /// The node's layers, lowest first: a module may import its own layer and those below.
 const NODE_LAYERS: &[&[&str]] = &[
-    &["role", "config", "clock", "error", "lease", "data_dir"],
+    &[
+        "role",
+        "config",
+        "config::validate",
+        "clock",
+        "error",
+        "lease",
+        "data_dir",
+    ],
     &[
         "events",
         "faults",
@@ -420,6 +428,7 @@ const TOP_DIRS: &[&str] = &[
 const SEARCH: &[&str] = &[
     "",
     "src",
+    "src/config",
     "src/quorum",
     "src/legacy",
     "src/bin/electd",

@@ -31,7 +31,7 @@ use super::quiet::follower_leader;
 use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::TypeConfig;
 use crate::clock::{ms, Clock};
-use crate::config::{Config, Timing};
+use crate::config::{Timing, ValidConfig};
 use crate::counters::Counters;
 use crate::engine::{Flaws, Judged, Plumbing};
 use crate::events::EventLog;
@@ -89,7 +89,7 @@ impl QuorumNode {
     /// Opens the durable state, starts openraft and bootstraps the membership from the config.
     /// `seed` seeds the election driver's jitter; `clock` is where claims and leases are judged.
     pub async fn start(
-        cfg: &Config,
+        cfg: &ValidConfig,
         store: Arc<Store>,
         plumbing: Plumbing,
         seed: u64,
@@ -718,6 +718,8 @@ mod tests {
         tokio::task::JoinHandle<Result<(), String>>,
     ) {
         let mut cfg = crate::config::single_member(dir, crate::role::Mode::Quorum);
+        // The peers are never reached: no secret to share.
+        cfg.insecure = true;
         for id in 2..=members {
             cfg.peers.push(crate::config::Peer {
                 id,
@@ -745,6 +747,7 @@ mod tests {
             counters,
             clock: crate::clock::system(),
         };
+        let cfg = ValidConfig::new(cfg).expect("a valid config");
         let q = QuorumNode::start(&cfg, store, plumbing, 1, flaws)
             .await
             .unwrap();

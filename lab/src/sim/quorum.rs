@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::Request;
-use electd::config::{Config, Peer};
+use electd::config::{Config, Peer, ValidConfig};
 use electd::quorum::{Disk, MemDisk};
 use electd::quorum::{PATH_APPEND, PATH_VOTE};
 use electd::{Flaws, Node, Surroundings, Timing};
@@ -507,6 +507,12 @@ impl Sim {
         let (stop, fatal) = (CancellationToken::new(), CancellationToken::new());
         self.proc_event(id, ProcKind::Start);
         let cfg = self.config(id, join);
+        // The long lease is the one broken variant that breaks the config's own rules.
+        let cfg = if self.spec.flaw == Some(Flaw::LongLease) {
+            ValidConfig::unchecked(cfg)
+        } else {
+            ValidConfig::new(cfg).expect("a simulated member's config is valid")
+        };
         let node = Node::start_in(cfg, seed, stop.clone(), fatal.clone(), around)
             .await
             .expect("a simulated node starts");

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use electd::config::{Config, ConfigError, Peer};
+use electd::config::{Config, ConfigError, Peer, ValidConfig};
 use electd_client::Mode;
 use serde::Serialize;
 
@@ -307,12 +307,10 @@ fn parse_peer(s: &str) -> Result<Peer, String> {
 }
 
 /// Lays the flags and the environment over the file, then validates.
-pub fn build_config(cli: &Cli) -> Result<Config, ConfigError> {
+pub fn build_config(cli: &Cli) -> Result<ValidConfig, ConfigError> {
     let overrides = toml::Table::try_from(&cli.fields).map_err(|e| ConfigError::Invalid {
         field: "flags".into(),
         message: e.to_string(),
     })?;
-    let cfg = Config::resolve(cli.config.as_deref(), overrides)?;
-    cfg.validate()?;
-    Ok(cfg)
+    ValidConfig::new(Config::resolve(cli.config.as_deref(), overrides)?)
 }

@@ -21,7 +21,7 @@ mod run;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
-use electd::config::Config;
+use electd::config::ValidConfig;
 use electd::serve;
 use electd::Node;
 use tokio_util::sync::CancellationToken;
@@ -141,7 +141,25 @@ struct LabFlaws {
     flaws: electd::Flaws,
     /// The claim lease set to three follower leases after the config was validated: the
     /// claim outlives the election timeout (docs/safety.md's step 3 left out).
+    #[cfg(feature = "flaws")]
     long_lease: bool,
+}
+
+/// `--lab-flaw long-lease`: the claim lease set past its bound, after validation.
+#[cfg(feature = "flaws")]
+fn with_long_lease(cfg: ValidConfig, lab: &LabFlaws) -> ValidConfig {
+    if !lab.long_lease {
+        return cfg;
+    }
+    let mut broken = cfg.into_inner();
+    broken.timing.lease_ms = 3 * broken.timing.follower_lease_ms;
+    ValidConfig::unchecked(broken)
+}
+
+/// Without the feature the config stays as validated.
+#[cfg(not(feature = "flaws"))]
+fn with_long_lease(cfg: ValidConfig, _: &LabFlaws) -> ValidConfig {
+    cfg
 }
 
 /// `std::env::args` less the `--lab-flaw NAME` pairs, and the flaws they name.
@@ -214,7 +232,7 @@ fn main() -> ExitCode {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
     }
-    let mut cfg = match build_config(&cli) {
+    let cfg = match build_config(&cli) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("electd: config error: {e}");
@@ -232,10 +250,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    if lab.long_lease {
-        cfg.timing.lease_ms = 3 * cfg.timing.follower_lease_ms;
-    }
-    match rt.block_on(run(cfg, lab.flaws)) {
+    match rt.block_on(run(with_long_lease(cfg, &lab), lab.flaws)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("electd: {e}");
@@ -266,7 +281,7 @@ async fn reload_on_sighup(
 /// Raises the process's limit on open files to its hard limit, and lowers `max_connections`
 /// to what that holds beside the members' reserve and the node's own descriptors
 /// (src/connections.rs), saying so in the log.
-fn fit_connections(cfg: &mut Config) {
+fn fit_connections(cfg: &mut ValidConfig) {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let limit = getrlimit(Resource::Nofile);
     let soft = match limit.maximum {
@@ -297,11 +312,11 @@ fn fit_connections(cfg: &mut Config) {
             "max_connections lowered to what the open-files limit holds (raise it: \
              LimitNOFILE= in systemd, ulimit -n)"
         );
-        cfg.max_connections = fits;
+        cfg.lower_max_connections(fits);
     }
 }
 
-async fn run(mut cfg: Config, flaws: electd::Flaws) -> Result<(), String> {
+async fn run(mut cfg: ValidConfig, flaws: electd::Flaws) -> Result<(), String> {
     // SIGHUP is taken first thing: its default action ends the process, and a SIGHUP meant to
     // reload (or a logrotate's) must not stop a node, with TLS or without.
     let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
