@@ -2,7 +2,7 @@
 //! (quorum on openraft, or bully and ring behind the legacy node). The node holds one
 //! `Arc<dyn Engine>` and never matches on the mode after starting it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::Router;
@@ -169,8 +169,9 @@ impl Running {
 /// Deliberate flaws that the lab switches on to show that its checkers catch them, and counts
 /// of how often the paths they break were taken. The flaws exist only with the cargo feature
 /// `flaws`, which only the lab enables (`lab/Cargo.toml`): in a build of the node alone
-/// (`cargo build --release --bin electd`, `cargo install`, the package) every accessor below is
-/// `false` and the branches that read it are compiled out. Even where the feature is on, only
+/// (`cargo build --release --bin electd`, `cargo install`, the package) the type has no field,
+/// every accessor below is `false`, every count does nothing, and the branches that read them
+/// are compiled out. Even where the feature is on, only
 /// the lab's `electd-flawed` binary (`src/bin/electd/main.rs`) and the simulator set one.
 #[derive(Clone, Debug, Default)]
 pub struct Flaws {
@@ -180,10 +181,13 @@ pub struct Flaws {
     #[cfg(feature = "flaws")]
     pub vote_while_leading: bool,
     /// Vote requests for a higher term that arrived while a promise of this node could still
-    /// run (refused, unless `vote_while_leading`).
-    pub votes_inside_promise: Arc<AtomicU64>,
+    /// run (refused, unless `vote_while_leading`): the simulator's proof that its schedules
+    /// reach the precondition.
+    #[cfg(feature = "flaws")]
+    pub votes_inside_promise: Arc<std::sync::atomic::AtomicU64>,
     /// Of those, the votes granted (only ever with `vote_while_leading`).
-    pub granted_inside_promise: Arc<AtomicU64>,
+    #[cfg(feature = "flaws")]
+    pub granted_inside_promise: Arc<std::sync::atomic::AtomicU64>,
     /// Quorum mode: a new data dir's incarnation is taken as confirmed at once, without the
     /// members recording it: a wiped disk votes again as the member it was (the identity check
     /// of docs/safety.md's step 10 left out).
@@ -242,6 +246,14 @@ impl Flaws {
     pub fn snapshot_keeps_incarnations(&self) -> bool {
         self.snapshot_keeps_incarnations
     }
+    /// Counts a vote request for a higher term inside a promise of this node.
+    pub fn vote_asked_inside_promise(&self) {
+        self.votes_inside_promise.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Counts a vote granted inside a promise of this node.
+    pub fn vote_granted_inside_promise(&self) {
+        self.granted_inside_promise.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Whether each flaw is on: always `false` without the feature.
@@ -268,4 +280,6 @@ impl Flaws {
     pub fn snapshot_keeps_incarnations(&self) -> bool {
         false
     }
+    pub fn vote_asked_inside_promise(&self) {}
+    pub fn vote_granted_inside_promise(&self) {}
 }

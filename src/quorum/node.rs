@@ -6,7 +6,6 @@
 //! shutdown (`handover.rs`); `engine.rs` makes it the node's `Engine`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -389,7 +388,7 @@ impl QuorumPeer for QuorumNode {
             let mut lease = self.lease.lock().expect("lease");
             let inside_promise = lease.promised_until(f).is_some_and(|until| now < until);
             if inside_promise {
-                self.flaws.votes_inside_promise.fetch_add(1, Relaxed);
+                self.flaws.vote_asked_inside_promise();
             }
             let refused = lease.vote_refused_until(f).is_some_and(|until| now < until);
             if refused && !self.flaws.vote_while_leading() {
@@ -425,7 +424,7 @@ impl QuorumPeer for QuorumNode {
             self.wake.notify_one();
         }
         if granted && inside_promise {
-            self.flaws.granted_inside_promise.fetch_add(1, Relaxed);
+            self.flaws.vote_granted_inside_promise();
         }
         if granted {
             // A granted vote restarts the follower lease (as in Raft), so that this node does
