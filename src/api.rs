@@ -31,38 +31,36 @@ use crate::transport;
 use crate::watch;
 use electd_client::{AddMember, Members};
 
-impl From<MembershipError> for ApiError {
-    fn from(e: MembershipError) -> ApiError {
-        let (status, code) = match e {
-            MembershipError::NotSupported => (StatusCode::CONFLICT, "not_supported"),
-            MembershipError::NotLeader { .. } => (StatusCode::CONFLICT, "not_leader"),
-            MembershipError::UnknownMember(_) => (StatusCode::NOT_FOUND, "unknown_member"),
-            MembershipError::AlreadyMember(_) => (StatusCode::CONFLICT, "already_member"),
-            MembershipError::AddressInUse { .. } => (StatusCode::CONFLICT, "address_in_use"),
-            MembershipError::InProgress => (StatusCode::CONFLICT, "change_in_progress"),
-            MembershipError::LastVoter(_) => (StatusCode::CONFLICT, "last_voter"),
-            MembershipError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_member"),
-            MembershipError::Failed(_) => (StatusCode::SERVICE_UNAVAILABLE, "change_failed"),
-        };
-        ApiError::new(status, code, e.to_string())
-    }
+/// A membership change refused or failed, as its answer.
+fn membership_error(e: MembershipError) -> ApiError {
+    let (status, code) = match e {
+        MembershipError::NotSupported => (StatusCode::CONFLICT, "not_supported"),
+        MembershipError::NotLeader { .. } => (StatusCode::CONFLICT, "not_leader"),
+        MembershipError::UnknownMember(_) => (StatusCode::NOT_FOUND, "unknown_member"),
+        MembershipError::AlreadyMember(_) => (StatusCode::CONFLICT, "already_member"),
+        MembershipError::AddressInUse { .. } => (StatusCode::CONFLICT, "address_in_use"),
+        MembershipError::InProgress => (StatusCode::CONFLICT, "change_in_progress"),
+        MembershipError::LastVoter(_) => (StatusCode::CONFLICT, "last_voter"),
+        MembershipError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_member"),
+        MembershipError::Failed(_) => (StatusCode::SERVICE_UNAVAILABLE, "change_failed"),
+    };
+    ApiError::new(status, code, e.to_string())
 }
 
-impl From<ResignError> for ApiError {
-    fn from(e: ResignError) -> ApiError {
-        let code = match e {
-            ResignError::NotLeader(_) => "not_leader",
-            ResignError::UnknownTarget(_) => "unknown_target",
-            ResignError::Unsuitable(..) => "unsuitable_target",
-            ResignError::NoSuccessor => "no_successor",
-            ResignError::NotSupported(_) => "not_supported",
-        };
-        let status = match e {
-            ResignError::UnknownTarget(_) | ResignError::Unsuitable(..) => StatusCode::BAD_REQUEST,
-            _ => StatusCode::CONFLICT,
-        };
-        ApiError::new(status, code, e.to_string())
-    }
+/// A resign refused, as its answer.
+fn resign_error(e: ResignError) -> ApiError {
+    let code = match e {
+        ResignError::NotLeader(_) => "not_leader",
+        ResignError::UnknownTarget(_) => "unknown_target",
+        ResignError::Unsuitable(..) => "unsuitable_target",
+        ResignError::NoSuccessor => "no_successor",
+        ResignError::NotSupported(_) => "not_supported",
+    };
+    let status = match e {
+        ResignError::UnknownTarget(_) | ResignError::Unsuitable(..) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::CONFLICT,
+    };
+    ApiError::new(status, code, e.to_string())
 }
 
 /// The whole router of one node.
@@ -80,23 +78,23 @@ pub fn app(node: Arc<Node>) -> Router {
         .route("/v1/events", get(get_events))
         .route("/v1/health", get(health))
         .route("/metrics", get(get_metrics));
-    Router::new()
-        .merge(read)
+    // The admin API: every route behind one door (client certificate, then token).
+    let admin = Router::new()
         .route(
             "/v1/admin/faults",
             get(get_faults).put(put_faults).delete(delete_faults),
         )
         .route("/v1/admin/resign", axum::routing::post(post_resign))
-        .route("/v1/members", get(get_members))
         .route("/v1/admin/members", axum::routing::post(post_member))
         .route(
             "/v1/admin/members/{id}",
             axum::routing::delete(delete_member),
         )
-        .route_layer(middleware::from_fn_with_state(
-            node.clone(),
-            admin_client_cert,
-        ))
+        .route_layer(middleware::from_fn_with_state(node.clone(), admin_door));
+    Router::new()
+        .merge(read)
+        .route("/v1/members", get(get_members))
+        .merge(admin)
         .with_state(node)
         .merge(peer)
         .method_not_allowed_fallback(method_not_allowed)
@@ -188,13 +186,12 @@ async fn drain(body: axum::body::Body) {
 /// each costs every exchange its bytes (about 70 of the 240 that signing the answers added:
 /// docs/benchmarks.md, "The cost side").
 async fn any_origin(req: axum::extract::Request, next: middleware::Next) -> Response {
-    let path = req.uri().path();
-    let (admin, peer) = (path.starts_with("/v1/admin/"), path.starts_with("/peer/"));
+    let peer = req.uri().path().starts_with("/peer/");
     let mut res = next.run(req).await;
     if peer {
         return res;
     }
-    if !admin {
+    if res.extensions().get::<AdminAnswer>().is_none() {
         res.headers_mut().insert(
             header::ACCESS_CONTROL_ALLOW_ORIGIN,
             header::HeaderValue::from_static("*"),
@@ -372,30 +369,40 @@ async fn get_metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
         .into_response()
 }
 
-/// With `tls.admin_client_cert`, an admin request must come on a connection that presented a
-/// client certificate (the handshake checked that the cluster CA signed it); 403
-/// `client_certificate_required` otherwise (no HTTP challenge can ask for one). The token is
-/// checked as well, by the handler.
-async fn admin_client_cert(
+/// Marks an answer of the admin API, its refusals included: it carries no
+/// `Access-Control-Allow-Origin` ([`any_origin`]).
+#[derive(Clone, Copy)]
+struct AdminAnswer;
+
+/// The admin API's one door, in front of every admin route. With `tls.admin_client_cert`, the
+/// request must come on a connection that presented a client certificate (the handshake
+/// checked that the cluster CA signed it): 403 `client_certificate_required` otherwise (no
+/// HTTP challenge can ask for one). Then the bearer token ([`check_admin`]).
+async fn admin_door(
     State(node): State<Arc<Node>>,
     req: axum::extract::Request,
     next: middleware::Next,
 ) -> Response {
     let asks = node.tls.as_ref().is_some_and(|t| t.admin_client_cert());
-    let admin = req.uri().path().starts_with("/v1/admin/");
     let presented = req
         .extensions()
         .get::<crate::tls::ClientCert>()
         .is_some_and(|c| c.0.is_some());
-    if asks && admin && !presented {
-        return ApiError::new(
+    let mut res = if asks && !presented {
+        ApiError::new(
             StatusCode::FORBIDDEN,
             "client_certificate_required",
             "the admin API of this node needs a client certificate signed by the cluster CA",
         )
-        .into_response();
-    }
-    next.run(req).await
+        .into_response()
+    } else {
+        match check_admin(&node, req.headers()) {
+            Ok(()) => next.run(req).await,
+            Err(e) => e.into_response(),
+        }
+    };
+    res.extensions_mut().insert(AdminAnswer);
+    res
 }
 
 /// Checks the admin bearer token; without one configured the admin API is disabled (403).
@@ -430,11 +437,7 @@ fn check_admin(node: &Node, headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-async fn get_faults(
-    State(node): State<Arc<Node>>,
-    headers: HeaderMap,
-) -> Result<Json<FaultSet>, ApiError> {
-    check_admin(&node, &headers)?;
+async fn get_faults(State(node): State<Arc<Node>>) -> Result<Json<FaultSet>, ApiError> {
     Ok(Json(node.transport.faults.get()))
 }
 
@@ -443,7 +446,6 @@ async fn put_faults(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Json<FaultSet>, ApiError> {
-    check_admin(&node, &headers)?;
     let set: FaultSet = read_json(&headers, body, None).await?;
     let members: Vec<NodeId> = node.members_in_force().iter().map(|m| m.0).collect();
     set.validate(&members).map_err(|(field, msg)| {
@@ -454,11 +456,7 @@ async fn put_faults(
     Ok(Json(node.transport.faults.get()))
 }
 
-async fn delete_faults(
-    State(node): State<Arc<Node>>,
-    headers: HeaderMap,
-) -> Result<Json<FaultSet>, ApiError> {
-    check_admin(&node, &headers)?;
+async fn delete_faults(State(node): State<Arc<Node>>) -> Result<Json<FaultSet>, ApiError> {
     node.transport.faults.replace(FaultSet::default());
     tracing::info!("fault set cleared");
     Ok(Json(FaultSet::default()))
@@ -470,9 +468,8 @@ async fn post_resign(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Json<Resigned>, ApiError> {
-    check_admin(&node, &headers)?;
     let req: ResignRequest = read_json(&headers, body, Some(ResignRequest::default())).await?;
-    let done = node.resign(req.to).await?;
+    let done = node.resign(req.to).await.map_err(resign_error)?;
     tracing::info!(
         term = done.term,
         successor = done.successor,
@@ -483,7 +480,7 @@ async fn post_resign(
 
 /// `GET /v1/members`: the membership in force on this node (quorum mode).
 async fn get_members(State(node): State<Arc<Node>>) -> Result<Json<Members>, ApiError> {
-    Ok(Json(node.engine().members()?))
+    Ok(Json(node.engine().members().map_err(membership_error)?))
 }
 
 /// `POST /v1/admin/members {"id": N, "addr": "HOST:PORT"}`: answers once the new member is a
@@ -493,10 +490,9 @@ async fn post_member(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Json<Members>, ApiError> {
-    check_admin(&node, &headers)?;
     let add: AddMember = read_json(&headers, body, None).await?;
     let (id, addr) = (add.id, add.addr.clone());
-    let members = node.engine().add_member(add).await?;
+    let members = node.engine().add_member(add).await.map_err(membership_error)?;
     tracing::info!(member = id, addr, "member added by the admin API");
     Ok(Json(members))
 }
@@ -504,14 +500,12 @@ async fn post_member(
 /// `DELETE /v1/admin/members/{id}`: answers once the change is committed.
 async fn delete_member(
     State(node): State<Arc<Node>>,
-    headers: HeaderMap,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Json<Members>, ApiError> {
-    check_admin(&node, &headers)?;
     let id: NodeId = id.parse().map_err(|_| {
         ApiError::bad_request("bad_member_id", format!("{id:?} is not a member id"))
     })?;
-    let members = node.engine().remove_member(id).await?;
+    let members = node.engine().remove_member(id).await.map_err(membership_error)?;
     tracing::info!(member = id, "member removed by the admin API");
     Ok(Json(members))
 }

@@ -359,11 +359,22 @@ fn bodies_above_the_limit_get_413(p: &Probe) {
     );
 }
 
-/// Admin API: token needed; malformed JSON is a 400 with the JSON body.
+/// Admin API: token needed; malformed JSON is a 400 with the JSON body. Its answers, refusals
+/// included, answer no origin; the read API's answer any.
 async fn the_admin_api_needs_its_token(p: &Probe) {
+    let any_origin =
+        |res: &reqwest::Response| res.headers().contains_key("access-control-allow-origin");
+    let res = p
+        .client
+        .get(format!("{}/v1/leader", p.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(any_origin(&res), "the read API answers any origin");
     let admin = format!("{}/v1/admin/faults", p.base);
     let res = p.client.get(&admin).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 401);
+    assert!(!any_origin(&res), "an admin refusal answers no origin");
     let res = p
         .client
         .get(&admin)
@@ -392,6 +403,7 @@ async fn the_admin_api_needs_its_token(p: &Probe) {
         .await
         .unwrap();
     assert_eq!(res.status().as_u16(), 200);
+    assert!(!any_origin(&res), "an admin answer answers no origin");
 }
 
 /// Every refused peer request is counted in `/metrics`, by reason.
