@@ -405,6 +405,267 @@ fn the_checker_finds_circles_and_upward_imports() {
     assert_eq!(problems.len(), 2, "{problems:?}");
 }
 
+// ---- A type's methods live in the type's own file ----
+
+/// Impls that stand outside their type's file today, as (module, type): the list may only
+/// shrink (the check fails on an entry that no longer offends, too).
+const IMPLS_ELSEWHERE: &[(&str, &str)] = &[
+    ("quorum::driver", "QuorumNode"),
+    ("quorum::engine", "QuorumNode"),
+    ("quorum::handover", "QuorumNode"),
+    ("quorum::membership", "QuorumNode"),
+    ("quorum::role_loop", "QuorumNode"),
+    ("mutex::engine", "MutexNode"),
+];
+
+/// The same for the lab: its `Cluster` (`lab/src/cluster/mod.rs`) is spread over the files of
+/// its folder, one concern a file.
+const LAB_IMPLS_ELSEWHERE: &[(&str, &str)] = &[
+    ("cluster::certs", "Cluster"),
+    ("cluster::configs", "Cluster"),
+    ("cluster::control", "Cluster"),
+    ("cluster::process", "Cluster"),
+    ("cluster::secrets", "Cluster"),
+    ("cluster::state", "Cluster"),
+    ("cluster::store", "Cluster"),
+    ("cluster::wallclock", "Cluster"),
+];
+
+/// The names a file defines at its top level (`struct`, `enum`, `trait`, `union`, `type`).
+fn defined_names(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in code.lines() {
+        let mut rest = line;
+        if let Some(r) = rest.strip_prefix("pub") {
+            rest = match r.strip_prefix('(') {
+                Some(r) => r.split_once(')').map_or("", |(_, r)| r),
+                None => r,
+            };
+        }
+        let rest = rest.trim_start();
+        for kw in ["struct ", "enum ", "trait ", "union ", "type "] {
+            if let Some(r) = rest.strip_prefix(kw) {
+                let name: String = r
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    out.insert(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `text` with every `<...>` (nested) left out.
+fn without_generics(text: &str) -> String {
+    let mut depth = 0usize;
+    let mut out = String::new();
+    for c in text.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The last segment of a path (`a::b::C<T>` → `C`).
+fn last_name(path: &str) -> String {
+    let bare = without_generics(path);
+    let bare = bare.trim().trim_start_matches('&').trim();
+    let bare = bare.strip_prefix("mut ").unwrap_or(bare);
+    let bare = bare.strip_prefix("dyn ").unwrap_or(bare).trim();
+    bare.rsplit("::").next().unwrap_or("").trim().to_string()
+}
+
+/// Every identifier of `text`.
+fn idents(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Each top-level impl of `code`: (the type's name, the trait's name if any, every name the
+/// trait's path mentions, its generic arguments included).
+fn impls_in(code: &str) -> Vec<(String, Option<String>, BTreeSet<String>)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for line in code.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        let head = line.strip_prefix("unsafe ").unwrap_or(line);
+        if !head.starts_with("impl") || !head[4..].starts_with(['<', ' ']) {
+            continue;
+        }
+        let Some(end) = code[start..].find('{') else {
+            continue;
+        };
+        let header = &code[start..start + end];
+        let header = header.split_once("impl").map_or("", |(_, h)| h).trim();
+        // The impl's own parameters, `impl<T: X>`, before its path.
+        let header = if header.starts_with('<') {
+            let mut depth = 0usize;
+            let mut cut = header.len();
+            for (i, c) in header.char_indices() {
+                match c {
+                    '<' => depth += 1,
+                    '>' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            cut = i + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            &header[cut..]
+        } else {
+            header
+        };
+        let header = header.split_whitespace().collect::<Vec<_>>().join(" ");
+        let header = header.split(" where ").next().unwrap_or("");
+        // ` for ` outside the generics splits the trait from the type.
+        let flat = without_generics(header);
+        match flat.find(" for ") {
+            Some(_) => {
+                let mut depth = 0usize;
+                let mut split = None;
+                for (i, c) in header.char_indices() {
+                    match c {
+                        '<' => depth += 1,
+                        '>' => depth = depth.saturating_sub(1),
+                        _ if depth == 0 && header[i..].starts_with(" for ") => {
+                            split = Some(i);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                let i = split.expect("a ` for ` outside the generics");
+                let (tr, ty) = (&header[..i], &header[i + 5..]);
+                out.push((last_name(ty), Some(last_name(tr)), idents(tr)));
+            }
+            None => out.push((last_name(header), None, BTreeSet::new())),
+        }
+    }
+    out
+}
+
+/// Impls outside their type's file, as (module, type, why). An inherent impl belongs in the
+/// type's file; a trait impl in the type's file, the trait's, or that of a type the trait's
+/// path names (`impl From<StoreError> for ApiError` beside `StoreError`). Types from other
+/// crates are not judged.
+fn impls_elsewhere(src: &Path) -> Vec<(String, String, String)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let files: Vec<(String, String)> = files
+        .into_iter()
+        .map(|f| {
+            (
+                module_of(src, &f),
+                code_of(&std::fs::read_to_string(&f).unwrap()),
+            )
+        })
+        .filter(|(m, _)| m != "main" && !m.starts_with("bin::"))
+        .collect();
+    let defined: BTreeMap<&str, BTreeSet<String>> = files
+        .iter()
+        .map(|(m, code)| (m.as_str(), defined_names(code)))
+        .collect();
+    let defines = |m: &str, name: &str| defined.get(m).is_some_and(|d| d.contains(name));
+    let local = |name: &str| defined.values().any(|d| d.contains(name));
+    let mut out = Vec::new();
+    for (module, code) in &files {
+        for (ty, tr, named) in impls_in(code) {
+            if !local(&ty) || defines(module, &ty) {
+                continue;
+            }
+            let why = match &tr {
+                None => "inherent impl".to_string(),
+                Some(_) if named.iter().any(|n| defines(module, n)) => continue,
+                Some(t) => format!("impl {t}"),
+            };
+            out.push((module.clone(), ty, why));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Checks `src` against the allowed list; the problems found.
+fn check_impls(src: &Path, allowed: &[(&str, &str)]) -> Vec<String> {
+    let found = impls_elsewhere(src);
+    let mut problems: Vec<String> = found
+        .iter()
+        .filter(|(m, t, _)| !allowed.contains(&(m.as_str(), t.as_str())))
+        .map(|(m, t, why)| format!("{m}: {why} of {t}, which is defined in another file"))
+        .collect();
+    for (m, t) in allowed {
+        if !found.iter().any(|(fm, ft, _)| fm == m && ft == t) {
+            problems.push(format!(
+                "{m} no longer has methods of {t}: take it off IMPLS_ELSEWHERE"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn each_type_s_methods_live_in_its_own_file() {
+    let problems = check_impls(&root().join("src"), IMPLS_ELSEWHERE);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    for (dir, what, allowed) in [
+        ("src/bin/electd", "the binary", &[][..]),
+        ("lab/src", "the lab", LAB_IMPLS_ELSEWHERE),
+        ("client/src", "the client", &[]),
+    ] {
+        let problems = check_impls(&root().join(dir), allowed);
+        assert!(problems.is_empty(), "{what}: {}", problems.join("\n"));
+    }
+}
+
+/// The impl checker itself can fail: a method and a foreign trait's impl away from their type
+/// are found; an impl beside a type its trait names, or beside the trait, is not.
+#[test]
+fn the_impl_checker_finds_methods_away_from_their_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(
+        src.join("a.rs"),
+        "pub struct A<T> {\n    t: T,\n}\n\npub trait Shape {}\n\nimpl<T> A<T> {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("b.rs"),
+        "pub(crate) enum B {}\n\nimpl<T: Clone> crate::a::A<T>\nwhere\n    T: Copy,\n{\n    fn \
+         x(&self) {}\n}\n\nimpl std::fmt::Debug for A<u8> {}\n\nimpl From<B> for A<u8> {}\n\n\
+         impl Shape for B {}\n\nimpl B {}\n",
+    )
+    .unwrap();
+    let found = impls_elsewhere(src);
+    assert_eq!(
+        found,
+        vec![
+            ("b".to_string(), "A".to_string(), "impl Debug".to_string()),
+            (
+                "b".to_string(),
+                "A".to_string(),
+                "inherent impl".to_string()
+            ),
+        ],
+    );
+    let problems = check_impls(src, &[("a", "A")]);
+    assert_eq!(problems.len(), 3, "{problems:?}");
+}
+
 // ---- Every path a comment or doc names exists ----
 
 /// File names a doc may name that are written at run time, not kept in the tree.
