@@ -216,7 +216,7 @@ pub struct Flaws {
     #[cfg(feature = "flaws")]
     pub handover_to_unconfirmed: bool,
     /// Quorum mode: a snapshot that removed a member does not make this node forget the
-    /// member's incarnation (storage.rs, `install_snapshot` without `forget_outside`): it
+    /// member's incarnation (storage/raft.rs, `install_snapshot` without `forget_outside`): it
     /// refuses the member's new data dir once it is added back.
     #[cfg(feature = "flaws")]
     pub snapshot_keeps_incarnations: bool,

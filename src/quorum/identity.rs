@@ -30,7 +30,7 @@
 //!    sender's log is at, and a member that has not applied that entry answers that it is
 //!    behind ([`is_behind`]): it neither records nor refuses, and does not count. And a member
 //!    records an incarnation only while the membership it applied names the node, checked in
-//!    the same step as the record, under the lock `apply` forgets under (`storage.rs`,
+//!    the same step as the record, under the lock `apply` forgets under (`storage/raft.rs`,
 //!    `recognise_peer`): otherwise a hello (or a hello's answer) from a node being removed,
 //!    judged against the membership openraft reports, which lags the apply, could be recorded
 //!    just after the removal was applied, and that stale record would refuse the node's new data
@@ -45,7 +45,7 @@
 //!    anyone, so the argument above is unchanged.
 //! 5. Rules 1-4 fix n; when the members change, the members that recorded a node are fixed at
 //!    its confirmation and those added later may never hear it. So the log carries the
-//!    incarnations (`types::Command::Incarnations`, applied in `storage.rs`: the first one of
+//!    incarnations (`types::Command::Incarnations`, applied in `storage/raft.rs`: the first one of
 //!    a member stays, a removal forgets, snapshots carry them): before it changes the
 //!    membership, the leader writes the incarnation of every voter the change leaves that the
 //!    log lacks (membership.rs, `log_incarnations`), or fails the change. A member judges a

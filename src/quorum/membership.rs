@@ -9,7 +9,7 @@
 //!   Removing the leader itself hands over first (the resign path) and asks the successor to
 //!   remove it (`/peer/raft/remove`).
 //! - Every node learns the addresses of the members its log names ([`QuorumNode::follow_members`]),
-//!   and forgets the incarnation of a node that is no longer a member (storage.rs), so that
+//!   and forgets the incarnation of a node that is no longer a member (storage/raft.rs), so that
 //!   a removed node can be added again on a new data dir (identity.rs).
 //!
 //! During a joint change, a claim (openraft's read quorum), a vote (openraft) and a pre-vote

@@ -7,7 +7,7 @@
 //! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
 //! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
 //! | `election.rs` | when a node may campaign: follower-lease gate, pre-vote, order of candidates (pure logic and the gate) |
-//! | `storage.rs` | the durable vote and log |
+//! | `storage/` | the durable vote and log: the store (`mod.rs`), its two slot files (`slots.rs`), openraft's view of it (`raft.rs`) |
 //! | `identity.rs` | the incarnation of a data dir: a wiped one never votes twice |
 //! | `preference.rs` | the preferred leader: when a leader hands over to a member of higher priority (pure logic) |
 //! | `membership.rs` | the members in force, and adding and removing them at runtime (joint consensus) |
