@@ -492,7 +492,11 @@ async fn post_member(
 ) -> Result<Json<Members>, ApiError> {
     let add: AddMember = read_json(&headers, body, None).await?;
     let (id, addr) = (add.id, add.addr.clone());
-    let members = node.engine().add_member(add).await.map_err(membership_error)?;
+    let members = node
+        .engine()
+        .add_member(add)
+        .await
+        .map_err(membership_error)?;
     tracing::info!(member = id, addr, "member added by the admin API");
     Ok(Json(members))
 }
@@ -505,7 +509,11 @@ async fn delete_member(
     let id: NodeId = id.parse().map_err(|_| {
         ApiError::bad_request("bad_member_id", format!("{id:?} is not a member id"))
     })?;
-    let members = node.engine().remove_member(id).await.map_err(membership_error)?;
+    let members = node
+        .engine()
+        .remove_member(id)
+        .await
+        .map_err(membership_error)?;
     tracing::info!(member = id, "member removed by the admin API");
     Ok(Json(members))
 }
