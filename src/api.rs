@@ -177,21 +177,24 @@ async fn drain(body: axum::body::Body) {
     }
 }
 
-/// `Access-Control-Allow-Origin: *` on every answer but the admin API's and the peers' (errors
-/// of the limits and unknown paths included): the read API carries no secret and takes no
-/// credentials, and the status page of one node reads the others.
+/// `Access-Control-Allow-Origin: *` on every answer but those under [`ADMIN_PREFIX`] and the
+/// peers': the read API carries no secret and takes no credentials, and the status page of one
+/// node reads the others. Judged by the path, so that every answer under the admin prefix
+/// answers no origin whatever made it: the admin door, a 405 or 404 of the router, or the
+/// limits' 413, 408 and 503, which never reach a route.
 ///
 /// And `Date` on every answer but the peers' (the server writes none by itself,
 /// `src/server.rs`): peer answers are a protocol between members, which reads neither, and
 /// each costs every exchange its bytes (about 70 of the 240 that signing the answers added:
 /// docs/benchmarks.md, "The cost side").
 async fn any_origin(req: axum::extract::Request, next: middleware::Next) -> Response {
-    let peer = req.uri().path().starts_with("/peer/");
+    let path = req.uri().path();
+    let (admin, peer) = (path.starts_with(ADMIN_PREFIX), path.starts_with("/peer/"));
     let mut res = next.run(req).await;
     if peer {
         return res;
     }
-    if res.extensions().get::<AdminAnswer>().is_none() {
+    if !admin {
         res.headers_mut().insert(
             header::ACCESS_CONTROL_ALLOW_ORIGIN,
             header::HeaderValue::from_static("*"),
@@ -369,10 +372,9 @@ async fn get_metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
         .into_response()
 }
 
-/// Marks an answer of the admin API, its refusals included: it carries no
-/// `Access-Control-Allow-Origin` ([`any_origin`]).
-#[derive(Clone, Copy)]
-struct AdminAnswer;
+/// Where the admin API's paths start. Its routes are found by the router and pass one door
+/// ([`admin_door`]); the prefix only tells [`any_origin`] which answers go without CORS.
+const ADMIN_PREFIX: &str = "/v1/admin/";
 
 /// The admin API's one door, in front of every admin route. With `tls.admin_client_cert`, the
 /// request must come on a connection that presented a client certificate (the handshake
@@ -388,21 +390,18 @@ async fn admin_door(
         .extensions()
         .get::<crate::tls::ClientCert>()
         .is_some_and(|c| c.0.is_some());
-    let mut res = if asks && !presented {
-        ApiError::new(
+    if asks && !presented {
+        return ApiError::new(
             StatusCode::FORBIDDEN,
             "client_certificate_required",
             "the admin API of this node needs a client certificate signed by the cluster CA",
         )
-        .into_response()
-    } else {
-        match check_admin(&node, req.headers()) {
-            Ok(()) => next.run(req).await,
-            Err(e) => e.into_response(),
-        }
-    };
-    res.extensions_mut().insert(AdminAnswer);
-    res
+        .into_response();
+    }
+    match check_admin(&node, req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 /// Checks the admin bearer token; without one configured the admin API is disabled (403).

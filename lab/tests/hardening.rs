@@ -375,6 +375,29 @@ async fn the_admin_api_needs_its_token(p: &Probe) {
     let res = p.client.get(&admin).send().await.unwrap();
     assert_eq!(res.status().as_u16(), 401);
     assert!(!any_origin(&res), "an admin refusal answers no origin");
+    // Nor do the router's own answers under the admin prefix, which never reach the door.
+    let res = p
+        .client
+        .get(format!("{}/v1/admin/resign", p.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 405);
+    assert!(
+        !any_origin(&res),
+        "a 405 under /v1/admin/ answers no origin"
+    );
+    let res = p
+        .client
+        .get(format!("{}/v1/admin/nothing-here", p.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 404);
+    assert!(
+        !any_origin(&res),
+        "a 404 under /v1/admin/ answers no origin"
+    );
     let res = p
         .client
         .get(&admin)
