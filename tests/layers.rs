@@ -420,7 +420,7 @@ const IMPLS_ELSEWHERE: &[(&str, &str)] = &[
     ("mutex::engine", "MutexNode"),
 ];
 
-/// The same for the lab: its `Cluster` (`lab/src/cluster/mod.rs`) is spread over the files of
+/// The same for the lab: its `Cluster` (`lab/src/cluster/dir.rs`) is spread over the files of
 /// its folder, one concern a file.
 const LAB_IMPLS_ELSEWHERE: &[(&str, &str)] = &[
     ("cluster::certs", "Cluster"),
@@ -436,7 +436,8 @@ const LAB_IMPLS_ELSEWHERE: &[(&str, &str)] = &[
 /// The names a file defines at its top level (`struct`, `enum`, `trait`, `union`, `type`).
 fn defined_names(code: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for line in code.lines() {
+    // At the top level only: an indented `type` is an impl's associated type.
+    for line in code.lines().filter(|l| !l.starts_with(char::is_whitespace)) {
         let mut rest = line;
         if let Some(r) = rest.strip_prefix("pub") {
             rest = match r.strip_prefix('(') {
@@ -479,6 +480,11 @@ fn without_generics(text: &str) -> String {
 fn last_name(path: &str) -> String {
     let bare = without_generics(path);
     let bare = bare.trim().trim_start_matches('&').trim();
+    // `&'a T`: the lifetime goes with the reference.
+    let bare = match bare.strip_prefix('\'') {
+        Some(r) => r.split_once(' ').map_or("", |(_, t)| t),
+        None => bare,
+    };
     let bare = bare.strip_prefix("mut ").unwrap_or(bare);
     let bare = bare.strip_prefix("dyn ").unwrap_or(bare).trim();
     bare.rsplit("::").next().unwrap_or("").trim().to_string()
@@ -559,6 +565,30 @@ fn impls_in(code: &str) -> Vec<(String, Option<String>, BTreeSet<String>)> {
     out
 }
 
+/// The code of a file without comments and its `#[cfg(test)] mod tests { ... }`, with what
+/// follows that module kept (some files define types after their tests).
+fn without_test_module(text: &str) -> String {
+    let Some(i) = text.find("#[cfg(test)]\nmod tests") else {
+        return code_of(text);
+    };
+    let mut depth = 0usize;
+    let mut end = text.len();
+    for (k, c) in text[i..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    end = i + k + 1;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    code_of(&format!("{}{}", &text[..i], &text[end..]))
+}
+
 /// Impls outside their type's file, as (module, type, why). An inherent impl belongs in the
 /// type's file; a trait impl in the type's file, the trait's, or that of a type the trait's
 /// path names (`impl From<StoreError> for ApiError` beside `StoreError`). Types from other
@@ -571,7 +601,7 @@ fn impls_elsewhere(src: &Path) -> Vec<(String, String, String)> {
         .map(|f| {
             (
                 module_of(src, &f),
-                code_of(&std::fs::read_to_string(&f).unwrap()),
+                without_test_module(&std::fs::read_to_string(&f).unwrap()),
             )
         })
         .filter(|(m, _)| m != "main" && !m.starts_with("bin::"))
@@ -640,32 +670,34 @@ fn the_impl_checker_finds_methods_away_from_their_type() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
     std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    // `C` is defined after a test module, which the checker must still read.
     std::fs::write(
         src.join("a.rs"),
-        "pub struct A<T> {\n    t: T,\n}\n\npub trait Shape {}\n\nimpl<T> A<T> {}\n",
+        "pub struct A<T> {\n    t: T,\n}\n\npub trait Shape {}\n\nimpl<T> A<T> {}\n\n\
+         #[cfg(test)]\nmod tests {\n    fn t() {}\n}\n\npub struct C;\n",
     )
     .unwrap();
+    // An associated type named `C` defines no type `C` in b.rs.
     std::fs::write(
         src.join("b.rs"),
         "pub(crate) enum B {}\n\nimpl<T: Clone> crate::a::A<T>\nwhere\n    T: Copy,\n{\n    fn \
          x(&self) {}\n}\n\nimpl std::fmt::Debug for A<u8> {}\n\nimpl From<B> for A<u8> {}\n\n\
-         impl Shape for B {}\n\nimpl B {}\n",
+         impl Shape for B {}\n\nimpl B {}\n\nimpl Iterator for B {\n    type C = u8;\n}\n\n\
+         impl<'a> std::fmt::Display for &'a C {}\n",
     )
     .unwrap();
     let found = impls_elsewhere(src);
+    let row = |t: &str, why: &str| ("b".to_string(), t.to_string(), why.to_string());
     assert_eq!(
         found,
         vec![
-            ("b".to_string(), "A".to_string(), "impl Debug".to_string()),
-            (
-                "b".to_string(),
-                "A".to_string(),
-                "inherent impl".to_string()
-            ),
+            row("A", "impl Debug"),
+            row("A", "inherent impl"),
+            row("C", "impl Display"),
         ],
     );
     let problems = check_impls(src, &[("a", "A")]);
-    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert_eq!(problems.len(), 4, "{problems:?}");
 }
 
 // ---- Every path a comment or doc names exists ----

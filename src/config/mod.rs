@@ -128,7 +128,9 @@ pub use secrecy::ExposeSecret;
 
 /// A [`Config`] that passed [`Config::validate`]: the only kind a node starts from
 /// (`Node::start` takes it), so no caller can skip the checks against the margins the safety
-/// argument states. Made only by [`ValidConfig::new`]; read through `Deref`.
+/// argument states. Made only by [`ValidConfig::new`]; read through `Deref`. One field may
+/// leave its range afterwards, and only downward: `max_connections`, lowered to what the
+/// host's open-files limit holds ([`ValidConfig::lower_max_connections`]).
 #[derive(Clone, Debug)]
 pub struct ValidConfig(Config);
 

@@ -30,8 +30,8 @@
 //!    sender's log is at, and a member that has not applied that entry answers that it is
 //!    behind ([`is_behind`]): it neither records nor refuses, and does not count. And a member
 //!    records an incarnation only while the membership it applied names the node, checked in
-//!    the same step as the record, under the lock `apply` forgets under (`storage/raft.rs`,
-//!    `recognise_peer`): otherwise a hello (or a hello's answer) from a node being removed,
+//!    the same step as the record, under the lock `apply` (`storage/raft.rs`) forgets under
+//!    (`storage/mod.rs`, `recognise_peer`): otherwise a hello (or a hello's answer) from a node being removed,
 //!    judged against the membership openraft reports, which lags the apply, could be recorded
 //!    just after the removal was applied, and that stale record would refuse the node's new data
 //!    dir once it is added back, for ever ([`Recognition::Stranger`]).
