@@ -113,21 +113,16 @@ pub fn app(node: Arc<Node>) -> Router {
 /// coming), as nginx's lingering close does: a client that writes its whole body before it
 /// reads (Python's urllib) would otherwise hit a closed connection and never see the 413.
 async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response {
+    let peer = req.uri().path().starts_with(PEER_PREFIX);
     // A connection on the members' reserve (src/connections.rs) serves peer requests only.
     let reserved = req.extensions().get::<Reserved>().is_some();
-    if reserved && !req.uri().path().starts_with("/peer/") {
-        let mut res = ApiError::new(
+    if reserved && !peer {
+        return closing(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_connections",
             "this node serves max_connections connections already; the rest are kept for its \
              members' peer requests",
-        )
-        .into_response();
-        res.headers_mut().insert(
-            header::CONNECTION,
-            header::HeaderValue::from_static("close"),
-        );
-        return res;
+        ));
     }
     let announced = req
         .headers()
@@ -137,13 +132,8 @@ async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response
     if announced.is_some_and(|n| n > BODY_LIMIT as u64) {
         // Members never send a body this large: on a peer path it is a stranger's, and the
         // node reads none of it (up to DRAIN_LIMIT a connection, else) and closes.
-        if req.uri().path().starts_with("/peer/") {
-            let mut res = ApiError::too_large().into_response();
-            res.headers_mut().insert(
-                header::CONNECTION,
-                header::HeaderValue::from_static("close"),
-            );
-            return res;
+        if peer {
+            return closing(ApiError::too_large());
         }
         drain(req.into_body()).await;
         return ApiError::too_large().into_response();
@@ -152,6 +142,16 @@ async fn limits(req: axum::extract::Request, next: middleware::Next) -> Response
         Ok(res) => res,
         Err(_) => ApiError::request_timeout().into_response(),
     }
+}
+
+/// `e`'s answer, and the connection closed after it.
+fn closing(e: ApiError) -> Response {
+    let mut res = e.into_response();
+    res.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    res
 }
 
 /// How much of a refused body is read and thrown away before the 413.
@@ -189,7 +189,10 @@ async fn drain(body: axum::body::Body) {
 /// docs/benchmarks.md, "The cost side").
 async fn any_origin(req: axum::extract::Request, next: middleware::Next) -> Response {
     let path = req.uri().path();
-    let (admin, peer) = (path.starts_with(ADMIN_PREFIX), path.starts_with("/peer/"));
+    let (admin, peer) = (
+        path.starts_with(ADMIN_PREFIX),
+        path.starts_with(PEER_PREFIX),
+    );
     let mut res = next.run(req).await;
     if peer {
         return res;
@@ -375,6 +378,8 @@ async fn get_metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
 /// Where the admin API's paths start. Its routes are found by the router and pass one door
 /// ([`admin_door`]); the prefix only tells [`any_origin`] which answers go without CORS.
 const ADMIN_PREFIX: &str = "/v1/admin/";
+/// Where the members' peer protocol's paths start (every mode's `peer_routes`).
+const PEER_PREFIX: &str = "/peer/";
 
 /// The admin API's one door, in front of every admin route. With `tls.admin_client_cert`, the
 /// request must come on a connection that presented a client certificate (the handshake

@@ -439,14 +439,14 @@ impl Transport {
 
 impl Transport {
     /// Checks the cluster, the sender, (with TLS) the certificate its connection presented and
-    /// (with a secret) the request's proof; gives back the sender and the request, its body
-    /// buffered because the proof covers it.
+    /// (with a secret) the request's proof; gives back the sender, the request, its body
+    /// buffered because the proof covers it, and its MAC if it held ([`HeldMac`]).
     async fn authenticate(
         &self,
         req: Request<Body>,
-    ) -> Result<(NodeId, Request<Body>), (ApiError, bool)> {
-        let from = self.check_headers(req.headers()).map_err(|e| (e, false))?;
-        let (from, req) = self.authenticated(from, req).await?;
+    ) -> Result<(NodeId, Request<Body>, HeldMac), (ApiError, HeldMac)> {
+        let from = self.check_headers(req.headers()).map_err(|e| (e, None))?;
+        let (from, req, held) = self.authenticated(from, req).await?;
         if !self.peers.contains(from) {
             if let Some(addr) = self.sender_addr(req.headers()) {
                 if !self.peers.learn_sender(from, addr) {
@@ -461,22 +461,22 @@ impl Transport {
                                 crate::wire::MAX_STRANGERS
                             ),
                         ),
-                        true,
+                        held,
                     ));
                 }
             }
         }
-        Ok((from, req))
+        Ok((from, req, held))
     }
 
     /// [`Transport::authenticate`] past the headers: the certificate and the proof. A refusal
-    /// says whether the request's MAC held (a stale epoch, a replay): its answer is signed.
+    /// carries the request's MAC if it held (a stale epoch, a replay): its answer is signed.
     async fn authenticated(
         &self,
         from: NodeId,
         req: Request<Body>,
-    ) -> Result<(NodeId, Request<Body>), (ApiError, bool)> {
-        let unsigned = |e: ApiError| (e, false);
+    ) -> Result<(NodeId, Request<Body>, HeldMac), (ApiError, HeldMac)> {
+        let unsigned = |e: ApiError| (e, None);
         if let Some(tls) = &self.tls {
             let cert = req
                 .extensions()
@@ -516,7 +516,7 @@ impl Transport {
             .await
             .map_err(|_| unsigned(ApiError::too_large_for(limit)))?;
         let Some(auth) = &self.auth else {
-            return Ok((from, Request::from_parts(parts, Body::from(bytes))));
+            return Ok((from, Request::from_parts(parts, Body::from(bytes)), None));
         };
         let proof = header_u64(&parts.headers, HDR_TS)
             .and_then(|ts_ms| Proof::parse(parts.headers.get(HDR_PROOF)?.to_str().ok()?, ts_ms));
@@ -553,13 +553,22 @@ impl Transport {
             ts_ms,
             body: &bytes,
         };
-        auth.verify(&signed, &mac).map_err(|e| {
-            let held = e != crate::auth::AuthError::BadSignature;
-            (ApiError::unauthorized(e.reason(), e.to_string()), held)
-        })?;
-        Ok((from, Request::from_parts(parts, Body::from(bytes))))
+        if let Err(e) = auth.verify(&signed, &mac) {
+            let held = (e != crate::auth::AuthError::BadSignature).then_some(mac);
+            return Err((ApiError::unauthorized(e.reason(), e.to_string()), held));
+        }
+        Ok((
+            from,
+            Request::from_parts(parts, Body::from(bytes)),
+            Some(mac),
+        ))
     }
 }
+
+/// The MAC (hex, as it travelled) of a peer request whose MAC held, whatever its answer: the
+/// answer is signed over it (src/auth.rs). `None` for a request without a valid MAC, or on a
+/// node without a cluster secret.
+type HeldMac = Option<String>;
 
 /// A header's value as an unsigned integer, if it is one.
 fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
@@ -629,12 +638,7 @@ pub async fn guard(
     if let Some(from) = header_u64(req.headers(), HDR_FROM) {
         t.faults.rewrite_request(from, req.headers_mut());
     }
-    let request_mac = req
-        .headers()
-        .get(HDR_PROOF)
-        .and_then(|v| Proof::parse(v.to_str().ok()?, 0))
-        .map(|p| p.mac_hex);
-    let (mut res, signed) = guarded(&t, req, next).await;
+    let (mut res, held) = guarded(&t, req, next).await;
     // The sender reads the JSON bytes whatever the type says (src/transport.rs, `send`).
     res.headers_mut().remove(axum::http::header::CONTENT_TYPE);
     let Some(auth) = &t.auth else {
@@ -644,7 +648,7 @@ pub async fn guard(
     // answer to a request whose MAC held is signed over it (src/auth.rs), the epoch included,
     // in HDR_ANSWER; any other names it in HDR_EPOCH.
     let epoch = auth.epoch();
-    let Some(request_mac) = request_mac.filter(|_| signed) else {
+    let Some(request_mac) = held else {
         res.headers_mut().insert(
             HDR_EPOCH,
             HeaderValue::from_str(&format!("{epoch:016x}")).expect("hex is a header value"),
@@ -675,17 +679,17 @@ pub async fn guard(
     Response::from_parts(parts, Body::from(bytes))
 }
 
-/// The answer to a peer request, and whether the request's MAC held (then the answer is
-/// signed: also a refusal as stale or replayed, whose epoch the sender needs).
-async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> (Response, bool) {
+/// The answer to a peer request, and the request's MAC if it held (then the answer is signed:
+/// also a refusal as stale or replayed, whose epoch the sender needs).
+async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> (Response, HeldMac) {
     // A connection on the members' reserve is kept only for what authenticates.
     let reserved = req
         .extensions()
         .get::<crate::connections::Reserved>()
         .is_some();
-    let (from, mut req) = match t.authenticate(req).await {
+    let (from, mut req, held) = match t.authenticate(req).await {
         Ok(ok) => ok,
-        Err((e, signed)) => {
+        Err((e, held)) => {
             t.counters.rejected(e.code);
             // A certificate that names no member (or no longer chains to the CA after a
             // reload: a member cut off) gets no more requests on this connection.
@@ -697,14 +701,14 @@ async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> (Response, bo
                     HeaderValue::from_static("close"),
                 );
             }
-            return (res, signed);
+            return (res, held);
         }
     };
     if let Some(ts_ms) = header_u64(req.headers(), HDR_TS) {
         t.clock_seen(from, ts_ms);
     }
     if t.faults.on_receive(from) == Verdict::Drop {
-        return (lost_response(), true);
+        return (lost_response(), held);
     }
     t.counters.contact(from, t.clock.mono_ns());
     req.extensions_mut().insert(PeerId(from));
@@ -718,7 +722,7 @@ async fn guarded(t: &Transport, req: Request<Body>, next: Next) -> (Response, bo
             res
         }
     };
-    (res, true)
+    (res, held)
 }
 
 /// Decodes the JSON body of a peer message; a malformed one is refused with 400 and counted
