@@ -37,7 +37,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// One instant read on both clocks: an anchor from which a later instant given on BOOTTIME can
 /// be stamped on MONOTONIC counting forward (see `lease::Claim::until_mono_ns`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Reading {
     pub boot_ns: u64,
     pub mono_ns: u64,

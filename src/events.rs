@@ -22,7 +22,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::clock::Clock;
 use crate::counters::Counters;
-use crate::lease::Lease;
+use crate::lease::HoldsLease;
 use crate::role::{NodeId, Role, View};
 
 pub use electd_client::Event;
@@ -198,7 +198,7 @@ impl EventLog {
 
     /// Judges the view with `judge` and records it if it differs from the last view recorded,
     /// stamped as the leased modes (quorum, mutex) stamp a change of role: by their `lease`
-    /// ([`Lease::stamp_change`]: a claim's start at the send time of what started it, its end
+    /// ([`crate::lease::Lease::stamp_change`]: a claim's start at the send time of what started it, its end
     /// never before it ended).
     ///
     /// Judging and writing happen under one lock: a view judged by one thread before another
@@ -208,7 +208,7 @@ impl EventLog {
     pub fn record_leased_view(
         &self,
         judge: impl FnOnce() -> View,
-        lease: &Mutex<Lease>,
+        lease: &impl HoldsLease,
         clock: &dyn Clock,
         counters: &Counters,
     ) {
@@ -219,13 +219,12 @@ impl EventLog {
             return;
         }
         let prev = last.unwrap_or(View::INITIAL);
-        let (stamp, ended) = {
-            let lease = lease.lock().expect("lease");
+        let (stamp, ended) = lease.with_lease(|lease| {
             let stamp = lease.stamp_change(prev.role, view.role, view.term, clock);
             let ended = (prev.role == Role::Leader && view.role != Role::Leader)
                 .then(|| lease.end_of(prev.term));
             (stamp, ended)
-        };
+        });
         if self.record_view(stamp, view, counters).is_some() {
             if let Some(cause) = ended {
                 counters.claim_ended(cause);
@@ -611,6 +610,7 @@ pub fn read_events_file(path: &Path) -> std::io::Result<Vec<Event>> {
 mod tests {
     use super::*;
     use crate::clock::ms;
+    use crate::lease::Lease;
 
     fn st(role: Role, term: u64, leader: Option<NodeId>) -> View {
         View { role, term, leader }
@@ -774,7 +774,7 @@ mod tests {
                     // The racing change starts while this view is being judged.
                     scope.spawn(|| {
                         racer.wait();
-                        log.record_leased_view(|| closed, &lease, &*clock, &counters);
+                        log.record_leased_view(|| closed, &*lease, &*clock, &counters);
                         racing_done.store(1, Ordering::SeqCst);
                     });
                     racer.wait();
@@ -786,7 +786,7 @@ mod tests {
                     );
                     leading
                 },
-                &lease,
+                &*lease,
                 &*clock,
                 &counters,
             );

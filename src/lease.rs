@@ -20,7 +20,7 @@ use crate::clock::{Clock, Reading};
 use crate::role::Role;
 
 /// One granted claim: the node leads `term` until `until_ns` (CLOCK_BOOTTIME).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Claim {
     pub term: u64,
     /// Send time of the probe that started this run of claims (the "became leader" stamp).
@@ -52,7 +52,7 @@ impl Claim {
 }
 
 /// Why a claim ended ([`Lease::end_of`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClaimEnd {
     /// Not by this node's choice: its renewal failed.
     Lost,
@@ -74,7 +74,7 @@ impl ClaimEnd {
 }
 
 /// The claim state of one node.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Lease {
     claim: Option<Claim>,
     /// No claim in a term below this: the node granted its vote to a candidate of this term.
@@ -282,6 +282,19 @@ impl Lease {
             }
             _ => clock.mono_ns(),
         }
+    }
+}
+
+/// Something that holds a node's [`Lease`] behind its lock: the event log reads the claim
+/// through it to stamp a change of role (events.rs, `record_leased_view`).
+pub trait HoldsLease {
+    fn with_lease<R>(&self, f: impl FnOnce(&Lease) -> R) -> R;
+}
+
+/// Mutex mode's lease (mutex/node.rs).
+impl HoldsLease for std::sync::Mutex<Lease> {
+    fn with_lease<R>(&self, f: impl FnOnce(&Lease) -> R) -> R {
+        f(&self.lock().expect("lease"))
     }
 }
 

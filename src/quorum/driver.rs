@@ -10,7 +10,8 @@ use std::time::Duration;
 use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
 
-use super::election::{self, prevote_retry_after_us, rank, Pledge};
+use super::core::{Answer, Input, RaftView};
+use super::election::prevote_retry_after_us;
 use super::identity::{confirmations_needed, not_a_member_message, replaced_message};
 use super::membership::majority_of_each;
 use super::node::QuorumNode;
@@ -28,7 +29,7 @@ impl QuorumNode {
         self.confirm_identity(&stop).await?;
         let mut metrics = self.raft.metrics();
         loop {
-            if stop.is_cancelled() || self.lease.lock().expect("lease").is_closed() {
+            if stop.is_cancelled() || self.core.lock().expect("core").lease().is_closed() {
                 return Ok(());
             }
             let m = metrics.borrow_and_update().clone();
@@ -47,18 +48,11 @@ impl QuorumNode {
                 }
                 continue;
             }
-            let contact = self.gate.contact();
-            let my_rank = rank(
-                self.id,
-                &self.voters(),
-                contact.leader,
-                m.last_log_index < contact.leader_commit,
-            );
-            let due =
-                self.campaign
-                    .lock()
-                    .expect("campaign")
-                    .due_at(&contact, my_rank, m.current_term);
+            let (due, contact) = self
+                .core
+                .lock()
+                .expect("core")
+                .campaign_due(&RaftView::of(&m), &self.voters());
             let now = self.clock.boot_ns();
             if now < due {
                 let slept = tokio::select! {
@@ -92,25 +86,14 @@ impl QuorumNode {
                     }
                     continue;
                 }
-                Err(None) => {
-                    self.campaign
-                        .lock()
-                        .expect("campaign")
-                        .failed(self.clock.boot_ns());
-                    continue;
-                }
+                Err(None) => continue,
             }
             let Some(term) = self.elect_if_still_due(contact.seq).await else {
                 continue;
             };
             self.counters.election_started();
             let won = self.await_outcome(term, contact.seq, &stop).await;
-            let mut c = self.campaign.lock().expect("campaign");
-            if won {
-                c.settled();
-            } else {
-                c.failed(self.clock.boot_ns());
-            }
+            self.step(Input::ElectionOver { won });
         }
     }
 
@@ -231,7 +214,9 @@ impl QuorumNode {
     /// `Err(None)` when it was lost for good (a live leader, a longer log, no answer).
     async fn pre_vote(&self, term: u64) -> Result<(), Option<Duration>> {
         let res = self.pre_vote_round(term).await;
-        election::release_own_pledge(&mut self.pledge.lock().expect("pledge"), self.id);
+        self.step(Input::RoundEnded {
+            failed: res == Err(None),
+        });
         res
     }
 
@@ -245,17 +230,10 @@ impl QuorumNode {
         let sets = self.voter_sets();
         let timing = self.election;
         let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
-        // This node's own round counts as its pledge: it refuses other candidates meanwhile.
-        {
-            let now = self.clock.boot_ns();
-            let mut p = self.pledge.lock().expect("pledge");
-            if matches!(*p, Some(p) if p.to != self.id && now < p.until_ns) {
-                return Err(None);
-            }
-            *p = Some(Pledge {
-                to: self.id,
-                until_ns: now + timing.pledge_ns(),
-            });
+        // This node's own round counts as its pledge: it refuses other candidates meanwhile
+        // (core.rs); not while it is pledged to another.
+        if self.step(Input::RoundStarting) != Some(Answer::Round(true)) {
+            return Err(None);
         }
         let mut asks: futures_util::stream::FuturesUnordered<_> = self
             .voters()
@@ -302,17 +280,13 @@ impl QuorumNode {
     /// lease is still over, enqueue openraft's election. Returns the term campaigned for.
     async fn elect_if_still_due(&self, seen_seq: u64) -> Option<u64> {
         let _exclusive = self.gate.exclusive().await;
-        let c = self.gate.contact();
-        let lease_over = self.clock.boot_ns() >= c.at_ns + self.election.follower_lease_ns;
-        let m = self.raft_metrics();
-        if c.seq != seen_seq
-            || !lease_over
-            || m.state == ServerState::Leader
-            || self.lease.lock().expect("lease").is_closed()
-        {
+        let raft = RaftView::of(&self.raft_metrics());
+        let Some(Answer::Elect(Some(term))) = self.step(Input::MayElect {
+            seq: seen_seq,
+            raft,
+        }) else {
             return None;
-        }
-        let term = m.current_term + 1;
+        };
         tracing::info!(term, "follower lease over and pre-vote won: campaigning");
         self.raft.trigger().elect().await.ok()?;
         Some(term)
@@ -334,7 +308,7 @@ impl QuorumNode {
                     return false;
                 }
             }
-            if self.gate.contact().seq != seq {
+            if self.core.lock().expect("core").contact().seq != seq {
                 return false;
             }
             tokio::select! {

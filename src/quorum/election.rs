@@ -26,8 +26,6 @@
 //! Everything here is plain logic over `CLOCK_BOOTTIME` nanoseconds (see [`crate::clock`])
 //! except [`Gate`], which is the lock the append handler and the driver share.
 
-use std::sync::Mutex;
-
 use openraft::LogId;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -41,7 +39,7 @@ use crate::role::NodeId;
 /// the follower lease, not the beat, so that any round trip well under the follower lease
 /// (up to a quarter of it) works whatever the beat: on a WAN the beat is about one round trip
 /// and the follower lease ten (docs/configuration.md, "Timings for a WAN").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ElectionTiming {
     /// How long without contact before a node may campaign (and before it grants a pre-vote).
     pub follower_lease_ns: u64,
@@ -107,7 +105,7 @@ pub fn vote_deadline_ms(t: &Timing) -> u64 {
 }
 
 /// What the node last heard from a leader (or did in its place), as the gate holds it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Contact {
     /// When (BOOTTIME): an accepted AppendEntries or snapshot, a granted vote, an acknowledged
     /// probe of its own leadership, a resignation, or the start of the process.
@@ -120,31 +118,55 @@ pub struct Contact {
     pub leader_commit: Option<u64>,
 }
 
-/// The follower-lease gate shared by the append handler and the election driver.
-pub struct Gate {
-    lock: RwLock<()>,
-    contact: Mutex<Contact>,
-    changed: Notify,
-}
-
-impl Gate {
-    /// A gate whose lease starts now (`now_ns`, BOOTTIME): a node that just started waits a
-    /// whole follower lease before it campaigns, as openraft waits before it grants a vote
-    /// (its restored vote is stamped with the boot instant).
-    pub fn new(now_ns: u64) -> Gate {
-        Gate {
-            lock: RwLock::new(()),
-            contact: Mutex::new(Contact {
-                at_ns: now_ns,
-                seq: 0,
-                leader: None,
-                leader_commit: None,
-            }),
-            changed: Notify::new(),
+impl Contact {
+    /// The contact of a process that starts at `now_ns` (BOOTTIME): a node that just started
+    /// waits a whole follower lease before it campaigns, as openraft waits before it grants a
+    /// vote (its restored vote is stamped with the boot instant).
+    pub fn starting(now_ns: u64) -> Contact {
+        Contact {
+            at_ns: now_ns,
+            seq: 0,
+            leader: None,
+            leader_commit: None,
         }
     }
 
-    /// Held by an append (or snapshot) handler while openraft processes the request.
+    /// A contact at `now_ns`; `from_leader` names the leader of an accepted append (and its
+    /// commit index). The time never goes back; the sequence number always moves.
+    pub fn heard(&mut self, now_ns: u64, from_leader: Option<(NodeId, Option<u64>)>) {
+        self.at_ns = self.at_ns.max(now_ns);
+        self.seq += 1;
+        if let Some((leader, commit)) = from_leader {
+            self.leader = Some(leader);
+            self.leader_commit = commit;
+        }
+    }
+}
+
+/// The follower-lease gate shared by the peer handlers and the election driver: the order
+/// rule 1 needs. An append, snapshot or vote holds the read side from before openraft sees it
+/// until the core has taken what openraft answered (core.rs, `Input::AppendAccepted`,
+/// `SnapshotAccepted`, `VoteAnswered`); the driver holds the write side while it asks the core
+/// whether the lease is still over (`Input::MayElect`) and enqueues openraft's election. So
+/// every append the driver's check did not see is processed by openraft after the election,
+/// and refused as of a lower vote. The contact itself is the core's ([`Contact`]); the gate
+/// wakes the driver when it changes.
+pub struct Gate {
+    lock: RwLock<()>,
+    changed: Notify,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate {
+            lock: RwLock::new(()),
+            changed: Notify::new(),
+        }
+    }
+}
+
+impl Gate {
+    /// Held by an append, snapshot or vote handler while openraft processes the request.
     pub async fn admit(&self) -> RwLockReadGuard<'_, ()> {
         self.lock.read().await
     }
@@ -154,25 +176,12 @@ impl Gate {
         self.lock.write().await
     }
 
-    /// Records a contact at `now_ns`; `from_leader` names the leader of an accepted append.
-    pub fn heard(&self, now_ns: u64, from_leader: Option<(NodeId, Option<u64>)>) {
-        {
-            let mut c = self.contact.lock().expect("gate");
-            c.at_ns = c.at_ns.max(now_ns);
-            c.seq += 1;
-            if let Some((leader, commit)) = from_leader {
-                c.leader = Some(leader);
-                c.leader_commit = commit;
-            }
-        }
+    /// The contact changed: wakes every waiter of [`changed`](Self::changed).
+    pub fn wake(&self) {
         self.changed.notify_waiters();
     }
 
-    pub fn contact(&self) -> Contact {
-        *self.contact.lock().expect("gate")
-    }
-
-    /// Resolves at the next [`heard`](Self::heard).
+    /// Resolves at the next [`wake`](Self::wake).
     pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
         self.changed.notified()
     }
@@ -197,6 +206,7 @@ pub fn rank(me: NodeId, members: &[NodeId], last_leader: Option<NodeId>, behind:
 }
 
 /// When this node campaigns next: the lease, its rank, and the state of its last attempts.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Campaign {
     timing: ElectionTiming,
     rng: SmallRng,
@@ -251,6 +261,19 @@ impl Campaign {
     }
 }
 
+/// By every field; the jitter source by the next number it would draw (SmallRng has no `Hash`):
+/// equal campaigns hash alike, as the model checker needs (lab/src/model/).
+impl std::hash::Hash for Campaign {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        use rand::RngCore;
+        self.timing.hash(h);
+        self.rng.clone().next_u64().hash(h);
+        self.retry_at_ns.hash(h);
+        self.handoff.hash(h);
+        self.failures.hash(h);
+    }
+}
+
 /// When to ask again after a lost pre-vote round. `sets` are the voter sets in force (two
 /// during a joint change), `granted` the members that said yes (this node included), and
 /// `lease_left_us` the lease time left (µs) of each member that refused only because its lease
@@ -283,7 +306,7 @@ pub fn prevote_retry_after_us(
 }
 
 /// Why a pre-vote is refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PreVoteRefusal {
     /// This node heard from a leader (or is one, acknowledged) within its follower lease.
     LeaderAlive,
@@ -313,7 +336,7 @@ impl PreVoteRefusal {
 /// A pre-vote this node granted (or its own round): for a short while it refuses the
 /// pre-votes of other candidates, so that candidates whose slots come close together (a slow
 /// disk, a loaded host) do not split the vote.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Pledge {
     pub to: NodeId,
     pub until_ns: u64,
@@ -658,17 +681,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn contact_bumps_the_sequence_and_wakes_the_driver() {
-        let g = Gate::new(ms(10));
-        let before = g.contact();
+    async fn contact_bumps_the_sequence_and_the_gate_wakes_the_driver() {
+        let mut c = Contact::starting(ms(10));
+        let before = c;
+        c.heard(ms(5), Some((2, Some(4))));
+        assert_eq!(c.seq, before.seq + 1);
+        assert_eq!(c.at_ns, ms(10), "contact time never goes back");
+        assert_eq!((c.leader, c.leader_commit), (Some(2), Some(4)));
+        c.heard(ms(20), None);
+        assert_eq!(
+            (c.at_ns, c.leader),
+            (ms(20), Some(2)),
+            "a vote keeps the leader"
+        );
+        let g = Gate::default();
         let woken = g.changed();
-        g.heard(ms(5), Some((2, Some(4))));
+        g.wake();
         tokio::time::timeout(std::time::Duration::from_secs(1), woken)
             .await
             .expect("woken");
-        let after = g.contact();
-        assert_eq!(after.seq, before.seq + 1);
-        assert_eq!(after.at_ns, ms(10), "contact time never goes back");
-        assert_eq!((after.leader, after.leader_commit), (Some(2), Some(4)));
     }
 }

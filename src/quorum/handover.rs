@@ -10,12 +10,12 @@ use std::time::Duration;
 use openraft::{BasicNode, RaftMetrics, ServerState};
 use tokio_util::sync::CancellationToken;
 
-use super::node::{judge_claim, QuorumNode};
+use super::core::{Answer, Input, RaftView};
+use super::node::QuorumNode;
 use super::preference::{Seen, Settle};
 use super::protocol::{Resign, PATH_RESIGN};
 use crate::clock::ms;
 use crate::engine::ResignError;
-use crate::lease::Lease;
 use crate::role::{NodeId, Resigned};
 
 /// How long the leader waits for the followers to take its resignation.
@@ -27,23 +27,15 @@ impl QuorumNode {
     /// who should campaign first: `to`, else the follower with the most of the log.
     pub async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
         let m = self.raft_metrics();
-        let term = m.current_term;
-        let holds = |lease: &Lease| {
-            judge_claim(lease, term, &*self.clock).filter(|_| m.state == ServerState::Leader)
-        };
-        if holds(&self.lease.lock().expect("lease")).is_none() {
+        let raft = RaftView::of(&m);
+        if !self.claims(&raft) {
             return Err(ResignError::NotLeader(self.id));
         }
         let successor = self.pick_successor(&m, to)?;
-        {
-            let mut lease = self.lease.lock().expect("lease");
-            let Some((_, now)) = holds(&lease) else {
-                return Err(ResignError::NotLeader(self.id));
-            };
-            lease.resign(term, now);
-        }
-        self.record_view();
-        self.wake.notify_one();
+        // Judged again by the core: the claim may have ended while the successor was picked.
+        let Some(Answer::Resign(Ok(term))) = self.step(Input::Resign { raft }) else {
+            return Err(ResignError::NotLeader(self.id));
+        };
         let msg = Resign { term, successor };
         let notices = self.tell_followers(msg);
         tokio::spawn(notices);
@@ -118,13 +110,11 @@ impl QuorumNode {
     /// successor, and openraft stops.
     pub async fn shutdown(&self) {
         let m = self.raft_metrics();
-        let was_claiming = {
-            let mut lease = self.lease.lock().expect("lease");
-            let claiming = judge_claim(&lease, m.current_term, &*self.clock).is_some();
-            lease.close(self.clock.boot_ns());
-            claiming
-        };
-        self.record_view();
+        let raft = RaftView::of(&m);
+        let was_claiming = matches!(
+            self.step(Input::Shutdown { raft }),
+            Some(Answer::Shutdown { was_claiming: true })
+        );
         if m.state == ServerState::Leader || was_claiming {
             if let Ok(successor) = self.pick_successor(&m, None) {
                 self.tell_followers(Resign {
@@ -160,14 +150,7 @@ impl QuorumNode {
             if m.running_state.is_err() {
                 return;
             }
-            let claiming = m.state == ServerState::Leader
-                && judge_claim(
-                    &self.lease.lock().expect("lease"),
-                    m.current_term,
-                    &*self.clock,
-                )
-                .is_some();
-            if !claiming {
+            if !self.claims(&RaftView::of(&m)) {
                 settle.not_leading();
                 continue;
             }
@@ -227,6 +210,12 @@ impl QuorumNode {
             }
             Err(_) => false,
         }
+    }
+
+    /// Whether this node claims now, openraft's state being `raft`.
+    fn claims(&self, raft: &RaftView) -> bool {
+        let core = self.core.lock().expect("core");
+        core.claim(self.clock.boot_ns(), raft).is_some()
     }
 
     /// A member's priority (0 unless the config gives one).

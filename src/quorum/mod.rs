@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `types.rs` | openraft's type configuration |
 //! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
+//! | `core.rs` | [`QuorumCore`](core::QuorumCore): every decision about the claim, the campaign and the contact, as a state machine without I/O (`step`, `tick`) |
 //! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
 //! | `election.rs` | when a node may campaign: follower-lease gate, pre-vote, order of candidates (pure logic and the gate) |
 //! | `storage/` | the durable vote and log: the store (`mod.rs`), its two slot files (`slots.rs`), openraft's view of it (`raft.rs`) |
@@ -21,6 +22,7 @@
 //! alone is a fencing token, as `docs/design/api-v1.md` promises (`term` in `/v1/leader`). Without it
 //! openraft may elect several leaders in one term, told apart only by node id.
 
+mod core;
 mod driver;
 mod election;
 mod engine;

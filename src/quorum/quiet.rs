@@ -19,7 +19,7 @@ use crate::role::NodeId;
 /// too: a host that stalls for a few beats (CPU steal, a descheduled idle vCPU, a debug build
 /// on 2 busy cores) fails only the probes that were in flight, loses the claim for the stall,
 /// then claims again with its next acknowledged probe, without an election.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Quiet {
     /// Start of the current leadership in openraft (state Leader), to time the first lease.
     leader_since_ns: Option<(u64, u64)>,
