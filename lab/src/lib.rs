@@ -17,6 +17,7 @@
 //! - [`crashloop`]: SIGKILL at random moments, then judge the run.
 //! - [`sim`]: simulated time: bully, ring and invitation as state machines, and the real quorum node
 //!   in one process (`electd-lab sim`, `scripts/sim.sh`).
+//! - [`model`]: the model checker on the quorum core (`electd-lab model`, `scripts/model.sh`).
 //! - [`bin`]: where the node binary is found.
 //! - [`stamp`]: a stand-in application that stamps its lifetime, for the tests of `electd run`.
 
@@ -28,6 +29,7 @@ pub mod cluster;
 pub mod cost;
 pub mod crashloop;
 pub mod ctl;
+pub mod model;
 pub mod sim;
 pub mod skip;
 pub mod stamp;

@@ -17,6 +17,8 @@ enum Cli {
     Chaos(electd_lab::ctl::ChaosArgs),
     /// Run the quorum node through simulated schedules (what scripts/sim.sh runs).
     Sim(electd_lab::sim::cmd::SimArgs),
+    /// Model-check the quorum core (what scripts/model.sh runs).
+    Model(electd_lab::model::cmd::ModelArgs),
     /// A stand-in application for the tests of `electd run` (stamps its lifetime to a file).
     #[command(hide = true)]
     Stamp(electd_lab::stamp::StampArgs),
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
         Cli::Ctl(args) => electd_lab::ctl::main(args),
         Cli::Chaos(args) => electd_lab::ctl::chaos_main(args),
         Cli::Sim(args) => electd_lab::sim::cmd::main(args),
+        Cli::Model(args) => electd_lab::model::cmd::main(args),
         Cli::Stamp(args) => electd_lab::stamp::main(args),
         Cli::BareLeader(args) => electd_lab::cost::bare_main(args),
     }

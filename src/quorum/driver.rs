@@ -231,7 +231,7 @@ impl QuorumNode {
         let timing = self.election;
         let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
         // This node's own round counts as its pledge: it refuses other candidates meanwhile
-        // (core.rs); not while it is pledged to another.
+        // (core/mod.rs); not while it is pledged to another.
         if self.step(Input::RoundStarting) != Some(Answer::Round(true)) {
             return Err(None);
         }

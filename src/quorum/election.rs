@@ -145,7 +145,7 @@ impl Contact {
 
 /// The follower-lease gate shared by the peer handlers and the election driver: the order
 /// rule 1 needs. An append, snapshot or vote holds the read side from before openraft sees it
-/// until the core has taken what openraft answered (core.rs, `Input::AppendAccepted`,
+/// until the core has taken what openraft answered (core/mod.rs, `Input::AppendAccepted`,
 /// `SnapshotAccepted`, `VoteAnswered`); the driver holds the write side while it asks the core
 /// whether the lease is still over (`Input::MayElect`) and enqueues openraft's election. So
 /// every append the driver's check did not see is processed by openraft after the election,

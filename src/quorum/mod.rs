@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `types.rs` | openraft's type configuration |
 //! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
-//! | `core.rs` | [`QuorumCore`](core::QuorumCore): every decision about the claim, the campaign and the contact, as a state machine without I/O (`step`, `tick`) |
+//! | `core/` | [`QuorumCore`](core::QuorumCore): every decision about the claim, the campaign and the contact, as a state machine without I/O (`step`, `tick`) |
 //! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
 //! | `election.rs` | when a node may campaign: follower-lease gate, pre-vote, order of candidates (pure logic and the gate) |
 //! | `storage/` | the durable vote and log: the store (`mod.rs`), its two slot files (`slots.rs`), openraft's view of it (`raft.rs`) |
@@ -37,12 +37,22 @@ mod role_loop;
 mod storage;
 mod types;
 
+/// The core and what it speaks, for the lab's model checker (`lab/src/model/`): only with the
+/// `flaws` feature, which only the lab enables.
+#[cfg(feature = "flaws")]
+pub use self::core::{
+    Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftRole, RaftView,
+};
+#[cfg(feature = "flaws")]
+pub use self::election::{Contact, PreVoteRefusal};
 pub use self::handover::RESIGN_TIMEOUT;
 pub use self::node::{QuorumError, QuorumNode};
 pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE};
 pub use self::storage::{
     Disk, MemDisk, StateFile, Store, StoreError, RECOVERY_TERM_GAP, SLOT_FILES, STATE_FILE,
 };
+#[cfg(feature = "flaws")]
+pub use openraft::{CommittedLeaderId, LogId};
 // For the fuzz targets' decoders (`fuzzing.rs`).
 pub(crate) use self::protocol::{Hello, PreVoteRequest, Resign};
 pub(crate) use self::types::TypeConfig;

@@ -58,7 +58,7 @@ pub struct QuorumNode {
     pub(super) raft: Raft<TypeConfig>,
     pub(super) store: Arc<Store>,
     pub(super) clock: Arc<dyn Clock>,
-    /// Every decision about the claim, the campaign and the contact (core.rs). Locked only to
+    /// Every decision about the claim, the campaign and the contact (core/mod.rs). Locked only to
     /// step it, never across an `.await`; the one lock of the node's state.
     pub(super) core: Mutex<QuorumCore>,
     /// The follower-lease gate: orders appends and votes against an election (election.rs).
@@ -362,7 +362,7 @@ impl QuorumPeer for QuorumNode {
         res
     }
 
-    /// Judged by the core first (core.rs, `vote_asked`: no vote while a promise of this node
+    /// Judged by the core first (core/mod.rs, `vote_asked`: no vote while a promise of this node
     /// can still run; a request for a higher term suspends the claim before openraft sees
     /// it), then by openraft, whose answer the core takes before the gate is let go.
     async fn on_vote_request(
@@ -424,7 +424,7 @@ impl QuorumPeer for QuorumNode {
         res
     }
 
-    /// Judged by the core (core.rs, `prevote_asked`): its follower lease, its log and the
+    /// Judged by the core (core/mod.rs, `prevote_asked`): its follower lease, its log and the
     /// pre-vote it pledged last, changing nothing durable; a grant is a pledge to `from`.
     fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse {
         let term = self.raft.metrics().borrow().current_term;

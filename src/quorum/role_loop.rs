@@ -14,7 +14,7 @@ use super::node::QuorumNode;
 use crate::role::NodeId;
 
 impl QuorumNode {
-    /// The role loop: carries out the core's turns (core.rs, `tick`) while openraft has this
+    /// The role loop: carries out the core's turns (core/mod.rs, `tick`) while openraft has this
     /// node as leader, probing the quorum every beat (the core claims after each acknowledged
     /// probe and goes quiet after 2F without); records every role change. Runs until `stop`
     /// is cancelled or openraft stops.
@@ -22,7 +22,7 @@ impl QuorumNode {
     /// The probes are the leader's heartbeats: one AppendEntries round every `heartbeat_ms`
     /// exactly, so a follower's silence is measured against a regular beat. openraft's own
     /// heartbeat (which also pushes missing entries to a follower that lags) is off and sent
-    /// together with every `HEARTBEAT_EVERY`th probe instead (core.rs).
+    /// together with every `HEARTBEAT_EVERY`th probe instead (core/mod.rs).
     pub(super) async fn role_loop(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
         let mut metrics = self.raft.metrics();
         loop {
@@ -112,7 +112,7 @@ impl QuorumNode {
     /// returns when a majority has acknowledged the round, without waiting for the blank
     /// entry to be committed and applied as `ensure_linearizable` does). `t0` is read before
     /// the round is built, so every acknowledgement was processed after it; the core claims
-    /// to `t0 + lease` on an acknowledgement (core.rs, `probe_done`). Returns whether it did.
+    /// to `t0 + lease` on an acknowledgement (core/mod.rs, `probe_done`). Returns whether it did.
     pub(super) async fn probe(&self, term: u64) -> bool {
         let t0 = self.clock.read();
         let acked = matches!(

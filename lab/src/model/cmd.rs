@@ -1,0 +1,117 @@
+//! `electd-lab model` (what `scripts/model.sh` runs): checks the quorum core as built,
+//! breadth first to a depth and then by seeded random walks, and each broken variant by random
+//! walks until its first counterexample; prints for each the states explored, the depth, the
+//! time, and for each property whether a path was found and its length.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use super::search::{check, Report, Search};
+use super::{QuorumModel, Variant};
+
+#[derive(clap::Args, Debug)]
+pub struct ModelArgs {
+    /// Nodes in the cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u64,
+    /// Steps from the start explored breadth first, every state.
+    #[arg(long, default_value_t = 10)]
+    pub depth: usize,
+    /// Steps of each random walk.
+    #[arg(long, default_value_t = 60)]
+    pub walk_depth: usize,
+    /// Seconds of random walks on the sound core; each broken variant walks until its first
+    /// counterexample, for at most this long too.
+    #[arg(long, default_value_t = 60)]
+    pub walk_s: u64,
+    /// Seconds the breadth-first check may take at most.
+    #[arg(long, default_value_t = 600)]
+    pub timeout_s: u64,
+    /// The walks' seed (default: drawn, and printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print the counterexample paths.
+    #[arg(long)]
+    pub paths: bool,
+    /// Check only this variant (default: the sound core, then every broken variant).
+    #[arg(long, value_enum)]
+    pub variant: Option<Variant>,
+}
+
+pub fn main(args: ModelArgs) -> ExitCode {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    println!("model: seed {seed} (replay: --seed {seed})");
+    let variants = match args.variant {
+        Some(v) => vec![v],
+        None => vec![
+            Variant::Sound,
+            Variant::VoteWhileLeading,
+            Variant::LongLease,
+            Variant::TrustNewIncarnation,
+        ],
+    };
+    let walks = Search::Walks {
+        depth: args.walk_depth,
+        seed,
+    };
+    let walk_time = Duration::from_secs(args.walk_s);
+    let mut ok = true;
+    for v in variants {
+        let model = || QuorumModel::new(args.nodes, v);
+        if v == Variant::Sound {
+            let r = check(
+                model(),
+                Search::Breadth { depth: args.depth },
+                Duration::from_secs(args.timeout_s),
+            );
+            print(&r, args.paths);
+            ok &= verdict(&r);
+        }
+        let r = check(model(), walks, walk_time);
+        print(&r, args.paths);
+        ok &= verdict(&r);
+    }
+    println!(
+        "model: {}",
+        if ok { "as expected" } else { "NOT as expected" }
+    );
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The sound core breaks no `always` property; each broken one breaks one.
+pub fn verdict(r: &Report) -> bool {
+    let broken = r.found.iter().any(|f| f.always && f.path_len.is_some());
+    broken == (r.variant != Variant::Sound)
+}
+
+pub fn print(r: &Report, paths: bool) {
+    let how = match r.search {
+        Search::Breadth { depth } => format!("breadth first to depth {depth}"),
+        Search::Walks { depth, seed } => format!("random walks of {depth} steps, seed {seed}"),
+    };
+    println!(
+        "model {:?}, {} nodes, {how}: {} states ({} unique), depth reached {}, {:.1} s",
+        r.variant,
+        r.nodes,
+        r.states,
+        r.unique,
+        r.max_depth,
+        r.took.as_secs_f64()
+    );
+    for f in &r.found {
+        let what = match (f.always, f.path_len) {
+            (true, None) => "holds".to_string(),
+            (true, Some(n)) => format!("BROKEN: counterexample of {n} steps"),
+            (false, None) => "not reached".to_string(),
+            (false, Some(n)) => format!("reached in {n} steps"),
+        };
+        println!("  {}: {what}", f.property);
+        if let (true, true, Some(p)) = (paths, f.always, &f.path) {
+            println!("  {p}");
+        }
+    }
+}

@@ -1,0 +1,995 @@
+//! The model checker on the real quorum core (`electd-lab model`, `scripts/model.sh`;
+//! docs/testing.md, "Model checking"). [stateright] explores every interleaving of a small
+//! cluster, breadth first: each node is the node's own [`QuorumCore`] (`src/quorum/core/mod.rs`),
+//! stepped and ticked as the node's tasks step and tick it, with openraft's vote and log
+//! replaced by a small Raft ([`Disk`], [`Live`]) and the identity check of a data dir by its
+//! rules (`src/quorum/identity.rs`: a member records a peer's first incarnation and refuses
+//! another; a new data dir votes once ⌈n/2⌉ members recorded it).
+//!
+//! What can happen at each step ([`Act`]): a message delivered (in any order: the network is a
+//! multiset), lost or duplicated; a node's tick (or none: a stalled host skips ticks); a
+//! campaign once the core says it is due, a pre-vote round or an election given up, a probe
+//! failed; the one clock advanced to the next instant some node waits for (so a message can be
+//! delayed past any deadline); a crash, a restart with the durable state, a wipe of the disk.
+//!
+//! The properties, judged on every state reached ([`Ghost`]): no node claims inside another
+//! node's promise (each node's promise is the end of the longest claim it answered, kept past
+//! its crash), one leader per term, a node never votes for two candidates in one term (across
+//! its data dirs), and, as reachability, that a node claims and that a second term is
+//! claimed. [`Variant`] breaks the core the ways the simulator's flaws do; each must yield a
+//! counterexample path.
+
+use std::collections::BTreeMap;
+
+use electd::clock::{ms, Reading};
+use electd::quorum::{
+    Answer, CommittedLeaderId, CoreTiming, Input, LogId, QuorumCore, RaftRole, RaftView,
+};
+use electd::Timing;
+use stateright::{Model, Property};
+
+pub mod cmd;
+pub mod search;
+
+pub type NodeId = u64;
+
+/// Where the model's clock starts (BOOTTIME ns).
+pub const START_NS: u64 = 1_000_000_000;
+
+/// The core as built, or broken the way one of the simulator's flaws breaks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Variant {
+    /// The core as the node runs it.
+    Sound,
+    /// Votes pass to openraft inside a promise (the flaw `vote_while_leading`).
+    VoteWhileLeading,
+    /// A claim lease of three follower leases (the simulator's `--unsafe`).
+    LongLease,
+    /// A wiped disk's new incarnation is taken as confirmed at once (`trust_new_incarnation`).
+    TrustNewIncarnation,
+}
+
+/// The cluster and the bounds of the search.
+#[derive(Clone, Debug)]
+pub struct QuorumModel {
+    pub nodes: u64,
+    pub variant: Variant,
+    pub timing: CoreTiming,
+    /// No campaign for a term above this.
+    pub max_term: u64,
+    /// Messages in flight at most (a send beyond is lost).
+    pub max_in_flight: usize,
+    pub max_crashes: u8,
+    pub max_wipes: u8,
+    /// Messages duplicated at most.
+    pub max_dups: u8,
+    /// The clock never passes this (ns after the start).
+    pub horizon_ns: u64,
+    /// How many of the next instants the clock may advance to from a state.
+    pub advances: usize,
+}
+
+impl QuorumModel {
+    /// The bundled cluster's timings (beat 30 ms, follower lease 150 ms, claim lease 120 ms),
+    /// `nodes` nodes, the core broken as `variant` says.
+    pub fn new(nodes: u64, variant: Variant) -> QuorumModel {
+        let config = Timing {
+            heartbeat_ms: 30,
+            follower_lease_ms: 150,
+            lease_ms: 0,
+        };
+        let mut timing = CoreTiming::from_config(&config);
+        if variant == Variant::LongLease {
+            timing.lease_ns = 3 * timing.election.follower_lease_ns;
+        }
+        QuorumModel {
+            nodes,
+            variant,
+            timing,
+            max_term: 3,
+            max_in_flight: 6,
+            max_crashes: 1,
+            max_wipes: 1,
+            max_dups: 1,
+            horizon_ns: ms(1500),
+            advances: 3,
+        }
+    }
+
+    fn ids(&self) -> impl Iterator<Item = NodeId> {
+        1..=self.nodes
+    }
+
+    fn majority(&self, mask: u8) -> bool {
+        u64::from(mask.count_ones()) > self.nodes / 2
+    }
+
+    fn core(&self, id: NodeId, now_ns: u64) -> QuorumCore {
+        let core = QuorumCore::new(id, self.timing, id, now_ns);
+        core.with_vote_while_leading(self.variant == Variant::VoteWhileLeading)
+    }
+}
+
+/// A node's durable state: openraft's vote and log, and the data dir's identity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Disk {
+    pub term: u64,
+    pub voted_for: Option<NodeId>,
+    /// openraft's committed vote: the vote is for a leader this node heard from (or is).
+    pub committed: bool,
+    /// The terms of the log's entries.
+    pub log: Vec<u64>,
+    pub incarnation: u8,
+    pub confirmed: bool,
+    /// The incarnations this node recorded for the others.
+    pub known: BTreeMap<NodeId, u8>,
+}
+
+impl Disk {
+    /// The log's last entry as openraft names it.
+    fn last(&self) -> (u64, u64) {
+        (self.log.last().copied().unwrap_or(0), self.log.len() as u64)
+    }
+}
+
+/// What a node holds while it runs: its core and openraft's volatile state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Live {
+    pub core: QuorumCore,
+    /// When openraft last renewed its committed vote (an append processed from the leader, its
+    /// own election, its start): it refuses every vote request for a follower lease after
+    /// (`docs/design/openraft.md`, "Follower vote refusal", "Restart keeps the refusal").
+    pub vote_utime: u64,
+    pub role: RaftRole,
+    pub leader: Option<NodeId>,
+    pub commit: u64,
+    /// Votes for this candidate (bit per node).
+    pub votes: u8,
+    /// The probe out: its term and send instant, and who acknowledged it (bit per node).
+    pub probe: Option<(u64, u64, u8)>,
+    /// The pre-vote round out: its number, the contact sequence it was due at, and the
+    /// grants (an answer to an earlier round counts nothing).
+    pub round: Option<(u8, u64, u8)>,
+    pub rounds: u8,
+    /// The election this node started and watches.
+    pub electing: Option<u64>,
+    /// Members that recorded this data dir's incarnation.
+    pub recorded: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    pub disk: Disk,
+    pub live: Option<Live>,
+}
+
+/// A message between two nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Msg {
+    PreVote {
+        from: NodeId,
+        to: NodeId,
+        round: u8,
+        last: (u64, u64),
+    },
+    PreVoteAnswer {
+        from: NodeId,
+        to: NodeId,
+        round: u8,
+        granted: bool,
+    },
+    Vote {
+        from: NodeId,
+        to: NodeId,
+        term: u64,
+        last: (u64, u64),
+    },
+    VoteAnswer {
+        from: NodeId,
+        to: NodeId,
+        term: u64,
+        granted: bool,
+    },
+    Append {
+        from: NodeId,
+        to: NodeId,
+        term: u64,
+        log: Vec<u64>,
+        commit: u64,
+        t0: u64,
+    },
+    AppendAnswer {
+        from: NodeId,
+        to: NodeId,
+        term: u64,
+        ok: bool,
+        t0: u64,
+    },
+    Hello {
+        from: NodeId,
+        to: NodeId,
+        incarnation: u8,
+    },
+    HelloAnswer {
+        from: NodeId,
+        to: NodeId,
+        accepted: bool,
+    },
+}
+
+impl Msg {
+    fn to(&self) -> NodeId {
+        match self {
+            Msg::PreVote { to, .. }
+            | Msg::PreVoteAnswer { to, .. }
+            | Msg::Vote { to, .. }
+            | Msg::VoteAnswer { to, .. }
+            | Msg::Append { to, .. }
+            | Msg::AppendAnswer { to, .. }
+            | Msg::Hello { to, .. }
+            | Msg::HelloAnswer { to, .. } => *to,
+        }
+    }
+}
+
+/// What the checker remembers of the past to judge a state: the promises, the leaders and the
+/// votes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ghost {
+    /// Per node: the end of the longest claim it answered (BOOTTIME), kept past its crash.
+    pub promised_until: BTreeMap<NodeId, u64>,
+    /// Per term: the node openraft's model made leader.
+    pub leaders: BTreeMap<u64, NodeId>,
+    /// Per (voter, term): the candidate it voted for, across its data dirs.
+    pub votes: BTreeMap<(NodeId, u64), NodeId>,
+    /// Terms in which some node claimed (bit per term).
+    pub claimed_terms: u32,
+    /// This step: a node claims inside another node's promise.
+    pub two_claims: bool,
+    /// This step: openraft's model made a second leader in a term.
+    pub two_leaders: bool,
+    /// This step: a node voted for a second candidate in a term.
+    pub double_vote: bool,
+    /// The step before broke a property: nothing is explored past it.
+    pub halted: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub now: u64,
+    pub nodes: Vec<Node>,
+    /// Messages in flight, sorted (a multiset: delivered in any order).
+    pub net: Vec<Msg>,
+    pub crashes: u8,
+    pub wipes: u8,
+    pub dups: u8,
+    pub ghost: Ghost,
+}
+
+/// One step of the world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Act {
+    Deliver(Msg),
+    Duplicate(Msg),
+    Tick(NodeId),
+    Campaign(NodeId),
+    GiveUpRound(NodeId),
+    GiveUpElection(NodeId),
+    FailProbe(NodeId),
+    SayHello(NodeId),
+    AdvanceTo(u64),
+    Crash(NodeId),
+    Restart(NodeId),
+    Wipe(NodeId),
+}
+
+fn bit(id: NodeId) -> u8 {
+    1 << (id - 1)
+}
+
+fn log_id((term, index): (u64, u64)) -> Option<LogId<NodeId>> {
+    (index > 0).then(|| LogId::new(CommittedLeaderId::new(term, 0), index))
+}
+
+impl State {
+    fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[(id - 1) as usize]
+    }
+
+    fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.nodes[(id - 1) as usize]
+    }
+
+    fn live(&self, id: NodeId) -> Option<&Live> {
+        self.node(id).live.as_ref()
+    }
+
+    fn reading(&self) -> Reading {
+        Reading {
+            boot_ns: self.now,
+            mono_ns: self.now,
+        }
+    }
+
+    fn view(&self, id: NodeId) -> Option<RaftView> {
+        let n = self.node(id);
+        n.live.as_ref().map(|l| RaftView {
+            role: l.role,
+            term: n.disk.term,
+            leader: l.leader,
+            last_log_index: (!n.disk.log.is_empty()).then_some(n.disk.log.len() as u64),
+        })
+    }
+
+    /// Steps `id`'s core; its answer (the other actions are the node's I/O: records, wakes,
+    /// counts, which the model has no use for; probes come from ticks only).
+    fn step(&mut self, id: NodeId, input: Input) -> Option<Answer> {
+        let now = self.reading();
+        let live = self.node_mut(id).live.as_mut()?;
+        live.core
+            .step(now, input)
+            .into_iter()
+            .find_map(|a| match a {
+                electd::quorum::Action::Answer(x) => Some(x),
+                _ => None,
+            })
+    }
+
+    fn send(&mut self, m: &QuorumModel, msg: Msg) {
+        if self.net.len() < m.max_in_flight {
+            let at = self.net.partition_point(|x| *x <= msg);
+            self.net.insert(at, msg);
+        }
+    }
+
+    fn take(&mut self, msg: &Msg) -> bool {
+        match self.net.iter().position(|x| x == msg) {
+            Some(i) => {
+                self.net.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// openraft saw a higher term: it adopts it and steps down.
+    fn adopt_term(&mut self, id: NodeId, term: u64) {
+        let n = self.node_mut(id);
+        if term > n.disk.term {
+            n.disk.term = term;
+            n.disk.voted_for = None;
+            n.disk.committed = false;
+            if let Some(l) = n.live.as_mut() {
+                l.role = RaftRole::Follower;
+                l.leader = None;
+                l.votes = 0;
+            }
+        }
+    }
+
+    /// Judges every running node at this instant, as `/v1/leader` would: a claim while another
+    /// node's promise runs is the violation; a claim makes a promise to its end.
+    fn judge(&mut self) {
+        for id in 1..=self.nodes.len() as u64 {
+            let (Some(view), Some(live)) = (self.view(id), self.live(id)) else {
+                continue;
+            };
+            let judged = live.core.judge(self.reading(), &view);
+            let Some(left) = judged.lease_remaining_ns.filter(|l| *l > 0) else {
+                continue;
+            };
+            let now = self.now;
+            let g = &mut self.ghost;
+            if g.promised_until
+                .iter()
+                .any(|(other, until)| *other != id && *until > now)
+            {
+                g.two_claims = true;
+            }
+            let until = g.promised_until.entry(id).or_default();
+            *until = (*until).max(now + left);
+            g.claimed_terms |= 1 << judged.view.term.min(31);
+        }
+    }
+
+    /// `voter` votes for `candidate` in `term`: the ghost remembers it across data dirs.
+    fn note_vote(&mut self, voter: NodeId, term: u64, candidate: NodeId) {
+        match self.ghost.votes.insert((voter, term), candidate) {
+            Some(earlier) if earlier != candidate => self.ghost.double_vote = true,
+            _ => {}
+        }
+    }
+
+    fn deliver(&mut self, m: &QuorumModel, msg: Msg) {
+        match msg {
+            Msg::PreVote {
+                from,
+                to,
+                round,
+                last,
+            } => {
+                let mine = log_id(self.node(to).disk.last());
+                let confirmed = self.node(to).disk.confirmed;
+                let asked = Input::PreVoteAsked {
+                    from,
+                    theirs: log_id(last),
+                    mine,
+                    confirmed,
+                };
+                let granted = matches!(
+                    self.step(to, asked),
+                    Some(Answer::PreVote {
+                        verdict: Ok(()),
+                        ..
+                    })
+                );
+                self.send(
+                    m,
+                    Msg::PreVoteAnswer {
+                        from: to,
+                        to: from,
+                        round,
+                        granted,
+                    },
+                );
+            }
+            Msg::PreVoteAnswer {
+                from,
+                to,
+                round,
+                granted,
+            } => {
+                let Some((out, seq, grants)) = self.live(to).and_then(|l| l.round) else {
+                    return;
+                };
+                if out != round || !granted {
+                    return;
+                }
+                let grants = grants | bit(from);
+                if let Some(l) = self.node_mut(to).live.as_mut() {
+                    l.round = Some((out, seq, grants));
+                }
+                if m.majority(grants) {
+                    self.round_won(m, to, seq);
+                }
+            }
+            Msg::Vote {
+                from,
+                to,
+                term,
+                last,
+            } => self.vote(m, from, to, term, last),
+            Msg::VoteAnswer {
+                from,
+                to,
+                term,
+                granted,
+            } => {
+                self.adopt_term(to, term);
+                let n = self.node(to);
+                let Some(l) = n.live.as_ref() else { return };
+                if !granted || l.role != RaftRole::Candidate || n.disk.term != term {
+                    return;
+                }
+                let votes = l.votes | bit(from);
+                let won = m.majority(votes);
+                let now = self.now;
+                let n = self.node_mut(to);
+                let l = n.live.as_mut().expect("live");
+                l.votes = votes;
+                if won {
+                    l.role = RaftRole::Leader;
+                    l.leader = Some(to);
+                    l.vote_utime = now;
+                    n.disk.committed = true;
+                    // openraft's blank entry of a new leader.
+                    n.disk.log.push(term);
+                    if self.ghost.leaders.insert(term, to).is_some_and(|x| x != to) {
+                        self.ghost.two_leaders = true;
+                    }
+                    if self.live(to).is_some_and(|l| l.electing.is_some()) {
+                        self.node_mut(to).live.as_mut().expect("live").electing = None;
+                        self.step(to, Input::ElectionOver { won: true });
+                    }
+                }
+            }
+            Msg::Append {
+                from,
+                to,
+                term,
+                log,
+                commit,
+                t0,
+            } => {
+                let ok = term >= self.node(to).disk.term;
+                if ok {
+                    self.adopt_term(to, term);
+                    let now = self.now;
+                    let n = self.node_mut(to);
+                    n.disk.log = log;
+                    n.disk.voted_for = Some(from);
+                    n.disk.committed = true;
+                    let l = n.live.as_mut().expect("live");
+                    l.role = RaftRole::Follower;
+                    l.leader = Some(from);
+                    l.commit = commit;
+                    l.vote_utime = now;
+                    self.step(
+                        to,
+                        Input::AppendAccepted {
+                            leader: from,
+                            commit: Some(commit),
+                        },
+                    );
+                }
+                let term = self.node(to).disk.term;
+                self.send(
+                    m,
+                    Msg::AppendAnswer {
+                        from: to,
+                        to: from,
+                        term,
+                        ok,
+                        t0,
+                    },
+                );
+            }
+            Msg::AppendAnswer {
+                from,
+                to,
+                term,
+                ok,
+                t0,
+            } => {
+                self.adopt_term(to, term);
+                let Some(l) = self.live(to) else { return };
+                let Some((pterm, pt0, acks)) = l.probe else {
+                    return;
+                };
+                if !ok || pt0 != t0 || pterm != term {
+                    return;
+                }
+                let acks = acks | bit(from);
+                self.node_mut(to).live.as_mut().expect("live").probe = Some((pterm, pt0, acks));
+                if m.majority(acks) {
+                    self.probe_done(to, true);
+                }
+            }
+            Msg::Hello {
+                from,
+                to,
+                incarnation,
+            } => {
+                let known = self
+                    .node_mut(to)
+                    .disk
+                    .known
+                    .entry(from)
+                    .or_insert(incarnation);
+                let accepted = *known == incarnation;
+                self.send(
+                    m,
+                    Msg::HelloAnswer {
+                        from: to,
+                        to: from,
+                        accepted,
+                    },
+                );
+            }
+            Msg::HelloAnswer { from, to, accepted } => {
+                if !accepted {
+                    return;
+                }
+                let need = (m.nodes as usize).div_ceil(2) as u32;
+                let n = self.node_mut(to);
+                let Some(l) = n.live.as_mut() else { return };
+                l.recorded |= bit(from);
+                if l.recorded.count_ones() >= need {
+                    n.disk.confirmed = true;
+                }
+            }
+        }
+    }
+
+    /// A vote request, as the node's handler takes it: the core first, then openraft's vote
+    /// (one per term, to a log at least as long), then the core again.
+    fn vote(&mut self, m: &QuorumModel, from: NodeId, to: NodeId, term: u64, last: (u64, u64)) {
+        let d = &self.node(to).disk;
+        let asked = Input::VoteAsked {
+            term,
+            current_term: d.term,
+            confirmed: d.confirmed,
+        };
+        let granted = match self.step(to, asked) {
+            Some(Answer::PassVote {
+                higher,
+                inside_promise,
+            }) => {
+                let f = m.timing.election.follower_lease_ns;
+                let n = self.node(to);
+                let leased = n.disk.committed
+                    && n.live
+                        .as_ref()
+                        .is_some_and(|l| self.now <= l.vote_utime + f);
+                if !leased {
+                    self.adopt_term(to, term);
+                }
+                let d = &self.node(to).disk;
+                let grant = !leased
+                    && term == d.term
+                    && d.voted_for.is_none_or(|v| v == from)
+                    && last >= d.last();
+                if grant {
+                    let d = &mut self.node_mut(to).disk;
+                    d.voted_for = Some(from);
+                    d.committed = false;
+                    self.note_vote(to, term, from);
+                }
+                self.step(
+                    to,
+                    Input::VoteAnswered {
+                        term,
+                        higher,
+                        granted: grant,
+                        failed: false,
+                        inside_promise,
+                    },
+                );
+                grant
+            }
+            _ => false,
+        };
+        let term = self.node(to).disk.term;
+        self.send(
+            m,
+            Msg::VoteAnswer {
+                from: to,
+                to: from,
+                term,
+                granted,
+            },
+        );
+    }
+
+    /// The pre-vote round of `id` won: the core's gate is asked, and openraft campaigns.
+    fn round_won(&mut self, m: &QuorumModel, id: NodeId, seq: u64) {
+        self.node_mut(id).live.as_mut().expect("live").round = None;
+        self.step(id, Input::RoundEnded { failed: false });
+        let Some(raft) = self.view(id) else { return };
+        let Some(Answer::Elect(Some(term))) = self.step(id, Input::MayElect { seq, raft }) else {
+            return;
+        };
+        let n = self.node_mut(id);
+        n.disk.term = term;
+        n.disk.voted_for = Some(id);
+        n.disk.committed = false;
+        let last = n.disk.last();
+        let l = n.live.as_mut().expect("live");
+        l.role = RaftRole::Candidate;
+        l.leader = None;
+        l.votes = bit(id);
+        l.electing = Some(term);
+        self.note_vote(id, term, id);
+        for to in m.ids().filter(|to| *to != id) {
+            self.send(
+                m,
+                Msg::Vote {
+                    from: id,
+                    to,
+                    term,
+                    last,
+                },
+            );
+        }
+    }
+
+    fn probe_done(&mut self, id: NodeId, acked: bool) {
+        let Some((term, t0, _)) = self.live(id).and_then(|l| l.probe) else {
+            return;
+        };
+        let n = self.node_mut(id);
+        let log_len = n.disk.log.len() as u64;
+        let l = n.live.as_mut().expect("live");
+        l.probe = None;
+        if acked {
+            l.commit = log_len;
+        }
+        let Some(raft) = self.view(id) else { return };
+        let t0 = Reading {
+            boot_ns: t0,
+            mono_ns: t0,
+        };
+        self.step(
+            id,
+            Input::ProbeDone {
+                term,
+                t0,
+                acked,
+                raft,
+            },
+        );
+    }
+
+    fn tick(&mut self, m: &QuorumModel, id: NodeId) {
+        let now = self.reading();
+        let Some(raft) = self.view(id) else { return };
+        let n = self.node_mut(id);
+        let l = n.live.as_mut().expect("live");
+        let probe = l.core.tick(now, &raft).into_iter().find_map(|a| match a {
+            electd::quorum::Action::Probe { term, .. } => Some(term),
+            _ => None,
+        });
+        if let Some(term) = probe {
+            l.probe = Some((term, now.boot_ns, bit(id)));
+            let (log, commit) = (n.disk.log.clone(), l.commit);
+            for to in m.ids().filter(|to| *to != id) {
+                self.send(
+                    m,
+                    Msg::Append {
+                        from: id,
+                        to,
+                        term,
+                        log: log.clone(),
+                        commit,
+                        t0: now.boot_ns,
+                    },
+                );
+            }
+        }
+    }
+
+    /// When `id`'s election driver would start a pre-vote round (`None`: it would not).
+    fn campaign_due(&self, m: &QuorumModel, id: NodeId) -> Option<(u64, u64)> {
+        let n = self.node(id);
+        let l = n.live.as_ref()?;
+        let free = l.round.is_none() && l.electing.is_none() && l.role != RaftRole::Leader;
+        if !free || !n.disk.confirmed || n.disk.term >= m.max_term {
+            return None;
+        }
+        let voters: Vec<NodeId> = m.ids().collect();
+        let (due, contact) = l.core.campaign_due(&self.view(id)?, &voters);
+        Some((due, contact.seq))
+    }
+
+    fn campaign(&mut self, m: &QuorumModel, id: NodeId) {
+        let Some((_, seq)) = self.campaign_due(m, id) else {
+            return;
+        };
+        if self.step(id, Input::RoundStarting) != Some(Answer::Round(true)) {
+            self.step(id, Input::RoundEnded { failed: true });
+            return;
+        }
+        let l = self.node_mut(id).live.as_mut().expect("live");
+        l.rounds = l.rounds.wrapping_add(1);
+        let round = l.rounds;
+        l.round = Some((round, seq, bit(id)));
+        let last = self.node(id).disk.last();
+        for to in m.ids().filter(|to| *to != id) {
+            self.send(
+                m,
+                Msg::PreVote {
+                    from: id,
+                    to,
+                    round,
+                    last,
+                },
+            );
+        }
+    }
+
+    /// The instants some node waits for, after now: where the clock may jump to.
+    fn next_instants(&self, m: &QuorumModel) -> Vec<u64> {
+        let f = m.timing.election.follower_lease_ns;
+        let mut at = Vec::new();
+        for id in m.ids() {
+            let (Some(l), Some(raft)) = (self.live(id), self.view(id)) else {
+                continue;
+            };
+            at.push(l.core.next_tick_ns(self.now, &raft));
+            if let Some((due, _)) = self.campaign_due(m, id) {
+                at.push(due);
+            }
+            let lease = l.core.lease();
+            at.extend(lease.last().map(|c| c.until_ns));
+            at.extend(lease.vote_refused_until(f));
+            at.push(l.core.contact().at_ns + f);
+        }
+        at.extend(self.ghost.promised_until.values().copied());
+        at.retain(|t| *t > self.now && *t <= START_NS + m.horizon_ns);
+        at.sort_unstable();
+        at.dedup();
+        at.truncate(m.advances);
+        at
+    }
+}
+
+impl Model for QuorumModel {
+    type State = State;
+    type Action = Act;
+
+    fn init_states(&self) -> Vec<State> {
+        let nodes = self
+            .ids()
+            .map(|id| Node {
+                disk: Disk {
+                    term: 0,
+                    voted_for: None,
+                    committed: false,
+                    log: Vec::new(),
+                    incarnation: 0,
+                    confirmed: true,
+                    known: self.ids().filter(|p| *p != id).map(|p| (p, 0)).collect(),
+                },
+                live: Some(self.live(id, START_NS)),
+            })
+            .collect();
+        vec![State {
+            now: START_NS,
+            nodes,
+            net: Vec::new(),
+            crashes: 0,
+            wipes: 0,
+            dups: 0,
+            ghost: Ghost::default(),
+        }]
+    }
+
+    fn actions(&self, s: &State, acts: &mut Vec<Act>) {
+        let mut last: Option<&Msg> = None;
+        for msg in &s.net {
+            if last == Some(msg) {
+                continue;
+            }
+            last = Some(msg);
+            if s.live(msg.to()).is_some() {
+                acts.push(Act::Deliver(msg.clone()));
+            }
+            if s.dups < self.max_dups && s.net.len() < self.max_in_flight {
+                acts.push(Act::Duplicate(msg.clone()));
+            }
+        }
+        for id in self.ids() {
+            let n = s.node(id);
+            let Some(l) = n.live.as_ref() else {
+                acts.push(Act::Restart(id));
+                if s.wipes < self.max_wipes {
+                    acts.push(Act::Wipe(id));
+                }
+                continue;
+            };
+            // Only a leader's tick can change what the properties judge (anyone else's revokes
+            // a claim openraft no longer backs, which `judge` already ignores).
+            if l.probe.is_some() {
+                acts.push(Act::FailProbe(id));
+            } else if l.role == RaftRole::Leader {
+                acts.push(Act::Tick(id));
+            }
+            if s.campaign_due(self, id)
+                .is_some_and(|(due, _)| s.now >= due)
+            {
+                acts.push(Act::Campaign(id));
+            }
+            if l.round.is_some() {
+                acts.push(Act::GiveUpRound(id));
+            }
+            if l.electing.is_some() {
+                acts.push(Act::GiveUpElection(id));
+            }
+            let hello_out = s
+                .net
+                .iter()
+                .any(|m| matches!(m, Msg::Hello { from, .. } if *from == id));
+            if !n.disk.confirmed && !hello_out {
+                acts.push(Act::SayHello(id));
+            }
+            if s.crashes < self.max_crashes {
+                acts.push(Act::Crash(id));
+            }
+        }
+        acts.extend(s.next_instants(self).into_iter().map(Act::AdvanceTo));
+    }
+
+    fn next_state(&self, last: &State, act: Act) -> Option<State> {
+        let mut s = last.clone();
+        let g = &mut s.ghost;
+        g.halted = g.two_claims || g.two_leaders || g.double_vote;
+        (g.two_claims, g.two_leaders, g.double_vote) = (false, false, false);
+        match act {
+            Act::Deliver(msg) => {
+                s.take(&msg);
+                s.deliver(self, msg);
+            }
+            Act::Duplicate(msg) => {
+                s.dups += 1;
+                s.send(self, msg);
+            }
+            Act::Tick(id) => s.tick(self, id),
+            Act::Campaign(id) => s.campaign(self, id),
+            Act::GiveUpRound(id) => {
+                s.node_mut(id).live.as_mut()?.round = None;
+                s.step(id, Input::RoundEnded { failed: true });
+            }
+            Act::GiveUpElection(id) => {
+                s.node_mut(id).live.as_mut()?.electing = None;
+                s.step(id, Input::ElectionOver { won: false });
+            }
+            Act::FailProbe(id) => s.probe_done(id, false),
+            Act::SayHello(id) => {
+                let incarnation = s.node(id).disk.incarnation;
+                for to in self.ids().filter(|to| *to != id) {
+                    s.send(
+                        self,
+                        Msg::Hello {
+                            from: id,
+                            to,
+                            incarnation,
+                        },
+                    );
+                }
+            }
+            Act::AdvanceTo(t) => s.now = t,
+            Act::Crash(id) => {
+                s.node_mut(id).live = None;
+                s.crashes += 1;
+            }
+            Act::Restart(id) => {
+                let live = self.live(id, s.now);
+                s.node_mut(id).live = Some(live);
+            }
+            Act::Wipe(id) => {
+                let d = &mut s.node_mut(id).disk;
+                *d = Disk {
+                    term: 0,
+                    voted_for: None,
+                    committed: false,
+                    log: Vec::new(),
+                    incarnation: d.incarnation + 1,
+                    confirmed: self.variant == Variant::TrustNewIncarnation,
+                    known: BTreeMap::new(),
+                };
+                s.wipes += 1;
+            }
+        }
+        s.judge();
+        Some(s)
+    }
+
+    fn within_boundary(&self, s: &State) -> bool {
+        !s.ghost.halted
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("no claim inside another node's promise", |_, s: &State| {
+                !s.ghost.two_claims
+            }),
+            Property::always("one leader per term", |_, s: &State| !s.ghost.two_leaders),
+            Property::always(
+                "no node votes twice in a term, across its data dirs",
+                |_, s: &State| !s.ghost.double_vote,
+            ),
+            Property::sometimes("a node claims", |_, s: &State| s.ghost.claimed_terms != 0),
+            Property::sometimes("a second term is claimed", |_, s: &State| {
+                s.ghost.claimed_terms.count_ones() >= 2
+            }),
+        ]
+    }
+}
+
+impl QuorumModel {
+    fn live(&self, id: NodeId, now_ns: u64) -> Live {
+        Live {
+            core: self.core(id, now_ns),
+            vote_utime: now_ns,
+            role: RaftRole::Follower,
+            leader: None,
+            commit: 0,
+            votes: 0,
+            probe: None,
+            round: None,
+            rounds: 0,
+            electing: None,
+            recorded: 0,
+        }
+    }
+}

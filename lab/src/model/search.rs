@@ -1,0 +1,196 @@
+//! How the model is checked ([`check`]): breadth first to a depth, or by seeded random walks;
+//! and how a walk's counterexample is made short ([`shrink`]) by playing it again without one
+//! action after another ([`replay`]).
+
+use std::time::{Duration, Instant};
+
+use stateright::{Checker, Expectation, HasDiscoveries, Model, UniformChooser};
+
+use super::{Act, QuorumModel, State, Variant, START_NS};
+
+/// What a check found for one property.
+#[derive(Debug)]
+pub struct Found {
+    pub property: &'static str,
+    /// An `always` property (else a `sometimes`).
+    pub always: bool,
+    /// For an `always`: the length of the counterexample path; for a `sometimes`: of the
+    /// example path. `None`: not found within the bounds.
+    pub path_len: Option<usize>,
+    pub path: Option<String>,
+}
+
+/// What one check explored.
+#[derive(Debug)]
+pub struct Report {
+    pub variant: Variant,
+    pub nodes: u64,
+    pub search: Search,
+    pub depth: usize,
+    pub states: usize,
+    pub unique: usize,
+    pub max_depth: usize,
+    pub took: Duration,
+    pub found: Vec<Found>,
+}
+
+/// Whether `act` may come in `state`: one of its actions, or the clock set to any later
+/// instant within the horizon (a delay is a delay, whichever instant it ends at).
+fn enabled(model: &QuorumModel, state: &State, act: &Act, buf: &mut Vec<Act>) -> bool {
+    if let Act::AdvanceTo(t) = act {
+        return *t > state.now && *t <= START_NS + model.horizon_ns;
+    }
+    buf.clear();
+    model.actions(state, buf);
+    buf.contains(act)
+}
+
+/// Plays `acts` from the start, skipping any action not enabled where it comes: the number
+/// of actions played when `property` first fails, if it does.
+pub fn replay(model: &QuorumModel, acts: &[Act], property: &'static str) -> Option<usize> {
+    let prop = model
+        .properties()
+        .into_iter()
+        .find(|p| p.name == property)?;
+    let mut state = model.init_states().pop()?;
+    let mut buf = Vec::new();
+    let mut played = 0;
+    for act in acts {
+        if !enabled(model, &state, act, &mut buf) {
+            continue;
+        }
+        state = model.next_state(&state, act.clone())?;
+        played += 1;
+        if !(prop.condition)(model, &state) {
+            return Some(played);
+        }
+    }
+    None
+}
+
+/// The counterexample `acts` made short: actions are left out, one at a time, for as long as
+/// what is left still breaks `property` (as a shrinking property test does). Returns the
+/// actions that are played.
+pub fn shrink(model: &QuorumModel, acts: Vec<Act>, property: &'static str) -> Vec<Act> {
+    let mut acts = acts;
+    if replay(model, &acts, property).is_none() {
+        return acts;
+    }
+    loop {
+        let before = acts.len();
+        let mut i = acts.len();
+        while i > 0 {
+            i -= 1;
+            let mut fewer = acts.clone();
+            fewer.remove(i);
+            if replay(model, &fewer, property).is_some() {
+                acts = fewer;
+            }
+        }
+        if acts.len() == before {
+            break;
+        }
+    }
+    // Only what is played: the actions skipped as not enabled are left out.
+    played(model, &acts, property)
+}
+
+/// The actions of `acts` that [`replay`] plays, up to the failure.
+fn played(model: &QuorumModel, acts: &[Act], property: &'static str) -> Vec<Act> {
+    let mut state = match model.init_states().pop() {
+        Some(s) => s,
+        None => return Vec::new(),
+    };
+    let prop = model.properties().into_iter().find(|p| p.name == property);
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for act in acts {
+        if !enabled(model, &state, act, &mut buf) {
+            continue;
+        }
+        let Some(next) = model.next_state(&state, act.clone()) else {
+            break;
+        };
+        state = next;
+        out.push(act.clone());
+        if prop.as_ref().is_some_and(|p| !(p.condition)(model, &state)) {
+            break;
+        }
+    }
+    out
+}
+
+/// How a check explores.
+#[derive(Clone, Copy, Debug)]
+pub enum Search {
+    /// Every state to `depth` steps from the start, breadth first: the shortest paths.
+    Breadth { depth: usize },
+    /// Random walks of `depth` steps from the start, each choice uniform, seeded.
+    Walks { depth: usize, seed: u64 },
+}
+
+/// Checks `model` as `search` says, for at most `timeout`; a broken variant stops at its first
+/// counterexample.
+pub fn check(model: QuorumModel, search: Search, timeout: Duration) -> Report {
+    let shrinker = model.clone();
+    let (variant, nodes) = (model.variant, model.nodes);
+    let names: Vec<(&'static str, bool)> = model
+        .properties()
+        .iter()
+        .map(|p| (p.name, matches!(p.expectation, Expectation::Always)))
+        .collect();
+    let started = Instant::now();
+    let mut builder = model.checker().threads(2).timeout(timeout);
+    if variant != Variant::Sound {
+        builder = builder.finish_when(HasDiscoveries::AnyFailures);
+    }
+    let (checker, depth): (Box<dyn Checker<QuorumModel>>, usize) = match search {
+        Search::Breadth { depth } => (
+            Box::new(builder.target_max_depth(depth).spawn_bfs().join()),
+            depth,
+        ),
+        Search::Walks { depth, seed } => (
+            Box::new(
+                builder
+                    .target_max_depth(depth)
+                    .spawn_simulation(seed, UniformChooser)
+                    .join(),
+            ),
+            depth,
+        ),
+    };
+    let took = started.elapsed();
+    let found = names
+        .into_iter()
+        .map(|(property, always)| {
+            let path = checker.discovery(property).map(|p| p.into_actions());
+            // A walk's path is as long as the walk: made short. Breadth first, it is already.
+            let path = match (path, search) {
+                (Some(p), Search::Walks { .. }) if always => Some(shrink(&shrinker, p, property)),
+                (p, _) => p,
+            };
+            Found {
+                property,
+                always,
+                path_len: path.as_ref().map(Vec::len),
+                path: path.map(|p| {
+                    p.iter()
+                        .map(|a| format!("{a:?}"))
+                        .collect::<Vec<_>>()
+                        .join("\n  ")
+                }),
+            }
+        })
+        .collect();
+    Report {
+        variant,
+        nodes,
+        search,
+        depth,
+        states: checker.state_count(),
+        unique: checker.unique_state_count(),
+        max_depth: checker.max_depth(),
+        took,
+        found,
+    }
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The model checker on the quorum core (docs/testing.md, "Model checking"): the node's own
+# QuorumCore, 3 of them by default, with openraft's vote and log as a small Raft, every
+# interleaving of messages delivered, delayed, reordered and duplicated, crashes, restarts,
+# wiped disks and clock steps. The core as built is checked breadth first to a depth, then
+# along seeded random walks; each broken variant walks until its first counterexample, which
+# is then made short. Prints states explored, depth and time for each, and each property's
+# verdict with its path length.
+#   scripts/model.sh                               defaults: depth 10, 60 s of walks each
+#   scripts/model.sh --depth 12 --walk-s 600       the deep run
+#   scripts/model.sh --nodes 5 …                   five nodes
+#   scripts/model.sh --variant long-lease --paths  one variant, with its counterexample
+#   scripts/model.sh --seed S                      replay the walks of seed S
+# Ends with "model: as expected" (exit 0) or "model: NOT as expected" (exit 1).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/scripts/lib/build.sh"
+build_release
+exec "$lab" model "$@"
