@@ -49,6 +49,7 @@ const NODE_LAYERS: &[&[&str]] = &[
     ],
     &[
         "quorum::node",
+        "quorum::node::tests",
         "quorum::core::tests",
         "legacy::node",
         "mutex::node",
@@ -736,6 +737,7 @@ const SEARCH: &[&str] = &[
     "src/quorum",
     "src/quorum/storage",
     "src/quorum/core",
+    "src/quorum/node",
     "src/legacy",
     "src/bin/electd",
     "client/src",

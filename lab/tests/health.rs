@@ -3,7 +3,7 @@
 //! waiting events once the disk takes writes again (the file has every event, in order) and
 //! answers 200 again; and a watch stream says when events are missing from the log instead of
 //! skipping them. (A quorum node whose vote and log cannot be written: the unit test
-//! `a_failing_state_write_makes_the_engine_unhealthy` in `src/quorum/node.rs`; the binary exits.)
+//! `a_failing_state_write_makes_the_engine_unhealthy` in `src/quorum/node/tests.rs`; the binary exits.)
 
 mod common;
 

@@ -202,7 +202,7 @@ pub(super) fn secrets(c: &Config) -> Result<(), ConfigError> {
 ///   of the followers that acknowledged it.
 ///
 /// Every timing accepted here is accepted by openraft too (test:
-/// `every_accepted_timing_is_accepted_by_openraft` in `quorum/node.rs`).
+/// `every_accepted_timing_is_accepted_by_openraft` in `quorum/types.rs`).
 pub(super) fn timing(c: &Config) -> Result<(), ConfigError> {
     let t = &c.timing;
     let f = t.follower_lease_ms;

@@ -151,18 +151,10 @@ impl Contact {
 /// every append the driver's check did not see is processed by openraft after the election,
 /// and refused as of a lower vote. The contact itself is the core's ([`Contact`]); the gate
 /// wakes the driver when it changes.
+#[derive(Default)]
 pub struct Gate {
     lock: RwLock<()>,
     changed: Notify,
-}
-
-impl Default for Gate {
-    fn default() -> Gate {
-        Gate {
-            lock: RwLock::new(()),
-            changed: Notify::new(),
-        }
-    }
 }
 
 impl Gate {
@@ -261,8 +253,8 @@ impl Campaign {
     }
 }
 
-/// By every field; the jitter source by the next number it would draw (SmallRng has no `Hash`):
-/// equal campaigns hash alike, as the model checker needs (lab/src/model/).
+/// The jitter source by the next number it would draw (SmallRng has no `Hash`): equal campaigns
+/// hash alike, as the model checker needs (lab/src/model/).
 impl std::hash::Hash for Campaign {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         use rand::RngCore;

@@ -3,7 +3,7 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `types.rs` | openraft's type configuration |
+//! | `types.rs` | openraft's configuration: its types, and its runtime config from electd's timings |
 //! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
 //! | `core/` | [`QuorumCore`](core::QuorumCore): every decision about the claim, the campaign and the contact, as a state machine without I/O (`step`, `tick`) |
 //! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
@@ -12,8 +12,8 @@
 //! | `identity.rs` | the incarnation of a data dir: a wiped one never votes twice |
 //! | `preference.rs` | the preferred leader: when a leader hands over to a member of higher priority (pure logic) |
 //! | `membership.rs` | the members in force, and adding and removing them at runtime (joint consensus) |
-//! | `node.rs` | [`QuorumNode`]: start, view, status, the record of role changes, and what it does when a peer's message arrives |
-//! | `role_loop.rs` | probe, claim, demote, every beat |
+//! | `node/` | [`QuorumNode`]: start, view, status, the record of role changes, what it does when a peer's message arrives, carrying out what the core says (`mod.rs`; its tests in `tests.rs`) |
+//! | `role_loop.rs` | the core's ticks, and the probes they ask for, every beat |
 //! | `driver.rs` | the election driver: when to campaign |
 //! | `handover.rs` | resignation and graceful stop |
 //! | `engine.rs` | [`QuorumNode`] as the node's `Engine` |

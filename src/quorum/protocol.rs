@@ -2,7 +2,7 @@
 //! RPCs over the shared peer transport (the sending side, [`RaftNet`]), and the handlers and
 //! routes that receive them. A handler decodes, counts, and tells the node what happened
 //! through [`QuorumPeer`] (`on_append`, `on_vote_request`, …); what the node then does is in
-//! `node.rs`.
+//! `node/mod.rs`.
 //!
 //! | path | message | answer |
 //! |---|---|---|

@@ -1,7 +1,7 @@
-//! The role loop of a quorum node: while openraft has it as leader, it probes the quorum every
-//! beat and claims for a lease after each acknowledged probe, goes quiet after 2F without
-//! acknowledgements, and records every role change. The one place where the claim is taken,
-//! renewed and given up (docs/safety.md, "Why two nodes never claim at once").
+//! The role loop of a quorum node: it ticks the core (core/mod.rs, `tick`) every beat, and
+//! sooner when a claim ends or openraft changes, and carries out the probes the core asks for,
+//! keeping the event log in step while a probe is out. The core decides when to probe, claim,
+//! go quiet and give the claim up (docs/safety.md, "Why two nodes never claim at once").
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,12 +1,16 @@
-//! openraft's type configuration for electd: elections, and one kind of application entry, the
-//! members' incarnations (identity.rs, rule 5). A leaf of its own so that storage, network and
-//! the node all import it from below.
+//! openraft's configuration for electd: its types (elections, and one kind of application
+//! entry, the members' incarnations: identity.rs, rule 5) and its runtime config (electd's
+//! timings, its own elections and heartbeats off). Below storage, network and the node, which
+//! all import it.
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
 
+use openraft::{ConfigError, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
+use super::election;
+use crate::config::Timing;
 use crate::role::NodeId;
 
 /// The application entries of electd's log.
@@ -23,3 +27,72 @@ openraft::declare_raft_types!(
     /// openraft's type configuration: elections, and the members' incarnations.
     pub TypeConfig: D = Command, R = ()
 );
+
+/// The most an append's body may be (`/peer/raft/append`): 40 entries of a membership of
+/// a few hundred members fit.
+pub const APPEND_BODY_LIMIT: usize = 512 << 10;
+
+/// openraft's config for electd's timings: its own elections and heartbeats off, its follower
+/// lease the follower lease, its RPC deadlines from `election`. Every timing that
+/// `Config::validate` accepts passes openraft's own validation (test below).
+pub fn raft_config(cluster_id: &str, t: &Timing) -> Result<openraft::Config, Box<ConfigError>> {
+    openraft::Config {
+        cluster_name: cluster_id.to_string(),
+        // Not the beat (the role loop keeps that, every `heartbeat_ms`): openraft uses this
+        // value as the deadline of each AppendEntries, the probes' included (3/4 of it).
+        // A third of the follower lease, so that a follower that answers a little late on
+        // a busy host does not fail the probe, and so demote, a leader it still hears.
+        heartbeat_interval: election::rpc_interval_ms(t),
+        // electd decides when to campaign (election.rs): openraft's own timer is off. Its
+        // heartbeats are sent by the role loop, in step with the quorum probes.
+        enable_elect: false,
+        enable_heartbeat: false,
+        // Only the vote RPC deadline and the follower lease are still openraft's: its
+        // `election_timeout_max` *is* the follower lease, and `election_timeout_min` is the
+        // deadline of a vote request (half the lease).
+        election_timeout_min: election::vote_deadline_ms(t),
+        election_timeout_max: t.follower_lease_ms,
+        install_snapshot_timeout: t.follower_lease_ms,
+        // One blank entry per elected leader: snapshot and purge often, so that the state
+        // written on every vote stays a few KiB over thousands of elections.
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(32),
+        max_in_snapshot_log_to_keep: 8,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(Box::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Config::validate` accepts no timing that openraft would refuse at start: every beat
+    /// up to 100 ms against every follower lease up to 400 ms and a spread up to 3 s, default
+    /// and explicit leases, and the longest lease allowed.
+    #[test]
+    fn every_accepted_timing_is_accepted_by_openraft() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::config::single_member(dir.path(), crate::role::Mode::Quorum);
+        let mut accepted = 0;
+        let leases = |f: u64| [0, f / 2, f - f / 10, f.saturating_sub(2), 540_000];
+        for hb in 1..=100 {
+            for f in (1..=400).chain((400..=3000).step_by(37)).chain([600_000]) {
+                for lease_ms in leases(f) {
+                    cfg.timing = Timing {
+                        heartbeat_ms: hb,
+                        follower_lease_ms: f,
+                        lease_ms,
+                    };
+                    if cfg.validate().is_ok() {
+                        accepted += 1;
+                        if let Err(e) = raft_config("t", &cfg.timing) {
+                            panic!("{:?} passes validation but openraft says: {e}", cfg.timing);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(accepted > 20_000, "only {accepted} timings were accepted");
+    }
+}

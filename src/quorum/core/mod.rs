@@ -5,7 +5,7 @@
 //! through two entry points, as tikv/raft-rs's `Raft` is: [`QuorumCore::step`] with what
 //! happened ([`Input`]: a peer's message, openraft's answer, an admin's request) and
 //! [`QuorumCore::tick`] with the time; each returns what to do ([`Action`]), which the node's
-//! tasks carry out (`node.rs`, `role_loop.rs`, `driver.rs`, `handover.rs`). The claim changes
+//! tasks carry out (`node/mod.rs`, `role_loop.rs`, `driver.rs`, `handover.rs`). The claim changes
 //! in the lease's own methods only, each called from one arm here. The lab's model checker
 //! (`lab/src/model/`) drives this very type.
 //!
@@ -518,7 +518,7 @@ impl QuorumCore {
     }
 }
 
-/// Quorum mode's lease, inside the core (node.rs, `record_view`).
+/// Quorum mode's lease, inside the core (node/mod.rs, `record_view`).
 impl HoldsLease for std::sync::Mutex<QuorumCore> {
     fn with_lease<R>(&self, f: impl FnOnce(&Lease) -> R) -> R {
         f(&self.lock().expect("core").lease)

@@ -1,0 +1,579 @@
+//! [`QuorumNode`]: a node of quorum mode. It starts openraft (its own elections and
+//! heartbeats off), judges its view and its claim, records role changes, and reacts to what
+//! its peers say ([`QuorumPeer`]: the protocol is `protocol.rs`). What it runs is in files of
+//! their own: the role loop that probes, claims and demotes (`role_loop.rs`), the election
+//! driver that decides when to campaign (`driver.rs`), and the handover on resignation and at
+//! shutdown (`handover.rs`); `engine.rs` makes it the node's `Engine`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::error::{InitializeError, InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Raft, RaftMetrics};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::core::{Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftView};
+use super::election::{self, ElectionTiming, Gate};
+use super::identity::{self, Recognition};
+use super::protocol::{
+    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, RemoveRequest,
+    Resign, PATH_APPEND, PATH_SNAPSHOT,
+};
+use super::storage::{LogStore, StateMachine, Store, StoreError};
+use super::types::{raft_config, TypeConfig, APPEND_BODY_LIMIT};
+use crate::clock::{ms, Clock};
+use crate::config::{Timing, ValidConfig};
+use crate::counters::Counters;
+use crate::engine::{Flaws, Judged, Plumbing};
+use crate::events::EventLog;
+use crate::role::NodeId;
+use crate::transport::Transport;
+use electd_client::Members;
+
+/// Why quorum mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum QuorumError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("openraft refused the timing config: {0}")]
+    Config(Box<openraft::ConfigError>),
+    #[error("openraft failed to start: {0}")]
+    Start(String),
+}
+
+/// A running quorum-mode node.
+pub struct QuorumNode {
+    pub(super) id: NodeId,
+    /// The members' priorities from the config (preference.rs); a member not listed: 0.
+    pub(super) priorities: BTreeMap<NodeId, u32>,
+    /// How long a member of higher priority must be ready before the leader hands over.
+    pub(super) settle_ns: u64,
+    pub(super) timing: Timing,
+    pub(super) raft: Raft<TypeConfig>,
+    pub(super) store: Arc<Store>,
+    pub(super) clock: Arc<dyn Clock>,
+    /// Every decision about the claim, the campaign and the contact (core/mod.rs). Locked only to
+    /// step it, never across an `.await`; the one lock of the node's state.
+    pub(super) core: Mutex<QuorumCore>,
+    /// The follower-lease gate: orders appends and votes against an election (election.rs).
+    pub(super) gate: Gate,
+    /// The election driver's timings (from the config; the campaign holds a copy).
+    pub(super) election: ElectionTiming,
+    /// A completion of a joint membership config is under way (membership.rs).
+    pub(super) finishing: std::sync::atomic::AtomicBool,
+    /// Started with `join`: a member's refusal of its incarnation is not final (driver.rs).
+    pub(super) joins: bool,
+    pub(super) events: Arc<EventLog>,
+    pub(super) counters: Arc<Counters>,
+    /// Pokes the role loop (a vote was granted, a claim must be re-judged).
+    pub(super) wake: Notify,
+    pub(super) transport: Arc<Transport>,
+    /// Deliberate flaws (the lab's), and how often their paths were taken.
+    pub(super) flaws: Flaws,
+}
+
+impl QuorumNode {
+    /// Opens the durable state, starts openraft and bootstraps the membership from the config.
+    /// `seed` seeds the election driver's jitter; `clock` is where claims and leases are judged.
+    pub async fn start(
+        cfg: &ValidConfig,
+        store: Arc<Store>,
+        plumbing: Plumbing,
+        seed: u64,
+        flaws: Flaws,
+    ) -> Result<Arc<QuorumNode>, QuorumError> {
+        let Plumbing {
+            transport,
+            events,
+            counters,
+            clock,
+        } = plumbing;
+        // Appends carry at most the log since the last snapshot (`raft_config`: a snapshot
+        // every 32 entries, 8 kept) and snapshots the membership and incarnations: more
+        // than the transport's small default, read before the MAC is checked.
+        transport.allow_body(PATH_APPEND, APPEND_BODY_LIMIT);
+        transport.allow_body(PATH_SNAPSHOT, crate::BODY_LIMIT);
+        let t = cfg.timing;
+        let raft_cfg = raft_config(&cfg.cluster_id, &t).map_err(QuorumError::Config)?;
+        let net = RaftNet {
+            transport: transport.clone(),
+            backoff: Duration::from_millis(t.heartbeat_ms),
+        };
+        let raft = Raft::new(
+            cfg.id,
+            Arc::new(raft_cfg),
+            net,
+            LogStore(store.clone()),
+            StateMachine(store.clone()),
+        )
+        .await
+        .map_err(|e| QuorumError::Start(e.to_string()))?;
+
+        let members: BTreeMap<NodeId, BasicNode> = cfg
+            .peers
+            .iter()
+            .map(|p| (p.id, BasicNode::new(&p.addr)))
+            .collect();
+        let bootstrap = if cfg.join.is_some() {
+            // A node that joins takes its membership from the cluster's log.
+            tracing::info!("joining: the membership comes from the cluster, not from peers");
+            Ok(())
+        } else if raft
+            .is_initialized()
+            .await
+            .map_err(|e| QuorumError::Start(e.to_string()))?
+        {
+            // openraft refuses to initialise a node that has voted or has a log, and logs an
+            // ERROR saying so: only a new data dir is initialised. (Asked of openraft's core,
+            // a round trip that also has its metrics, the term among them, loaded before the
+            // node answers: a node skipping the call answered term 0 after a restart.)
+            tracing::debug!("membership already initialised (the node has voted or has a log)");
+            Ok(())
+        } else {
+            raft.initialize(members).await
+        };
+        match bootstrap {
+            Ok(()) => tracing::info!("bootstrapped the membership from the config"),
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
+                tracing::debug!("membership already initialised (the node has voted or has a log)")
+            }
+            Err(e) => tracing::warn!(error = %e, "initialize failed"),
+        }
+        let timing = ElectionTiming::from_config(&t);
+        let started_ns = clock.boot_ns();
+        let me = store
+            .take_identity(identity::draw_incarnation(seed, cfg.id, started_ns))
+            .await
+            .map_err(|e| QuorumError::Start(format!("cannot record the incarnation: {e}")))?;
+        if !me.confirmed {
+            tracing::info!(
+                incarnation = format!("{:#x}", me.incarnation),
+                need = identity::confirmations_needed(cfg.peers.len()),
+                "a new data dir: no votes until enough members have recorded its incarnation"
+            );
+        }
+        let core = QuorumCore::new(cfg.id, CoreTiming::from_config(&t), seed, started_ns);
+        #[cfg(feature = "flaws")]
+        let core = core.with_vote_while_leading(flaws.vote_while_leading());
+        Ok(Arc::new(QuorumNode {
+            id: cfg.id,
+            priorities: cfg.peers.iter().map(|p| (p.id, p.priority)).collect(),
+            settle_ns: ms(cfg.effective_priority_settle_ms()),
+            timing: t,
+            raft,
+            store,
+            gate: Gate::default(),
+            core: Mutex::new(core),
+            finishing: std::sync::atomic::AtomicBool::new(false),
+            joins: cfg.join.is_some(),
+            election: timing,
+            clock,
+            events,
+            counters,
+            wake: Notify::new(),
+            transport,
+            flaws,
+        }))
+    }
+
+    pub(super) fn raft_metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
+        self.raft.metrics().borrow().clone()
+    }
+
+    /// The answer to a vote request this node refuses before openraft sees it: its own vote
+    /// and log, not granted (the candidate learns nothing that makes it step down).
+    pub(super) fn refuse_vote(&self) -> VoteResponse<NodeId> {
+        VoteResponse {
+            vote: self.raft.metrics().borrow().vote,
+            vote_granted: false,
+            last_log_id: self.store.last_log_id(),
+        }
+    }
+
+    /// The effective role now.
+    pub(super) fn view(&self) -> Judged {
+        self.judge(&self.raft_metrics())
+    }
+
+    /// The effective role now, judged from openraft's state and the claim at this moment.
+    pub(super) fn judge(&self, m: &RaftMetrics<NodeId, BasicNode>) -> Judged {
+        let core = self.core.lock().expect("core");
+        core.judge(self.clock.read(), &RaftView::of(m))
+    }
+
+    /// Steps the core with `input` at this instant (read under its lock, so that steps come
+    /// in the order of their instants) and carries out what it says; returns its answer.
+    pub(super) fn step(&self, input: Input) -> Option<Answer> {
+        let actions = {
+            let mut core = self.core.lock().expect("core");
+            core.step(self.clock.read(), input)
+        };
+        self.carry_out(actions)
+    }
+
+    /// Carries out what the core said, but probes (the role loop's own): records the view,
+    /// wakes the election driver or the role loop, counts the lab's observations.
+    pub(super) fn carry_out(&self, actions: Vec<Action>) -> Option<Answer> {
+        let mut answer = None;
+        for a in actions {
+            match a {
+                Action::Answer(x) => answer = Some(x),
+                Action::Record => self.record_view(),
+                Action::ContactChanged => self.gate.wake(),
+                Action::Wake => self.wake.notify_one(),
+                Action::Observed(Observation::VoteAskedInsidePromise) => {
+                    self.flaws.vote_asked_inside_promise()
+                }
+                Action::Observed(Observation::VoteGrantedInsidePromise) => {
+                    self.flaws.vote_granted_inside_promise()
+                }
+                Action::Probe { .. } => debug_assert!(false, "only a tick probes: {a:?}"),
+            }
+        }
+        answer
+    }
+
+    /// Extra status for `/v1/status`: what openraft itself says, and the election driver.
+    pub(super) fn status(&self) -> serde_json::Value {
+        let m = self.raft_metrics();
+        let (contact, failed_attempts) = {
+            let core = self.core.lock().expect("core");
+            (core.contact(), core.failed_attempts())
+        };
+        let since_contact = self.clock.boot_ns().saturating_sub(contact.at_ns) / 1_000_000;
+        serde_json::json!({
+            "raft_state": format!("{:?}", m.state),
+            "vote": self.store.vote().map(|v| v.to_string()),
+            "last_log_index": m.last_log_index,
+            "last_applied": m.last_applied.map(|l| l.to_string()),
+            "millis_since_quorum_ack": m.millis_since_quorum_ack,
+            "running": m.running_state.is_ok(),
+            "identity": self.store.identity().map(|i| serde_json::json!({
+                "incarnation": format!("{:#x}", i.incarnation),
+                "confirmed": i.confirmed,
+                // What this node holds for the others (the applied log's first, identity.rs
+                // rule 5), and whether it abstains from judging a hello meanwhile.
+                "peers": self.store.recorded_all().into_iter().map(|(id, (inc, in_log))| {
+                    (id.to_string(), serde_json::json!({
+                        "incarnation": format!("{inc:#x}"),
+                        "in_log": in_log,
+                    }))
+                }).collect::<serde_json::Map<_, _>>(),
+                "abstains": self.store.unapplied(),
+            })),
+            "election": {
+                "ms_since_contact": since_contact,
+                "failed_attempts": failed_attempts,
+            },
+        })
+    }
+
+    /// Records an event if (role, term, leader) changed. The one place quorum mode records role
+    /// changes. Stamps err wide: "became leader" at the send time of the probe that started the
+    /// claim, "stopped leading" at the moment the claim ended, never earlier.
+    pub(super) fn record_view(&self) {
+        self.events.record_leased_view(
+            || self.judge(&self.raft_metrics()).view,
+            &self.core,
+            &*self.clock,
+            &self.counters,
+        );
+    }
+
+    /// Starts the node's two loops (the role loop and the election driver); the returned future
+    /// ends when `stop` is cancelled, or with an error when openraft stops on its own.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
+        let members = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            self.clone().follow_members(stop.clone()),
+        ));
+        let preferring = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            self.clone().prefer_leader(stop.clone()),
+        ));
+        let mut driver = tokio::spawn(self.clone().drive_elections(stop.clone()));
+        let role = self.clone().role_loop(stop.clone());
+        tokio::pin!(role);
+        let res = tokio::select! {
+            res = &mut role => res,
+            ended = &mut driver => match ended {
+                Err(e) if e.is_panic() => Err(format!("the election driver panicked: {e}")),
+                // A member knows this node by an earlier data dir (identity.rs).
+                Ok(Err(e)) => Err(e),
+                // The driver ends by itself when the node stops or when openraft stopped (its
+                // metrics closed): the role loop, which ends on both too, says which. (Taking
+                // the driver's end for a stop let a storage failure end the engine "Ok", and
+                // the binary ran on with a dead engine.)
+                _ => role.await,
+            },
+        };
+        driver.abort();
+        drop((members, preferring));
+        // openraft stopping after this node closed its claim is the node's own shutdown.
+        res.or_else(|e| {
+            if self.core.lock().expect("core").lease().is_closed() {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+    }
+
+    /// Runs [`run`](Self::run) in the background; when openraft stops on its own (a storage
+    /// error), the reason is logged and `fatal` is cancelled, which stops the process.
+    pub fn spawn(self: Arc<Self>, stop: CancellationToken, fatal: CancellationToken) {
+        let run = self.run(stop);
+        tokio::spawn(async move {
+            if let Err(e) = run.await {
+                tracing::error!(error = %e, "quorum engine stopped");
+                fatal.cancel();
+            }
+        });
+    }
+}
+
+impl QuorumPeer for QuorumNode {
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// An append accepted from the leader it names renews the follower lease (the gate), names
+    /// the leader, and settles any campaign; openraft processes it under the gate's read side,
+    /// so that the election driver sees it before it campaigns, or campaigns first and the
+    /// append is refused as of a lower vote.
+    async fn on_append(
+        self: Arc<Self>,
+        from: NodeId,
+        req: AppendEntriesRequest<TypeConfig>,
+    ) -> Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
+        let leader = req.vote.leader_id().voted_for();
+        let commit = req.leader_commit.map(|l| l.index);
+        let _admitted = self.gate.admit().await;
+        let res = self.raft.append_entries(req).await;
+        if let (Ok(r), Some(l)) = (&res, leader) {
+            if l == from && !matches!(r, AppendEntriesResponse::HigherVote(_)) {
+                self.step(Input::AppendAccepted { leader: l, commit });
+            }
+        }
+        res
+    }
+
+    /// Judged by the core first (core/mod.rs, `vote_asked`: no vote while a promise of this node
+    /// can still run; a request for a higher term suspends the claim before openraft sees
+    /// it), then by openraft, whose answer the core takes before the gate is let go.
+    async fn on_vote_request(
+        self: Arc<Self>,
+        req: VoteRequest<NodeId>,
+    ) -> Result<VoteResponse<NodeId>, RaftError<NodeId>> {
+        let term = req.vote.leader_id().get_term();
+        let confirmed = self.store.confirmed();
+        let asked = Input::VoteAsked {
+            term,
+            current_term: self.raft.metrics().borrow().current_term,
+            confirmed,
+        };
+        let Some(Answer::PassVote {
+            higher,
+            inside_promise,
+        }) = self.step(asked)
+        else {
+            if confirmed {
+                tracing::debug!(term, "vote refused: a promise of this node can still run");
+            } else {
+                tracing::debug!(
+                    term,
+                    "vote refused: this data dir's incarnation is not confirmed"
+                );
+            }
+            return Ok(self.refuse_vote());
+        };
+        // Under the gate's read side, like an append: the election driver sees a vote this
+        // node granted before it campaigns itself, or campaigns first and openraft refuses
+        // the request (one vote per term).
+        let admitted = self.gate.admit().await;
+        let res = self.raft.vote(req).await;
+        self.step(Input::VoteAnswered {
+            term,
+            higher,
+            granted: matches!(&res, Ok(r) if r.vote_granted),
+            failed: res.is_err(),
+            inside_promise,
+        });
+        drop(admitted);
+        res
+    }
+
+    /// A snapshot renews the follower lease like an append, when openraft's vote did not
+    /// outrank the sender's (a stale leader's snapshot is answered `Ok` too, with the higher
+    /// vote).
+    async fn on_snapshot(
+        self: Arc<Self>,
+        req: InstallSnapshotRequest<TypeConfig>,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+        let leader = req.vote.leader_id().voted_for();
+        let vote = req.vote;
+        let _admitted = self.gate.admit().await;
+        let res = self.raft.install_snapshot(req).await;
+        if matches!(&res, Ok(r) if r.vote <= vote) {
+            self.step(Input::SnapshotAccepted { leader });
+        }
+        res
+    }
+
+    /// Judged by the core (core/mod.rs, `prevote_asked`): its follower lease, its log and the
+    /// pre-vote it pledged last, changing nothing durable; a grant is a pledge to `from`.
+    fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse {
+        let term = self.raft.metrics().borrow().current_term;
+        let asked = Input::PreVoteAsked {
+            from,
+            theirs: req.last_log_id,
+            mine: self.store.last_log_id(),
+            confirmed: self.store.confirmed(),
+        };
+        let (verdict, lease_left_us) = match self.step(asked) {
+            Some(Answer::PreVote {
+                verdict,
+                lease_left_us,
+            }) => (verdict, lease_left_us),
+            _ => (Err(election::PreVoteRefusal::Stopping), None),
+        };
+        PreVoteResponse {
+            granted: verdict.is_ok(),
+            term,
+            refused: verdict.err().map(|r| r.code().to_string()),
+            lease_left_us,
+        }
+    }
+
+    /// Its leader resigned: the named successor campaigns first, as soon as the followers'
+    /// leases allow, everyone else one stagger step later (election.rs).
+    fn on_resign_notice(&self, from: NodeId, notice: Resign) {
+        let raft = RaftView::of(&self.raft_metrics());
+        let told = Input::ResignNotice {
+            from,
+            term: notice.term,
+            successor: notice.successor,
+            raft,
+        };
+        if self.step(told) == Some(Answer::Handoff { taken: true }) {
+            tracing::info!(
+                term = notice.term,
+                successor = notice.successor,
+                "leader {from} resigned"
+            );
+        }
+    }
+
+    /// Only the node itself may ask to be removed this way, and only of a leader.
+    async fn on_remove(
+        self: Arc<Self>,
+        from: NodeId,
+        req: RemoveRequest,
+    ) -> Result<Members, String> {
+        if req.id != from {
+            return Err(format!("node {from} may remove only itself this way"));
+        }
+        // Only from the membership it asked in: a request held back on the path until the node
+        // was removed and added again names an older one.
+        let now = self.membership_index();
+        if req.membership.is_none() || req.membership != now {
+            return Err(format!(
+                "node {from} asked to be removed from the membership of log index {:?}, and the \
+                 membership in force is of index {now:?}: ask again",
+                req.membership
+            ));
+        }
+        self.remove_member(req.id).await.map_err(|e| e.to_string())
+    }
+
+    /// Records `from`'s incarnation if this node knows none; refuses another one than it
+    /// knows (identity.rs).
+    async fn on_hello(self: Arc<Self>, from: NodeId, hello: Hello) -> Result<HelloAnswer, String> {
+        let mine = HelloAnswer {
+            member: true,
+            incarnation: self
+                .store
+                .identity()
+                .filter(|i| i.confirmed)
+                .map(|i| i.incarnation),
+            ..HelloAnswer::default()
+        };
+        // Applied entries only grow, so a member not behind now is not behind when it records.
+        // One that holds entries it has not applied yet may not know the incarnation they
+        // record for the sender (rule 5): it abstains too, until it has applied them.
+        if identity::is_behind(self.store.applied_index(), hello.membership)
+            || self.store.unapplied()
+        {
+            tracing::debug!(
+                peer = from,
+                membership = hello.membership,
+                "node {from} said hello from a membership this node has not applied yet"
+            );
+            return Ok(HelloAnswer {
+                behind: true,
+                ..mine
+            });
+        }
+        let members = self.members_now();
+        if members.committed
+            && !members.voter_sets.is_empty()
+            && !members.members.iter().any(|m| m.id == from)
+        {
+            tracing::warn!(
+                peer = from,
+                "node {from} said hello but is no member of the membership in force: not recorded"
+            );
+            return Ok(HelloAnswer {
+                member: false,
+                ..mine
+            });
+        }
+        let r = self
+            .store
+            .recognise_peer(from, hello.incarnation)
+            .await
+            .map_err(|e| e.to_string())?;
+        match r {
+            Recognition::New => tracing::info!(
+                peer = from,
+                incarnation = format!("{:#x}", hello.incarnation),
+                "recorded a member's incarnation"
+            ),
+            Recognition::Same => {}
+            Recognition::Replaced { was } => tracing::error!(
+                peer = from,
+                incarnation = format!("{:#x}", hello.incarnation),
+                known = format!("{was:#x}"),
+                "member {from} came back on a new data dir: refused (it lost its votes)"
+            ),
+            // Removed between the check above (openraft's view) and the record (identity.rs,
+            // rule 3).
+            Recognition::Stranger => {
+                tracing::warn!(
+                    peer = from,
+                    "node {from} said hello but the applied membership does not name it: not \
+                     recorded"
+                );
+                return Ok(HelloAnswer {
+                    member: false,
+                    ..mine
+                });
+            }
+        }
+        Ok(HelloAnswer {
+            accepted: r.accepted(),
+            known: match r {
+                Recognition::Replaced { was } => Some(was),
+                _ => None,
+            },
+            ..mine
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
