@@ -6,8 +6,9 @@
 # along seeded random walks; each broken variant walks until its first counterexample, which
 # is then made short. Prints states explored, depth and time for each, and each property's
 # verdict with its path length.
-#   scripts/model.sh                               defaults: depth 10, 60 s of walks each
-#   scripts/model.sh --depth 12 --walk-s 600       the deep run
+#   scripts/model.sh                               depth 10, 60 s of walks, then each broken
+#                                                  variant until its counterexample (600 s at most)
+#   scripts/model.sh --depth 11 --walk-s 600       the deep run
 #   scripts/model.sh --nodes 5 …                   five nodes
 #   scripts/model.sh --variant long-lease --paths  one variant, with its counterexample
 #   scripts/model.sh --seed S                      replay the walks of seed S

@@ -16,6 +16,7 @@ use super::identity::{confirmations_needed, not_a_member_message, replaced_messa
 use super::membership::majority_of_each;
 use super::node::QuorumNode;
 use super::protocol::{Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, PATH_PREVOTE};
+use crate::role::NodeId;
 
 impl QuorumNode {
     /// The election driver (election.rs): campaigns when the follower lease has run out, a
@@ -29,49 +30,29 @@ impl QuorumNode {
         self.confirm_identity(&stop).await?;
         let mut metrics = self.raft.metrics();
         loop {
-            if stop.is_cancelled() || self.core.lock().expect("core").lease().is_closed() {
+            if stop.is_cancelled() || self.with_core(|core, _| core.lease().is_closed()) {
                 return Ok(());
             }
             let m = metrics.borrow_and_update().clone();
-            if m.state == ServerState::Leader || m.running_state.is_err() {
+            // A leader, a stopped openraft, a learner (joining) or a node removed from the
+            // cluster never campaigns: it waits for openraft to change.
+            let voters = self.voters();
+            if m.state == ServerState::Leader
+                || m.running_state.is_err()
+                || !voters.contains(&self.id)
+            {
                 tokio::select! {
                     _ = stop.cancelled() => return Ok(()),
                     r = metrics.changed() => if r.is_err() { return Ok(()) },
                 }
                 continue;
             }
-            if !self.voters().contains(&self.id) {
-                // A learner (joining), or a node removed from the cluster: never campaigns.
-                tokio::select! {
-                    _ = stop.cancelled() => return Ok(()),
-                    r = metrics.changed() => if r.is_err() { return Ok(()) },
-                }
-                continue;
-            }
-            let (due, contact) = self
-                .core
-                .lock()
-                .expect("core")
-                .campaign_due(&RaftView::of(&m), &self.voters());
+            let (due, contact) =
+                self.with_core(|core, _| core.campaign_due(&RaftView::of(&m), &voters));
             let now = self.clock.boot_ns();
             if now < due {
-                let slept = tokio::select! {
-                    _ = stop.cancelled() => return Ok(()),
-                    _ = tokio::time::sleep(Duration::from_nanos(due - now)) => true,
-                    _ = self.gate.changed() => false,
-                    r = metrics.changed() => if r.is_err() { return Ok(()) } else { false },
-                };
-                let woke = self.clock.boot_ns();
-                if slept && self.election.woke_late(due, woke) {
-                    tracing::debug!(
-                        late_us = (woke - due) / 1000,
-                        "woke late for the campaign slot: one more beat for the leader"
-                    );
-                    tokio::select! {
-                        _ = stop.cancelled() => return Ok(()),
-                        _ = tokio::time::sleep(Duration::from_nanos(self.election.heartbeat_ns)) => {}
-                        _ = self.gate.changed() => {}
-                    }
+                if !self.sleep_to_slot(due, &mut metrics, &stop).await {
+                    return Ok(());
                 }
                 continue;
             }
@@ -97,6 +78,39 @@ impl QuorumNode {
         }
     }
 
+    /// Sleeps until the campaign slot `due` (BOOTTIME), or a contact, or a change of openraft's
+    /// state, whichever comes first; a node woken more than a beat late gives the leader one
+    /// more beat (election.rs, `woke_late`). `false` when the node stops or openraft did.
+    async fn sleep_to_slot(
+        &self,
+        due: u64,
+        metrics: &mut tokio::sync::watch::Receiver<
+            openraft::RaftMetrics<NodeId, openraft::BasicNode>,
+        >,
+        stop: &CancellationToken,
+    ) -> bool {
+        let now = self.clock.boot_ns();
+        let slept = tokio::select! {
+            _ = stop.cancelled() => return false,
+            _ = tokio::time::sleep(Duration::from_nanos(due.saturating_sub(now))) => true,
+            _ = self.gate.changed() => false,
+            r = metrics.changed() => if r.is_err() { return false } else { false },
+        };
+        let woke = self.clock.boot_ns();
+        if slept && self.election.woke_late(due, woke) {
+            tracing::debug!(
+                late_us = (woke - due) / 1000,
+                "woke late for the campaign slot: one more beat for the leader"
+            );
+            tokio::select! {
+                _ = stop.cancelled() => return false,
+                _ = tokio::time::sleep(Duration::from_nanos(self.election.heartbeat_ns)) => {}
+                _ = self.gate.changed() => {}
+            }
+        }
+        true
+    }
+
     /// Until this data dir's incarnation is confirmed: says hello to the other members, every
     /// beat at first and then less often, until ⌈n/2⌉ of them recorded it (identity.rs), then
     /// marks it confirmed, durably. `Err` when a member knows this node by an earlier one, or
@@ -104,7 +118,6 @@ impl QuorumNode {
     /// joins logs that and goes on asking instead. `Ok` at once when it was confirmed before,
     /// and when the node stops.
     async fn confirm_identity(&self, stop: &CancellationToken) -> Result<(), String> {
-        use futures_util::StreamExt;
         let Some(me) = self.store.identity().filter(|i| !i.confirmed) else {
             return Ok(());
         };
@@ -115,12 +128,7 @@ impl QuorumNode {
                 .await
                 .map_err(|e| format!("cannot record the confirmed incarnation: {e}"));
         }
-        let deadline = Duration::from_nanos(self.election.follower_lease_ns);
-        let mut recorded = BTreeSet::new();
-        // Members whose committed membership does not name this node.
-        let mut strangers = BTreeSet::new();
-        // Members whose refusal a joining node has logged.
-        let mut warned = BTreeSet::new();
+        let mut tally = Tally::default();
         let mut pause = Duration::from_nanos(self.election.heartbeat_ns);
         let mut rounds = 0u32;
         loop {
@@ -133,59 +141,16 @@ impl QuorumNode {
                 members.push(self.id);
             }
             let need = confirmations_needed(members.len());
-            if known && recorded.len() >= need {
+            if known && tally.recorded.len() >= need {
                 break;
             }
-            let hello = Hello {
-                incarnation: me.incarnation,
-                membership: self.membership_index(),
-            };
-            let hello = &hello;
-            let mut asks: futures_util::stream::FuturesUnordered<_> = members
-                .iter()
-                .filter(|id| **id != self.id && !recorded.contains(*id))
-                .map(|&to| async move { (to, self.ask_hello(to, hello, deadline).await) })
-                .collect();
-            while let Some((from, answer)) = asks.next().await {
-                let refusal = match answer {
-                    Ok(HelloAnswer { accepted: true, .. }) => {
-                        recorded.insert(from);
-                        continue;
-                    }
-                    // It has not applied the log up to this node's membership: asked again
-                    // in the next round (identity.rs, rule 3).
-                    Ok(HelloAnswer { behind: true, .. }) | Err(_) => continue,
-                    Ok(HelloAnswer { member: false, .. }) => {
-                        // A member that applied this node's membership and does not name
-                        // it: as many as would confirm it are proof that it was removed.
-                        strangers.insert(from);
-                        if strangers.len() < need {
-                            continue;
-                        }
-                        not_a_member_message(self.id, &strangers)
-                    }
-                    Ok(HelloAnswer { known, .. }) => {
-                        replaced_message(self.id, from, known.unwrap_or_default(), me.incarnation)
-                    }
-                };
-                if !self.joins {
-                    return Err(refusal);
-                }
-                // A node that joins catches up from the leader meanwhile: the log its hello
-                // names may be older than its own addition, which the member then judges by
-                // what it knew before. It waits, unconfirmed, and asks again.
-                if warned.insert(from) {
-                    tracing::warn!(
-                        member = from,
-                        "{refusal} (this node joins: it waits without voting, and asks again)"
-                    );
-                }
-            }
+            self.hello_round(me.incarnation, &members, need, &mut tally)
+                .await?;
             rounds += 1;
             if rounds == 10 {
                 tracing::warn!(
                     need,
-                    ?recorded,
+                    recorded = ?tally.recorded,
                     "still waiting for members to record this data dir's incarnation: no votes \
                      until then"
                 );
@@ -202,9 +167,67 @@ impl QuorumNode {
             .map_err(|e| format!("cannot record the confirmed incarnation: {e}"))?;
         tracing::info!(
             incarnation = format!("{:#x}", me.incarnation),
-            ?recorded,
+            recorded = ?tally.recorded,
             "incarnation confirmed: this node votes from now on"
         );
+        Ok(())
+    }
+
+    /// One round of [`confirm_identity`](Self::confirm_identity)'s hellos, to the `members`
+    /// that have not recorded `incarnation` yet; `Err` when one refuses it for good.
+    async fn hello_round(
+        &self,
+        incarnation: u64,
+        members: &[NodeId],
+        need: usize,
+        tally: &mut Tally,
+    ) -> Result<(), String> {
+        use futures_util::StreamExt;
+        let deadline = Duration::from_nanos(self.election.follower_lease_ns);
+        let hello = &Hello {
+            incarnation,
+            membership: self.membership_index(),
+        };
+        let mut asks: futures_util::stream::FuturesUnordered<_> = members
+            .iter()
+            .filter(|id| **id != self.id && !tally.recorded.contains(*id))
+            .map(|&to| async move { (to, self.ask_hello(to, hello, deadline).await) })
+            .collect();
+        while let Some((from, answer)) = asks.next().await {
+            let refusal = match answer {
+                Ok(HelloAnswer { accepted: true, .. }) => {
+                    tally.recorded.insert(from);
+                    continue;
+                }
+                // It has not applied the log up to this node's membership: asked again in the
+                // next round (identity.rs, rule 3).
+                Ok(HelloAnswer { behind: true, .. }) | Err(_) => continue,
+                Ok(HelloAnswer { member: false, .. }) => {
+                    // A member that applied this node's membership and does not name it: as
+                    // many as would confirm it are proof that it was removed.
+                    tally.strangers.insert(from);
+                    if tally.strangers.len() < need {
+                        continue;
+                    }
+                    not_a_member_message(self.id, &tally.strangers)
+                }
+                Ok(HelloAnswer { known, .. }) => {
+                    replaced_message(self.id, from, known.unwrap_or_default(), incarnation)
+                }
+            };
+            if !self.joins {
+                return Err(refusal);
+            }
+            // A node that joins catches up from the leader meanwhile: the log its hello names
+            // may be older than its own addition, which the member then judges by what it knew
+            // before. It waits, unconfirmed, and asks again.
+            if tally.warned.insert(from) {
+                tracing::warn!(
+                    member = from,
+                    "{refusal} (this node joins: it waits without voting, and asks again)"
+                );
+            }
+        }
         Ok(())
     }
 
@@ -308,7 +331,7 @@ impl QuorumNode {
                     return false;
                 }
             }
-            if self.core.lock().expect("core").contact().seq != seq {
+            if self.with_core(|core, _| core.contact().seq) != seq {
                 return false;
             }
             tokio::select! {
@@ -319,4 +342,15 @@ impl QuorumNode {
             }
         }
     }
+}
+
+/// What a new data dir's hellos have gathered (`confirm_identity`).
+#[derive(Default)]
+struct Tally {
+    /// Members that recorded this data dir's incarnation.
+    recorded: BTreeSet<NodeId>,
+    /// Members whose committed membership does not name this node.
+    strangers: BTreeSet<NodeId>,
+    /// Members whose refusal a joining node has logged.
+    warned: BTreeSet<NodeId>,
 }

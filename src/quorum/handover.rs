@@ -138,7 +138,6 @@ impl QuorumNode {
             return;
         }
         let beat = Duration::from_millis(self.timing.heartbeat_ms);
-        let f = ms(self.timing.follower_lease_ms);
         let mine = self.priority_of(self.id);
         let mut settle = Settle::default();
         loop {
@@ -155,22 +154,7 @@ impl QuorumNode {
                 continue;
             }
             let now = self.clock.mono_ns();
-            let matched = |id: NodeId| matched_index(&m, id);
-            let members: Vec<Seen> = self
-                .voters()
-                .into_iter()
-                .filter(|id| *id != self.id)
-                .map(|id| Seen {
-                    id,
-                    priority: self.priority_of(id),
-                    ready: matched(id).is_some()
-                        && matched(id) >= m.last_log_index
-                        && self
-                            .counters
-                            .last_contact_ns(id)
-                            .is_some_and(|at| now.saturating_sub(at) < f),
-                })
-                .collect();
+            let members = self.seen(&m, now);
             if let Some(to) = settle.judge(now, mine, &members, self.settle_ns) {
                 if !self.may_campaign(to).await {
                     // A voter on a data dir not confirmed (a wiped disk started again with
@@ -197,6 +181,27 @@ impl QuorumNode {
         }
     }
 
+    /// The other voters as the preferred leader judges them at `now` (MONOTONIC): each one's
+    /// priority, and whether it is ready (has the whole log, was heard within a follower lease).
+    fn seen(&self, m: &RaftMetrics<NodeId, BasicNode>, now: u64) -> Vec<Seen> {
+        let f = ms(self.timing.follower_lease_ms);
+        let matched = |id: NodeId| matched_index(m, id);
+        self.voters()
+            .into_iter()
+            .filter(|id| *id != self.id)
+            .map(|id| Seen {
+                id,
+                priority: self.priority_of(id),
+                ready: matched(id).is_some()
+                    && matched(id) >= m.last_log_index
+                    && self
+                        .counters
+                        .last_contact_ns(id)
+                        .is_some_and(|at| now.saturating_sub(at) < f),
+            })
+            .collect()
+    }
+
     /// Whether member `id` answers a hello now with the confirmed incarnation this node holds
     /// for it (identity.rs): only then can it campaign, and so take over a handover.
     async fn may_campaign(&self, id: NodeId) -> bool {
@@ -214,8 +219,7 @@ impl QuorumNode {
 
     /// Whether this node claims now, openraft's state being `raft`.
     fn claims(&self, raft: &RaftView) -> bool {
-        let core = self.core.lock().expect("core");
-        core.claim(self.clock.boot_ns(), raft).is_some()
+        self.with_core(|core, now| core.claim(now.boot_ns, raft).is_some())
     }
 
     /// A member's priority (0 unless the config gives one).

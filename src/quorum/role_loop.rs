@@ -29,12 +29,11 @@ impl QuorumNode {
             // The next turn: a probing leader's next probe, a beat for anyone else (a follower,
             // whose leader expires with its lease; a quiet, resigned or stopping leader), and
             // the end of a running claim, whichever comes first.
-            let wake_in = {
-                let raft = RaftView::of(&metrics.borrow());
-                let core = self.core.lock().expect("core");
-                let now = self.clock.boot_ns();
-                Duration::from_nanos(core.next_tick_ns(now, &raft).saturating_sub(now))
-            };
+            let raft = RaftView::of(&metrics.borrow());
+            let wake_in = self.with_core(|core, now| {
+                let next = core.next_tick_ns(now.boot_ns, &raft);
+                Duration::from_nanos(next.saturating_sub(now.boot_ns))
+            });
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => return Ok(()),
@@ -46,10 +45,7 @@ impl QuorumNode {
             if let Err(fatal) = &m.running_state {
                 return Err(format!("openraft stopped: {fatal}"));
             }
-            let actions = {
-                let mut core = self.core.lock().expect("core");
-                core.tick(self.clock.read(), &RaftView::of(&m))
-            };
+            let actions = self.with_core(|core, now| core.tick(now, &RaftView::of(&m)));
             for a in actions {
                 match a {
                     Action::Probe { term, heartbeat } => {
@@ -93,11 +89,10 @@ impl QuorumNode {
         tokio::pin!(probe);
         let mut raft_running = true;
         loop {
-            let left = {
-                let core = self.core.lock().expect("core");
-                let now = self.clock.boot_ns();
-                core.lease().current(term, now).map(|c| c.left_ns(now))
-            };
+            let left = self.with_core(|core, now| {
+                let claim = core.lease().current(term, now.boot_ns);
+                claim.map(|c| c.left_ns(now.boot_ns))
+            });
             tokio::select! {
                 biased;
                 granted = &mut probe => return granted,
@@ -142,7 +137,7 @@ impl QuorumNode {
                 .observe(took as f64 / 1e9);
         }
         if went_quiet {
-            let quiet_ns = self.core.lock().expect("core").timing().quiet_ns;
+            let quiet_ns = self.with_core(|core, _| core.timing().quiet_ns);
             tracing::warn!(
                 quiet_ms = quiet_ns / 1_000_000,
                 "no quorum for two follower leases: probes and heartbeats paused"

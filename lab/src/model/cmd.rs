@@ -18,12 +18,15 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = 10)]
     pub depth: usize,
     /// Steps of each random walk.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 80)]
     pub walk_depth: usize,
-    /// Seconds of random walks on the sound core; each broken variant walks until its first
-    /// counterexample, for at most this long too.
+    /// Seconds of random walks on the sound core.
     #[arg(long, default_value_t = 60)]
     pub walk_s: u64,
+    /// Seconds each broken variant may walk before its first counterexample (the search
+    /// stops at it).
+    #[arg(long, default_value_t = 600)]
+    pub find_s: u64,
     /// Seconds the breadth-first check may take at most.
     #[arg(long, default_value_t = 600)]
     pub timeout_s: u64,
@@ -54,7 +57,10 @@ pub fn main(args: ModelArgs) -> ExitCode {
         depth: args.walk_depth,
         seed,
     };
-    let walk_time = Duration::from_secs(args.walk_s);
+    let (walk_time, find_time) = (
+        Duration::from_secs(args.walk_s),
+        Duration::from_secs(args.find_s),
+    );
     let mut ok = true;
     for v in variants {
         let model = || QuorumModel::new(args.nodes, v);
@@ -67,7 +73,12 @@ pub fn main(args: ModelArgs) -> ExitCode {
             print(&r, args.paths);
             ok &= verdict(&r);
         }
-        let r = check(model(), walks, walk_time);
+        let time = if v == Variant::Sound {
+            walk_time
+        } else {
+            find_time
+        };
+        let r = check(model(), walks, time);
         print(&r, args.paths);
         ok &= verdict(&r);
     }

@@ -27,7 +27,7 @@ use super::protocol::{
 };
 use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::{raft_config, TypeConfig, APPEND_BODY_LIMIT};
-use crate::clock::{ms, Clock};
+use crate::clock::{ms, Clock, Reading};
 use crate::config::{Timing, ValidConfig};
 use crate::counters::Counters;
 use crate::engine::{Flaws, Judged, Plumbing};
@@ -94,11 +94,7 @@ impl QuorumNode {
             counters,
             clock,
         } = plumbing;
-        // Appends carry at most the log since the last snapshot (`raft_config`: a snapshot
-        // every 32 entries, 8 kept) and snapshots the membership and incarnations: more
-        // than the transport's small default, read before the MAC is checked.
-        transport.allow_body(PATH_APPEND, APPEND_BODY_LIMIT);
-        transport.allow_body(PATH_SNAPSHOT, crate::BODY_LIMIT);
+        allow_bodies(&transport);
         let t = cfg.timing;
         let raft_cfg = raft_config(&cfg.cluster_id, &t).map_err(QuorumError::Config)?;
         let net = RaftNet {
@@ -115,49 +111,10 @@ impl QuorumNode {
         .await
         .map_err(|e| QuorumError::Start(e.to_string()))?;
 
-        let members: BTreeMap<NodeId, BasicNode> = cfg
-            .peers
-            .iter()
-            .map(|p| (p.id, BasicNode::new(&p.addr)))
-            .collect();
-        let bootstrap = if cfg.join.is_some() {
-            // A node that joins takes its membership from the cluster's log.
-            tracing::info!("joining: the membership comes from the cluster, not from peers");
-            Ok(())
-        } else if raft
-            .is_initialized()
-            .await
-            .map_err(|e| QuorumError::Start(e.to_string()))?
-        {
-            // openraft refuses to initialise a node that has voted or has a log, and logs an
-            // ERROR saying so: only a new data dir is initialised. (Asked of openraft's core,
-            // a round trip that also has its metrics, the term among them, loaded before the
-            // node answers: a node skipping the call answered term 0 after a restart.)
-            tracing::debug!("membership already initialised (the node has voted or has a log)");
-            Ok(())
-        } else {
-            raft.initialize(members).await
-        };
-        match bootstrap {
-            Ok(()) => tracing::info!("bootstrapped the membership from the config"),
-            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
-                tracing::debug!("membership already initialised (the node has voted or has a log)")
-            }
-            Err(e) => tracing::warn!(error = %e, "initialize failed"),
-        }
+        bootstrap(&raft, cfg).await?;
         let timing = ElectionTiming::from_config(&t);
         let started_ns = clock.boot_ns();
-        let me = store
-            .take_identity(identity::draw_incarnation(seed, cfg.id, started_ns))
-            .await
-            .map_err(|e| QuorumError::Start(format!("cannot record the incarnation: {e}")))?;
-        if !me.confirmed {
-            tracing::info!(
-                incarnation = format!("{:#x}", me.incarnation),
-                need = identity::confirmations_needed(cfg.peers.len()),
-                "a new data dir: no votes until enough members have recorded its incarnation"
-            );
-        }
+        take_identity(&store, cfg, seed, started_ns).await?;
         let core = QuorumCore::new(cfg.id, CoreTiming::from_config(&t), seed, started_ns);
         #[cfg(feature = "flaws")]
         let core = core.with_vote_while_leading(flaws.vote_while_leading());
@@ -203,17 +160,22 @@ impl QuorumNode {
 
     /// The effective role now, judged from openraft's state and the claim at this moment.
     pub(super) fn judge(&self, m: &RaftMetrics<NodeId, BasicNode>) -> Judged {
-        let core = self.core.lock().expect("core");
-        core.judge(self.clock.read(), &RaftView::of(m))
+        self.with_core(|core, now| core.judge(now, &RaftView::of(m)))
     }
 
-    /// Steps the core with `input` at this instant (read under its lock, so that steps come
-    /// in the order of their instants) and carries out what it says; returns its answer.
+    /// The one place the core is locked: `f` gets it and the instant, read under the lock so
+    /// that the core is stepped in the order of its instants. The lock is the core's only
+    /// guard between the node's tasks (the handlers, the role loop, the election driver); it is
+    /// never held across an `.await` (`f` is not async), so it orders them and blocks none.
+    pub(super) fn with_core<R>(&self, f: impl FnOnce(&mut QuorumCore, Reading) -> R) -> R {
+        let mut core = self.core.lock().expect("core");
+        let now = self.clock.read();
+        f(&mut core, now)
+    }
+
+    /// Steps the core with `input` now and carries out what it says; returns its answer.
     pub(super) fn step(&self, input: Input) -> Option<Answer> {
-        let actions = {
-            let mut core = self.core.lock().expect("core");
-            core.step(self.clock.read(), input)
-        };
+        let actions = self.with_core(|core, now| core.step(now, input));
         self.carry_out(actions)
     }
 
@@ -242,10 +204,8 @@ impl QuorumNode {
     /// Extra status for `/v1/status`: what openraft itself says, and the election driver.
     pub(super) fn status(&self) -> serde_json::Value {
         let m = self.raft_metrics();
-        let (contact, failed_attempts) = {
-            let core = self.core.lock().expect("core");
-            (core.contact(), core.failed_attempts())
-        };
+        let (contact, failed_attempts) =
+            self.with_core(|core, _| (core.contact(), core.failed_attempts()));
         let since_contact = self.clock.boot_ns().saturating_sub(contact.at_ns) / 1_000_000;
         serde_json::json!({
             "raft_state": format!("{:?}", m.state),
@@ -315,7 +275,7 @@ impl QuorumNode {
         drop((members, preferring));
         // openraft stopping after this node closed its claim is the node's own shutdown.
         res.or_else(|e| {
-            if self.core.lock().expect("core").lease().is_closed() {
+            if self.with_core(|core, _| core.lease().is_closed()) {
                 Ok(())
             } else {
                 Err(e)
@@ -537,42 +497,118 @@ impl QuorumPeer for QuorumNode {
             .recognise_peer(from, hello.incarnation)
             .await
             .map_err(|e| e.to_string())?;
-        match r {
-            Recognition::New => tracing::info!(
-                peer = from,
-                incarnation = format!("{:#x}", hello.incarnation),
-                "recorded a member's incarnation"
-            ),
-            Recognition::Same => {}
-            Recognition::Replaced { was } => tracing::error!(
-                peer = from,
-                incarnation = format!("{:#x}", hello.incarnation),
-                known = format!("{was:#x}"),
-                "member {from} came back on a new data dir: refused (it lost its votes)"
-            ),
-            // Removed between the check above (openraft's view) and the record (identity.rs,
-            // rule 3).
-            Recognition::Stranger => {
-                tracing::warn!(
-                    peer = from,
-                    "node {from} said hello but the applied membership does not name it: not \
-                     recorded"
-                );
-                return Ok(HelloAnswer {
-                    member: false,
-                    ..mine
-                });
-            }
-        }
-        Ok(HelloAnswer {
-            accepted: r.accepted(),
-            known: match r {
-                Recognition::Replaced { was } => Some(was),
-                _ => None,
-            },
-            ..mine
-        })
+        Ok(answer_recognition(from, hello.incarnation, r, mine))
     }
+}
+
+/// What a member answers a hello with, once it has recorded (or refused) `from`'s
+/// `incarnation` as `r` says (identity.rs); `mine` carries its own identity.
+fn answer_recognition(
+    from: NodeId,
+    incarnation: u64,
+    r: Recognition,
+    mine: HelloAnswer,
+) -> HelloAnswer {
+    match r {
+        Recognition::New => tracing::info!(
+            peer = from,
+            incarnation = format!("{incarnation:#x}"),
+            "recorded a member's incarnation"
+        ),
+        Recognition::Same => {}
+        Recognition::Replaced { was } => tracing::error!(
+            peer = from,
+            incarnation = format!("{incarnation:#x}"),
+            known = format!("{was:#x}"),
+            "member {from} came back on a new data dir: refused (it lost its votes)"
+        ),
+        // Removed between the membership check (openraft's view) and the record
+        // (identity.rs, rule 3).
+        Recognition::Stranger => {
+            tracing::warn!(
+                peer = from,
+                "node {from} said hello but the applied membership does not name it: not recorded"
+            );
+            return HelloAnswer {
+                member: false,
+                ..mine
+            };
+        }
+    }
+    HelloAnswer {
+        accepted: r.accepted(),
+        known: match r {
+            Recognition::Replaced { was } => Some(was),
+            _ => None,
+        },
+        ..mine
+    }
+}
+
+/// Appends carry at most the log since the last snapshot (`raft_config`: a snapshot every 32
+/// entries, 8 kept) and snapshots the membership and incarnations: more than the transport's
+/// small default, read before the MAC is checked.
+fn allow_bodies(transport: &Transport) {
+    transport.allow_body(PATH_APPEND, APPEND_BODY_LIMIT);
+    transport.allow_body(PATH_SNAPSHOT, crate::BODY_LIMIT);
+}
+
+/// Takes this data dir's incarnation: the one it has, or a new one drawn now, unconfirmed
+/// (identity.rs).
+async fn take_identity(
+    store: &Store,
+    cfg: &ValidConfig,
+    seed: u64,
+    started_ns: u64,
+) -> Result<(), QuorumError> {
+    let me = store
+        .take_identity(identity::draw_incarnation(seed, cfg.id, started_ns))
+        .await
+        .map_err(|e| QuorumError::Start(format!("cannot record the incarnation: {e}")))?;
+    if !me.confirmed {
+        tracing::info!(
+            incarnation = format!("{:#x}", me.incarnation),
+            need = identity::confirmations_needed(cfg.peers.len()),
+            "a new data dir: no votes until enough members have recorded its incarnation"
+        );
+    }
+    Ok(())
+}
+
+/// Bootstraps the membership from the config on a new data dir; a node that joins, or has
+/// voted or kept a log, keeps what it has.
+async fn bootstrap(raft: &Raft<TypeConfig>, cfg: &ValidConfig) -> Result<(), QuorumError> {
+    let members: BTreeMap<NodeId, BasicNode> = cfg
+        .peers
+        .iter()
+        .map(|p| (p.id, BasicNode::new(&p.addr)))
+        .collect();
+    let bootstrap = if cfg.join.is_some() {
+        // A node that joins takes its membership from the cluster's log.
+        tracing::info!("joining: the membership comes from the cluster, not from peers");
+        Ok(())
+    } else if raft
+        .is_initialized()
+        .await
+        .map_err(|e| QuorumError::Start(e.to_string()))?
+    {
+        // openraft refuses to initialise a node that has voted or has a log, and logs an
+        // ERROR saying so: only a new data dir is initialised. (Asked of openraft's core, a
+        // round trip that also has its metrics, the term among them, loaded before the node
+        // answers: a node skipping the call answered term 0 after a restart.)
+        tracing::debug!("membership already initialised (the node has voted or has a log)");
+        Ok(())
+    } else {
+        raft.initialize(members).await
+    };
+    match bootstrap {
+        Ok(()) => tracing::info!("bootstrapped the membership from the config"),
+        Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
+            tracing::debug!("membership already initialised (the node has voted or has a log)")
+        }
+        Err(e) => tracing::warn!(error = %e, "initialize failed"),
+    }
+    Ok(())
 }
 
 #[cfg(test)]
