@@ -57,7 +57,7 @@ pub struct QuorumModel {
     pub timing: CoreTiming,
     /// No campaign for a term above this.
     pub max_term: u64,
-    /// Messages in flight at most (a send beyond is lost).
+    /// Messages in flight at most (a send beyond is lost): three broadcasts' worth.
     pub max_in_flight: usize,
     pub max_crashes: u8,
     pub max_wipes: u8,
@@ -87,7 +87,7 @@ impl QuorumModel {
             variant,
             timing,
             max_term: 3,
-            max_in_flight: 6,
+            max_in_flight: 3 * (nodes as usize - 1),
             max_crashes: 1,
             max_wipes: 1,
             max_dups: 1,
