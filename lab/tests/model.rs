@@ -142,25 +142,31 @@ fn the_vote_while_leading_counterexample_breaks_the_flaw_and_not_the_core() {
             t0,
         })
     };
+    let vote = |from, to, term, last| {
+        Act::Deliver(Msg::Vote {
+            from,
+            to,
+            term,
+            last,
+        })
+    };
+    let granted = |from, to, term| {
+        Act::Deliver(Msg::VoteAnswer {
+            from,
+            to,
+            term,
+            granted: true,
+        })
+    };
     let (t1, t2, t3) = (1_614_037_429, 1_764_037_429, 1_794_037_429);
     let path = vec![
         Act::AdvanceTo(at + 160 * ms),
         Act::Campaign(2),
         pv(2, 1, 1, (0, 0)),
         pva(1, 2),
-        Act::Deliver(Msg::Vote {
-            from: 2,
-            to: 1,
-            term: 1,
-            last: (0, 0),
-        }),
+        vote(2, 1, 1, (0, 0)),
         Act::AdvanceTo(t1),
-        Act::Deliver(Msg::VoteAnswer {
-            from: 1,
-            to: 2,
-            term: 1,
-            granted: true,
-        }),
+        granted(1, 2, 1),
         Act::Tick(2),
         append(2, 1, 1, &[1], 0, t1),
         append(2, 3, 1, &[1], 0, t1),
@@ -173,18 +179,8 @@ fn the_vote_while_leading_counterexample_breaks_the_flaw_and_not_the_core() {
         pv(1, 2, 1, (1, 1)),
         pva(2, 1),
         answer(3, 2, 1, t2),
-        Act::Deliver(Msg::Vote {
-            from: 1,
-            to: 2,
-            term: 2,
-            last: (1, 1),
-        }),
-        Act::Deliver(Msg::VoteAnswer {
-            from: 2,
-            to: 1,
-            term: 2,
-            granted: true,
-        }),
+        vote(1, 2, 2, (1, 1)),
+        granted(2, 1, 2),
         Act::Tick(1),
         append(1, 3, 2, &[1, 2], 0, t3),
         answer(3, 1, 2, t3),

@@ -45,34 +45,41 @@ fn enabled(model: &QuorumModel, state: &State, act: &Act, buf: &mut Vec<Act>) ->
     buf.contains(act)
 }
 
-/// Plays `acts` from the start, skipping any action not enabled where it comes: the number
-/// of actions played when `property` first fails, if it does.
-pub fn replay(model: &QuorumModel, acts: &[Act], property: &'static str) -> Option<usize> {
-    let prop = model
-        .properties()
-        .into_iter()
-        .find(|p| p.name == property)?;
-    let mut state = model.init_states().pop()?;
+/// Plays `acts` from the start, skipping any action not enabled where it comes, until
+/// `property` first fails: the actions played, and whether it failed.
+fn play(model: &QuorumModel, acts: &[Act], property: &'static str) -> (Vec<Act>, bool) {
+    let prop = model.properties().into_iter().find(|p| p.name == property);
+    let (Some(prop), Some(mut state)) = (prop, model.init_states().pop()) else {
+        return (Vec::new(), false);
+    };
+    let mut played = Vec::new();
     let mut buf = Vec::new();
-    let mut played = 0;
     for act in acts {
         if !enabled(model, &state, act, &mut buf) {
             continue;
         }
-        state = model.next_state(&state, act.clone())?;
-        played += 1;
+        let Some(next) = model.next_state(&state, act.clone()) else {
+            break;
+        };
+        state = next;
+        played.push(act.clone());
         if !(prop.condition)(model, &state) {
-            return Some(played);
+            return (played, true);
         }
     }
-    None
+    (played, false)
+}
+
+/// The number of actions of `acts` played when `property` first fails, if it does ([`play`]).
+pub fn replay(model: &QuorumModel, acts: &[Act], property: &'static str) -> Option<usize> {
+    let (played, broke) = play(model, acts, property);
+    broke.then_some(played.len())
 }
 
 /// The counterexample `acts` made short: actions are left out, one at a time, for as long as
 /// what is left still breaks `property` (as a shrinking property test does). Returns the
 /// actions that are played.
-pub fn shrink(model: &QuorumModel, acts: Vec<Act>, property: &'static str) -> Vec<Act> {
-    let mut acts = acts;
+pub fn shrink(model: &QuorumModel, mut acts: Vec<Act>, property: &'static str) -> Vec<Act> {
     if replay(model, &acts, property).is_none() {
         return acts;
     }
@@ -92,32 +99,7 @@ pub fn shrink(model: &QuorumModel, acts: Vec<Act>, property: &'static str) -> Ve
         }
     }
     // Only what is played: the actions skipped as not enabled are left out.
-    played(model, &acts, property)
-}
-
-/// The actions of `acts` that [`replay`] plays, up to the failure.
-fn played(model: &QuorumModel, acts: &[Act], property: &'static str) -> Vec<Act> {
-    let mut state = match model.init_states().pop() {
-        Some(s) => s,
-        None => return Vec::new(),
-    };
-    let prop = model.properties().into_iter().find(|p| p.name == property);
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    for act in acts {
-        if !enabled(model, &state, act, &mut buf) {
-            continue;
-        }
-        let Some(next) = model.next_state(&state, act.clone()) else {
-            break;
-        };
-        state = next;
-        out.push(act.clone());
-        if prop.as_ref().is_some_and(|p| !(p.condition)(model, &state)) {
-            break;
-        }
-    }
-    out
+    play(model, &acts, property).0
 }
 
 /// How a check explores.

@@ -385,10 +385,6 @@ impl QuorumCore {
         self.contact
     }
 
-    pub fn id(&self) -> NodeId {
-        self.id
-    }
-
     pub fn timing(&self) -> &CoreTiming {
         &self.timing
     }
