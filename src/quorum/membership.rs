@@ -114,10 +114,15 @@ impl QuorumNode {
             .map(|l| l.index)
     }
 
-    /// `Err(NotLeader)` naming the leader unless this node leads.
+    /// `Err(NotLeader)` naming the leader unless this node leads as a voter of the membership
+    /// in force. A leader that has just committed its own removal says Leader until openraft's
+    /// next tick steps it down, and a change it proposed then would stop a debug build's
+    /// openraft core (docs/design/openraft.md, "A leader that removed itself"): it refuses, as a
+    /// node that knows no leader.
     fn must_lead(&self) -> Result<(), MembershipError> {
         let m = self.raft_metrics();
-        if m.state == ServerState::Leader {
+        let member = m.membership_config.voter_ids().any(|v| v == self.id);
+        if m.state == ServerState::Leader && member {
             return Ok(());
         }
         let leader = m.current_leader.filter(|l| *l != self.id).map(|l| {
