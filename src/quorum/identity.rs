@@ -58,6 +58,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::protocol::{Hello, HelloAnswer};
 use crate::role::NodeId;
 
 /// The incarnation of this node's data dir, and whether enough members have recorded it.
@@ -155,6 +156,87 @@ pub fn not_a_member_message(id: NodeId, by: &std::collections::BTreeSet<NodeId>)
          data dir with --join HOST:PORT of a member, and add it (electd member add {id} ADDR \
          --node LEADER; with the admin token it asks itself)"
     )
+}
+
+/// A hello this member answers without judging the sender's incarnation, or `None` to judge
+/// it. It abstains while it has not applied the membership entry the hello names (rule 3;
+/// applied entries only grow, so a member not behind now is not behind when it records), and
+/// while it holds incarnation entries it has not applied, which may record the sender's
+/// (`applied`: the last applied index, and whether such entries wait; rule 5). A `stranger`,
+/// whom the committed membership in force does not name, is not recorded.
+pub fn unjudged_hello(
+    from: NodeId,
+    hello: &Hello,
+    applied: (Option<u64>, bool),
+    stranger: bool,
+    mine: HelloAnswer,
+) -> Option<HelloAnswer> {
+    let (applied_index, unapplied) = applied;
+    if is_behind(applied_index, hello.membership) || unapplied {
+        tracing::debug!(
+            peer = from,
+            membership = hello.membership,
+            "node {from} said hello from a membership this node has not applied yet"
+        );
+        return Some(HelloAnswer {
+            behind: true,
+            ..mine
+        });
+    }
+    if stranger {
+        tracing::warn!(
+            peer = from,
+            "node {from} said hello but is no member of the membership in force: not recorded"
+        );
+        return Some(HelloAnswer {
+            member: false,
+            ..mine
+        });
+    }
+    None
+}
+
+/// What a member answers a hello with, once it has recorded (or refused) `from`'s
+/// `incarnation` as `r` says (this file); `mine` carries its own identity.
+pub fn answer_hello(
+    from: NodeId,
+    incarnation: u64,
+    r: Recognition,
+    mine: HelloAnswer,
+) -> HelloAnswer {
+    match r {
+        Recognition::New => tracing::info!(
+            peer = from,
+            incarnation = format!("{incarnation:#x}"),
+            "recorded a member's incarnation"
+        ),
+        Recognition::Same => {}
+        Recognition::Replaced { was } => tracing::error!(
+            peer = from,
+            incarnation = format!("{incarnation:#x}"),
+            known = format!("{was:#x}"),
+            "member {from} came back on a new data dir: refused (it lost its votes)"
+        ),
+        // Removed between the membership check (openraft's view) and the record (rule 3).
+        Recognition::Stranger => {
+            tracing::warn!(
+                peer = from,
+                "node {from} said hello but the applied membership does not name it: not recorded"
+            );
+            return HelloAnswer {
+                member: false,
+                ..mine
+            };
+        }
+    }
+    HelloAnswer {
+        accepted: r.accepted(),
+        known: match r {
+            Recognition::Replaced { was } => Some(was),
+            _ => None,
+        },
+        ..mine
+    }
 }
 
 #[cfg(test)]

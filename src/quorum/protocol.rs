@@ -41,7 +41,7 @@ use openraft::{BasicNode, LogId, RPCTypes};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::types::TypeConfig;
+use super::types::{TypeConfig, APPEND_BODY_LIMIT};
 use crate::counters::Counters;
 use crate::error::ApiError;
 use crate::role::NodeId;
@@ -406,4 +406,11 @@ impl RaftNetwork<TypeConfig> for RaftConn {
     fn backoff(&self) -> Backoff {
         Backoff::new(std::iter::repeat(self.net.backoff))
     }
+}
+/// Appends carry at most the log since the last snapshot (`raft_config`: a snapshot every 32
+/// entries, 8 kept) and snapshots the membership and incarnations: more than the transport's
+/// small default, read before the MAC is checked.
+pub fn allow_bodies(transport: &Transport) {
+    transport.allow_body(PATH_APPEND, APPEND_BODY_LIMIT);
+    transport.allow_body(PATH_SNAPSHOT, crate::BODY_LIMIT);
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::error::{InitializeError, InstallSnapshotError, RaftError};
+use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -20,13 +20,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::core::{Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftView};
 use super::election::{self, ElectionTiming, Gate};
-use super::identity::{self, Recognition};
+use super::identity;
 use super::protocol::{
-    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, RemoveRequest,
-    Resign, PATH_APPEND, PATH_SNAPSHOT,
+    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, RemoveRequest, Resign,
 };
 use super::storage::{LogStore, StateMachine, Store, StoreError};
-use super::types::{raft_config, TypeConfig, APPEND_BODY_LIMIT};
+use super::types::{raft_config, TypeConfig};
 use crate::clock::{ms, Clock, Reading};
 use crate::config::{Timing, ValidConfig};
 use crate::counters::Counters;
@@ -94,7 +93,7 @@ impl QuorumNode {
             counters,
             clock,
         } = plumbing;
-        allow_bodies(&transport);
+        super::protocol::allow_bodies(&transport);
         let t = cfg.timing;
         let raft_cfg = raft_config(&cfg.cluster_id, &t).map_err(QuorumError::Config)?;
         let net = RaftNet {
@@ -111,7 +110,9 @@ impl QuorumNode {
         .await
         .map_err(|e| QuorumError::Start(e.to_string()))?;
 
-        bootstrap(&raft, cfg).await?;
+        super::types::bootstrap(&raft, cfg)
+            .await
+            .map_err(QuorumError::Start)?;
         let timing = ElectionTiming::from_config(&t);
         let started_ns = clock.boot_ns();
         take_identity(&store, cfg, seed, started_ns).await?;
@@ -214,19 +215,7 @@ impl QuorumNode {
             "last_applied": m.last_applied.map(|l| l.to_string()),
             "millis_since_quorum_ack": m.millis_since_quorum_ack,
             "running": m.running_state.is_ok(),
-            "identity": self.store.identity().map(|i| serde_json::json!({
-                "incarnation": format!("{:#x}", i.incarnation),
-                "confirmed": i.confirmed,
-                // What this node holds for the others (the applied log's first, identity.rs
-                // rule 5), and whether it abstains from judging a hello meanwhile.
-                "peers": self.store.recorded_all().into_iter().map(|(id, (inc, in_log))| {
-                    (id.to_string(), serde_json::json!({
-                        "incarnation": format!("{inc:#x}"),
-                        "in_log": in_log,
-                    }))
-                }).collect::<serde_json::Map<_, _>>(),
-                "abstains": self.store.unapplied(),
-            })),
+            "identity": self.store.identity_status(),
             "election": {
                 "ms_since_contact": since_contact,
                 "failed_attempts": failed_attempts,
@@ -462,95 +451,21 @@ impl QuorumPeer for QuorumNode {
                 .map(|i| i.incarnation),
             ..HelloAnswer::default()
         };
-        // Applied entries only grow, so a member not behind now is not behind when it records.
-        // One that holds entries it has not applied yet may not know the incarnation they
-        // record for the sender (rule 5): it abstains too, until it has applied them.
-        if identity::is_behind(self.store.applied_index(), hello.membership)
-            || self.store.unapplied()
-        {
-            tracing::debug!(
-                peer = from,
-                membership = hello.membership,
-                "node {from} said hello from a membership this node has not applied yet"
-            );
-            return Ok(HelloAnswer {
-                behind: true,
-                ..mine
-            });
-        }
         let members = self.members_now();
-        if members.committed
+        let stranger = members.committed
             && !members.voter_sets.is_empty()
-            && !members.members.iter().any(|m| m.id == from)
-        {
-            tracing::warn!(
-                peer = from,
-                "node {from} said hello but is no member of the membership in force: not recorded"
-            );
-            return Ok(HelloAnswer {
-                member: false,
-                ..mine
-            });
+            && !members.members.iter().any(|m| m.id == from);
+        let applied = (self.store.applied_index(), self.store.unapplied());
+        if let Some(answer) = identity::unjudged_hello(from, &hello, applied, stranger, mine) {
+            return Ok(answer);
         }
         let r = self
             .store
             .recognise_peer(from, hello.incarnation)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(answer_recognition(from, hello.incarnation, r, mine))
+        Ok(identity::answer_hello(from, hello.incarnation, r, mine))
     }
-}
-
-/// What a member answers a hello with, once it has recorded (or refused) `from`'s
-/// `incarnation` as `r` says (identity.rs); `mine` carries its own identity.
-fn answer_recognition(
-    from: NodeId,
-    incarnation: u64,
-    r: Recognition,
-    mine: HelloAnswer,
-) -> HelloAnswer {
-    match r {
-        Recognition::New => tracing::info!(
-            peer = from,
-            incarnation = format!("{incarnation:#x}"),
-            "recorded a member's incarnation"
-        ),
-        Recognition::Same => {}
-        Recognition::Replaced { was } => tracing::error!(
-            peer = from,
-            incarnation = format!("{incarnation:#x}"),
-            known = format!("{was:#x}"),
-            "member {from} came back on a new data dir: refused (it lost its votes)"
-        ),
-        // Removed between the membership check (openraft's view) and the record
-        // (identity.rs, rule 3).
-        Recognition::Stranger => {
-            tracing::warn!(
-                peer = from,
-                "node {from} said hello but the applied membership does not name it: not recorded"
-            );
-            return HelloAnswer {
-                member: false,
-                ..mine
-            };
-        }
-    }
-    HelloAnswer {
-        accepted: r.accepted(),
-        known: match r {
-            Recognition::Replaced { was } => Some(was),
-            _ => None,
-        },
-        ..mine
-    }
-}
-
-/// Appends carry at most the log since the last snapshot (`raft_config`: a snapshot every 32
-/// entries, 8 kept) and snapshots the membership and incarnations: more than the transport's
-/// small default, read before the MAC is checked.
-fn allow_bodies(transport: &Transport) {
-    transport.allow_body(PATH_APPEND, APPEND_BODY_LIMIT);
-    transport.allow_body(PATH_SNAPSHOT, crate::BODY_LIMIT);
 }
 
 /// Takes this data dir's incarnation: the one it has, or a new one drawn now, unconfirmed
@@ -571,42 +486,6 @@ async fn take_identity(
             need = identity::confirmations_needed(cfg.peers.len()),
             "a new data dir: no votes until enough members have recorded its incarnation"
         );
-    }
-    Ok(())
-}
-
-/// Bootstraps the membership from the config on a new data dir; a node that joins, or has
-/// voted or kept a log, keeps what it has.
-async fn bootstrap(raft: &Raft<TypeConfig>, cfg: &ValidConfig) -> Result<(), QuorumError> {
-    let members: BTreeMap<NodeId, BasicNode> = cfg
-        .peers
-        .iter()
-        .map(|p| (p.id, BasicNode::new(&p.addr)))
-        .collect();
-    let bootstrap = if cfg.join.is_some() {
-        // A node that joins takes its membership from the cluster's log.
-        tracing::info!("joining: the membership comes from the cluster, not from peers");
-        Ok(())
-    } else if raft
-        .is_initialized()
-        .await
-        .map_err(|e| QuorumError::Start(e.to_string()))?
-    {
-        // openraft refuses to initialise a node that has voted or has a log, and logs an
-        // ERROR saying so: only a new data dir is initialised. (Asked of openraft's core, a
-        // round trip that also has its metrics, the term among them, loaded before the node
-        // answers: a node skipping the call answered term 0 after a restart.)
-        tracing::debug!("membership already initialised (the node has voted or has a log)");
-        Ok(())
-    } else {
-        raft.initialize(members).await
-    };
-    match bootstrap {
-        Ok(()) => tracing::info!("bootstrapped the membership from the config"),
-        Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
-            tracing::debug!("membership already initialised (the node has voted or has a log)")
-        }
-        Err(e) => tracing::warn!(error = %e, "initialize failed"),
     }
     Ok(())
 }

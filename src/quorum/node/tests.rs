@@ -6,6 +6,7 @@ use axum::extract::State;
 use openraft::raft::VoteRequest;
 
 use super::*;
+use crate::quorum::identity::Recognition;
 use crate::quorum::protocol::vote;
 use crate::quorum::types::Command;
 use crate::role::{Role, View};

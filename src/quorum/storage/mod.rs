@@ -345,6 +345,29 @@ impl Store {
         })
     }
 
+    /// This node's identity as `/v1/status` shows it: its incarnation, what it holds for the
+    /// others (the applied log's first, identity.rs rule 5), and whether it abstains from
+    /// judging a hello meanwhile.
+    pub fn identity_status(&self) -> Option<serde_json::Value> {
+        let peers: serde_json::Map<_, _> = self
+            .recorded_all()
+            .into_iter()
+            .map(|(id, (inc, in_log))| {
+                let peer =
+                    serde_json::json!({"incarnation": format!("{inc:#x}"), "in_log": in_log});
+                (id.to_string(), peer)
+            })
+            .collect();
+        self.identity().map(|i| {
+            serde_json::json!({
+                "incarnation": format!("{:#x}", i.incarnation),
+                "confirmed": i.confirmed,
+                "peers": peers,
+                "abstains": self.unapplied(),
+            })
+        })
+    }
+
     /// The index of the last log entry applied: what this node has forgotten and recorded
     /// goes with it (identity.rs, rule 3).
     pub fn applied_index(&self) -> Option<u64> {
