@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::events::EventLog;
-use crate::role::{Mode, NodeId, Resigned, View};
+use crate::lease::Claim;
+use crate::role::{Mode, NodeId, Resigned, Role, View};
 use crate::transport::Transport;
 use electd_client::{AddMember, Members};
 
@@ -26,7 +27,20 @@ pub struct Judged {
 }
 
 impl Judged {
-    /// A view without a lease (every view but a quorum leader's).
+    /// The view of node `id` while its claim `c` runs: leader of the claim's term, with the
+    /// claim's time left at `now_ns` (the `lease_ms` answered, in quorum and mutex mode alike).
+    pub fn claiming(id: NodeId, c: &Claim, now_ns: u64) -> Judged {
+        Judged {
+            view: View {
+                role: Role::Leader,
+                term: c.term,
+                leader: Some(id),
+            },
+            lease_remaining_ns: Some(c.left_ns(now_ns)),
+        }
+    }
+
+    /// A view without a lease (every view but a leader's while its claim runs).
     pub fn unleased(view: View) -> Judged {
         Judged {
             view,

@@ -284,14 +284,7 @@ impl MutexNode {
         let lease = self.lease.lock().expect("lease");
         let claim = lease.last().and_then(|c| lease.current(c.term, now));
         if let Some(c) = claim {
-            return Judged {
-                view: View {
-                    role: Role::Leader,
-                    term: c.term,
-                    leader: Some(self.id),
-                },
-                lease_remaining_ns: Some(c.left_ns(now)),
-            };
+            return Judged::claiming(self.id, &c, now);
         }
         let seen = *self.seen.lock().expect("seen");
         let term = seen

@@ -338,19 +338,44 @@ impl ElectionTiming {
     /// How long a granted pre-vote keeps other candidates out: the candidate's round may take
     /// up to [`ElectionTiming::prevote_timeout_ns`], then its vote request is on its way; a
     /// stagger step more covers the way. A candidate's pledge to itself ends with its round
-    /// ([`release_own_pledge`]), so a node never refuses others for longer than its round.
+    /// ([`Pledged::release_own`]), so a node never refuses others for longer than its round.
     pub fn pledge_ns(&self) -> u64 {
         self.prevote_timeout_ns + self.stagger_ns
     }
 }
 
-/// A candidate's round ended (won or lost): its pledge to itself no longer keeps anyone out.
-/// Without this, with a small follower lease a node's next round could start before its last
-/// pledge lapsed, and once every node had lost one round all of them would refuse every
-/// pre-vote for good.
-pub fn release_own_pledge(pledge: &mut Option<Pledge>, me: NodeId) {
-    if matches!(*pledge, Some(p) if p.to == me) {
-        *pledge = None;
+/// The pre-vote this node pledged last, or its own round's pledge to itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Pledged(pub Option<Pledge>);
+
+impl Pledged {
+    /// This node's own round starts at `now_ns`: unless it is still pledged to another
+    /// candidate (then false, and no round), it pledges to itself, refusing other candidates
+    /// meanwhile.
+    pub fn own_round(&mut self, me: NodeId, now_ns: u64, timing: &ElectionTiming) -> bool {
+        if matches!(self.0, Some(p) if p.to != me && now_ns < p.until_ns) {
+            return false;
+        }
+        self.grant(me, now_ns, timing);
+        true
+    }
+
+    /// A pre-vote granted to `to` at `now_ns`.
+    pub fn grant(&mut self, to: NodeId, now_ns: u64, timing: &ElectionTiming) {
+        self.0 = Some(Pledge {
+            to,
+            until_ns: now_ns + timing.pledge_ns(),
+        });
+    }
+
+    /// A candidate's round ended (won or lost): its pledge to itself no longer keeps anyone
+    /// out. Without this, with a small follower lease a node's next round could start before
+    /// its last pledge lapsed, and once every node had lost one round all of them would refuse
+    /// every pre-vote for good.
+    pub fn release_own(&mut self, me: NodeId) {
+        if matches!(self.0, Some(p) if p.to == me) {
+            self.0 = None;
+        }
     }
 }
 
@@ -455,17 +480,14 @@ mod tests {
         });
         let theirs = log(5, 10);
         // Nodes 1..=3, every lease long over; each starts a round at 1000 ms and loses it.
-        let mut pledges = [None; 4];
+        let mut pledges = [Pledged::default(); 4];
         let start = ms(1000);
         for me in 1..=3u64 {
-            pledges[me as usize] = Some(Pledge {
-                to: me,
-                until_ns: start + t.pledge_ns(),
-            });
+            assert!(pledges[me as usize].own_round(me, start, &t));
         }
         let lost_at = start + t.prevote_timeout_ns;
         for me in 1..=3u64 {
-            release_own_pledge(&mut pledges[me as usize], me);
+            pledges[me as usize].release_own(me);
         }
         // The earliest retry: a stagger step after the loss.
         let retry = lost_at + t.stagger_ns;
@@ -476,7 +498,7 @@ mod tests {
                     0,
                     &t,
                     log(5, 10),
-                    pledges[me as usize],
+                    pledges[me as usize].0,
                     asker,
                     theirs
                 ),
@@ -484,12 +506,14 @@ mod tests {
                 "node {me} refuses node {asker}'s retry"
             );
         }
-        let mut other = Some(Pledge {
-            to: 2,
-            until_ns: retry,
-        });
-        release_own_pledge(&mut other, 1);
-        assert!(other.is_some(), "a pledge to another candidate stands");
+        let mut other = Pledged::default();
+        other.grant(2, retry, &t);
+        assert!(
+            !other.own_round(1, retry, &t),
+            "pledged to another: no round"
+        );
+        other.release_own(1);
+        assert!(other.0.is_some(), "a pledge to another candidate stands");
     }
 
     #[test]

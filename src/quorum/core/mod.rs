@@ -1,7 +1,7 @@
 //! [`QuorumCore`]: every decision a quorum node makes about its claim, as one state machine
 //! without I/O, a clock or a lock. It owns the claim ([`Lease`]), the probing and going quiet
 //! ([`Quiet`]), the contact that gates a campaign ([`Contact`]) and the leader a follower
-//! names, the campaign ([`Campaign`]) and the pre-vote pledge ([`Pledge`]). It is driven
+//! names, the campaign ([`Campaign`]) and the pre-vote pledge ([`Pledged`]). It is driven
 //! through two entry points, as tikv/raft-rs's `Raft` is: [`QuorumCore::step`] with what
 //! happened ([`Input`]: a peer's message, openraft's answer, an admin's request) and
 //! [`QuorumCore::tick`] with the time; each returns what to do ([`Action`]), which the node's
@@ -17,9 +17,7 @@
 
 use openraft::LogId;
 
-use super::election::{
-    judge_prevote, rank, release_own_pledge, Campaign, Contact, Pledge, PreVoteRefusal,
-};
+use super::election::{judge_prevote, rank, Campaign, Contact, Pledged, PreVoteRefusal};
 use super::quiet::{follower_leader, Quiet};
 use crate::clock::Reading;
 use crate::engine::Judged;
@@ -52,7 +50,7 @@ pub struct QuorumCore {
     follower_contact: Option<(NodeId, u64)>,
     campaign: Campaign,
     /// The pre-vote this node granted last (or its own round).
-    pledge: Option<Pledge>,
+    pledge: Pledged,
     /// The lab's flaw: votes are passed to openraft inside a promise (engine.rs, `Flaws`).
     #[cfg(feature = "flaws")]
     vote_while_leading: bool,
@@ -72,7 +70,7 @@ impl QuorumCore {
             contact: Contact::starting(started_ns),
             follower_contact: None,
             campaign: Campaign::new(timing.election, seed),
-            pledge: None,
+            pledge: Pledged::default(),
             #[cfg(feature = "flaws")]
             vote_while_leading: false,
         }
@@ -230,20 +228,11 @@ impl QuorumCore {
     fn step_campaign(&mut self, t: u64, input: Input) -> Option<Answer> {
         match input {
             Input::RoundStarting => {
-                let pledged_away =
-                    matches!(self.pledge, Some(p) if p.to != self.id && t < p.until_ns);
-                if !pledged_away {
-                    // This node's own round counts as its pledge: it refuses other candidates
-                    // meanwhile.
-                    self.pledge = Some(Pledge {
-                        to: self.id,
-                        until_ns: t + self.timing.election.pledge_ns(),
-                    });
-                }
-                Some(Answer::Round(!pledged_away))
+                let timing = self.timing.election;
+                Some(Answer::Round(self.pledge.own_round(self.id, t, &timing)))
             }
             Input::RoundEnded { failed } => {
-                release_own_pledge(&mut self.pledge, self.id);
+                self.pledge.release_own(self.id);
                 if failed {
                     self.campaign.failed(t);
                 }
@@ -325,14 +314,7 @@ impl QuorumCore {
         let term = raft.term;
         match raft.role {
             RaftRole::Leader => match self.claim(now.boot_ns, raft) {
-                Some(c) => Judged {
-                    view: View {
-                        role: Role::Leader,
-                        term,
-                        leader: Some(self.id),
-                    },
-                    lease_remaining_ns: Some(c.left_ns(now.boot_ns)),
-                },
+                Some(c) => Judged::claiming(self.id, &c, now.boot_ns),
                 // Elected but not (or no longer) acknowledged by a majority: not a leader.
                 None => Judged::unleased(View::without_leader(Role::Candidate, term)),
             },
@@ -363,12 +345,8 @@ impl QuorumCore {
     /// [`Input::MayElect`]).
     pub fn campaign_due(&self, raft: &RaftView, voters: &[NodeId]) -> (u64, Contact) {
         let c = self.contact;
-        let my_rank = rank(
-            self.id,
-            voters,
-            c.leader,
-            raft.last_log_index < c.leader_commit,
-        );
+        let behind = raft.last_log_index < c.leader_commit;
+        let my_rank = rank(self.id, voters, c.leader, behind);
         (self.campaign.due_at(&c, my_rank, raft.term), c)
     }
 
@@ -465,13 +443,10 @@ impl QuorumCore {
         } else if !confirmed {
             Err(PreVoteRefusal::Unconfirmed)
         } else {
-            judge_prevote(now_ns, contact, &timing, mine, self.pledge, from, theirs)
+            judge_prevote(now_ns, contact, &timing, mine, self.pledge.0, from, theirs)
         };
         if verdict.is_ok() {
-            self.pledge = Some(Pledge {
-                to: from,
-                until_ns: now_ns + timing.pledge_ns(),
-            });
+            self.pledge.grant(from, now_ns, &timing);
         }
         let lease_left_us = (verdict == Err(PreVoteRefusal::LeaderAlive))
             .then(|| (contact + timing.follower_lease_ns).saturating_sub(now_ns) / 1000);
