@@ -323,6 +323,15 @@ pub enum ConfigError {
     Invalid { field: String, message: String },
 }
 
+/// Why `addr` cannot be a member's address, if it cannot.
+pub(crate) fn check_addr(addr: &str) -> Result<(), String> {
+    if is_host_port(addr) {
+        Ok(())
+    } else {
+        Err(format!("addr {addr:?} must be HOST:PORT"))
+    }
+}
+
 /// `IPv4:PORT`, `[IPv6]:PORT`, or `HOST:PORT` with a DNS name for HOST (ASCII letters, digits,
 /// `-` and `.`, labels of 1 to 63 characters not starting with `-`, not all digits), as in a
 /// Kubernetes StatefulSet's stable pod names; PORT is digits only, 1 to 65535. The one check of
@@ -540,6 +549,15 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn member_addresses_are_host_and_port() {
+        assert!(check_addr("127.0.0.1:7001").is_ok());
+        assert!(check_addr("electd-3.electd:7000").is_ok());
+        for bad in ["", "x", ":7000", "h:", "h:0", "h:99999"] {
+            assert!(check_addr(bad).is_err(), "{bad}");
+        }
+    }
 
     const GOOD: &str = r#"
 id = 2

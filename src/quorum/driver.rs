@@ -1,4 +1,4 @@
-//! The election driver of a quorum node: *when* it campaigns (the rules are `election.rs`).
+//! The election driver of a quorum node: *when* it campaigns (the rules are `election/mod.rs`).
 //! It waits for the follower lease to end and its slot in the order of candidates to come,
 //! asks a pre-vote round, re-checks the lease under the gate's write side and enqueues
 //! openraft's election, then watches the outcome.
@@ -11,15 +11,14 @@ use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
 
 use super::core::{Answer, Input, RaftView};
-use super::election::prevote_retry_after_us;
+use super::election::{majority_of_each, prevote_retry_after_us};
 use super::identity::{confirmations_needed, not_a_member_message, replaced_message};
-use super::membership::majority_of_each;
 use super::node::QuorumNode;
 use super::protocol::{Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, PATH_PREVOTE};
 use crate::role::NodeId;
 
 impl QuorumNode {
-    /// The election driver (election.rs): campaigns when the follower lease has run out, a
+    /// The election driver (election/mod.rs): campaigns when the follower lease has run out, a
     /// pre-vote round succeeded and this node's stagger slot has come, then watches the
     /// outcome. Runs until `stop` is cancelled. Before its first campaign, a new data dir's
     /// incarnation is confirmed (identity.rs): `Err` when a member knows an earlier one.
@@ -80,7 +79,7 @@ impl QuorumNode {
 
     /// Sleeps until the campaign slot `due` (BOOTTIME), or a contact, or a change of openraft's
     /// state, whichever comes first; a node woken more than a beat late gives the leader one
-    /// more beat (election.rs, `woke_late`). `false` when the node stops or openraft did.
+    /// more beat (election/mod.rs, `woke_late`). `false` when the node stops or openraft did.
     async fn sleep_to_slot(
         &self,
         due: u64,
@@ -191,7 +190,7 @@ impl QuorumNode {
         let mut asks: futures_util::stream::FuturesUnordered<_> = members
             .iter()
             .filter(|id| **id != self.id && !tally.recorded.contains(*id))
-            .map(|&to| async move { (to, self.ask_hello(to, hello, deadline).await) })
+            .map(|&to| async move { (to, self.hellos.ask(to, hello, deadline).await) })
             .collect();
         while let Some((from, answer)) = asks.next().await {
             let refusal = match answer {

@@ -209,7 +209,7 @@ impl QuorumNode {
             return true;
         }
         let deadline = Duration::from_millis(self.timing.follower_lease_ms / 3);
-        match self.ask_hello(id, &self.own_hello(), deadline).await {
+        match self.hellos.ask(id, &self.hellos.own(), deadline).await {
             Ok(a) => {
                 a.accepted && a.incarnation.is_some() && a.incarnation == self.store.recorded(id)
             }

@@ -39,7 +39,7 @@
 //!    members of the membership in force, new ones included. So a member answers a hello
 //!    with its own confirmed incarnation, which the sender records in turn; a confirmed node
 //!    says hello to every member at start and whenever the membership changes, asking again
-//!    those that did not answer or were behind (membership.rs, `say_hello`); and a learner is
+//!    those that did not answer or were behind (hellos.rs, `Hellos::say`); and a learner is
 //!    promoted to voter only once its own incarnation is confirmed (`until_confirmed`), so
 //!    that no voter counts against a majority it may not vote in. Abstaining never confirms
 //!    anyone, so the argument above is unchanged.

@@ -13,7 +13,7 @@
 //!   a removed node can be added again on a new data dir (identity.rs).
 //!
 //! During a joint change, a claim (openraft's read quorum), a vote (openraft) and a pre-vote
-//! ([`majority_of_each`]) need a majority of both voter sets.
+//! (election/mod.rs, `majority_of_each`) need a majority of both voter sets.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering::Relaxed;
@@ -25,51 +25,20 @@ use openraft::{BasicNode, ChangeMembers, ServerState};
 use tokio_util::sync::CancellationToken;
 
 use super::handover::matched_index;
-use super::identity::Recognition;
 use super::node::QuorumNode;
-use super::protocol::{Hello, HelloAnswer, RemoveRequest, PATH_HELLO, PATH_REMOVE};
-use super::types::Command;
+use super::protocol::{RemoveRequest, PATH_REMOVE};
+use super::types::{membership_index, sets_of, Command};
 use crate::engine::MembershipError;
 use crate::role::NodeId;
-use crate::transport::TransportError;
 use electd_client::{AddMember, Member, Members};
 
 /// How long a change may take in all, below the API's request limit (5 s, `src/error.rs`), so
 /// that the caller hears why it did not complete rather than a 408.
 const CHANGE_TIME: Duration = Duration::from_millis(4000);
 
-/// How many rounds of hellos a confirmed node sends the members of one membership: from a
-/// beat apart to a second apart, about 15 s in all at the default timings.
-const HELLO_ROUNDS: u32 = 20;
-
 /// The time left until `until`.
 fn left(until: tokio::time::Instant) -> Duration {
     until.saturating_duration_since(tokio::time::Instant::now())
-}
-
-/// Whether `yes` holds a majority of every voter set in `sets` (two during a joint change).
-pub fn majority_of_each(sets: &[Vec<NodeId>], yes: &BTreeSet<NodeId>) -> bool {
-    !sets.is_empty()
-        && sets
-            .iter()
-            .all(|set| set.iter().filter(|id| yes.contains(id)).count() > set.len() / 2)
-}
-
-/// The voter sets of `m`, each in id order.
-fn sets_of(m: &openraft::Membership<NodeId, BasicNode>) -> Vec<Vec<NodeId>> {
-    m.get_joint_config()
-        .iter()
-        .map(|set| set.iter().copied().collect())
-        .collect()
-}
-
-/// Why `addr` cannot be a member's address, if it cannot.
-pub fn check_addr(addr: &str) -> Result<(), String> {
-    if crate::config::is_host_port(addr) {
-        Ok(())
-    } else {
-        Err(format!("addr {addr:?} must be HOST:PORT"))
-    }
 }
 
 impl QuorumNode {
@@ -108,10 +77,7 @@ impl QuorumNode {
 
     /// The log index of the membership this node's log names (`None` before it names one).
     pub(super) fn membership_index(&self) -> Option<u64> {
-        self.raft_metrics()
-            .membership_config
-            .log_id()
-            .map(|l| l.index)
+        membership_index(&self.raft_metrics())
     }
 
     /// `Err(NotLeader)` naming the leader unless this node leads as a voter of the membership
@@ -137,7 +103,7 @@ impl QuorumNode {
 
     /// Adds `add.id` at `add.addr`: a learner first, a voter once its log has caught up.
     pub(super) async fn add_member(&self, add: AddMember) -> Result<Members, MembershipError> {
-        check_addr(&add.addr).map_err(MembershipError::Invalid)?;
+        crate::config::check_addr(&add.addr).map_err(MembershipError::Invalid)?;
         if add.id == 0 {
             return Err(MembershipError::Invalid("id must be positive".into()));
         }
@@ -286,23 +252,14 @@ impl QuorumNode {
         id: NodeId,
         until: tokio::time::Instant,
     ) -> Result<(), MembershipError> {
-        let hello = self.own_hello();
-        let beat = Duration::from_nanos(self.election.heartbeat_ns);
-        loop {
-            let answer = self.ask_hello(id, &hello, left(until)).await;
-            if answer.is_ok_and(|a| a.incarnation.is_some()) {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() + beat >= until {
-                return Err(MembershipError::Failed(format!(
-                    "node {id} caught up, but ⌈n/2⌉ members did not record its data dir's \
-                     incarnation within {} ms (see its log); it stays a learner: add it again, \
-                     or remove it",
-                    CHANGE_TIME.as_millis()
-                )));
-            }
-            tokio::time::sleep(beat).await;
+        if self.hellos.until_confirmed(id, until).await {
+            return Ok(());
         }
+        Err(MembershipError::Failed(format!(
+            "node {id} caught up, but ⌈n/2⌉ members did not record its data dir's incarnation \
+             within {} ms (see its log); it stays a learner: add it again, or remove it",
+            CHANGE_TIME.as_millis()
+        )))
     }
 
     /// Writes into the log the incarnations of `voters` (the voters a change leaves in force)
@@ -331,7 +288,7 @@ impl QuorumNode {
                 if self.store.recorded(v).is_none() {
                     let deadline =
                         left(until).min(Duration::from_nanos(self.election.heartbeat_ns * 4));
-                    let _ = self.ask_hello(v, &self.own_hello(), deadline).await;
+                    let _ = self.hellos.ask(v, &self.hellos.own(), deadline).await;
                 }
                 self.store.recorded(v)
             };
@@ -356,14 +313,6 @@ impl QuorumNode {
         let w = self.raft.client_write(Command::Incarnations(write));
         changed(self.id, tokio::time::timeout(left(until), w).await)?;
         Ok(())
-    }
-
-    /// The hello this node says: its incarnation and the membership its log names.
-    pub(super) fn own_hello(&self) -> Hello {
-        Hello {
-            incarnation: self.store.identity().map_or(0, |i| i.incarnation),
-            membership: self.membership_index(),
-        }
     }
 
     /// Waits until the leader's replication to `id` has reached its last log entry.
@@ -392,104 +341,6 @@ impl QuorumNode {
                     return Err(MembershipError::Failed("openraft stopped".into()));
                 }
             }
-        }
-    }
-
-    /// Says `hello` to `to` and, when it accepts, records the incarnation it answers with, as
-    /// if that member had said hello (identity.rs, rule 4): every hello this node sends goes
-    /// through here.
-    pub(super) async fn ask_hello(
-        &self,
-        to: NodeId,
-        hello: &Hello,
-        deadline: Duration,
-    ) -> Result<HelloAnswer, TransportError> {
-        let answer: HelloAnswer = self
-            .transport
-            .call(to, PATH_HELLO, "hello", hello, deadline)
-            .await?;
-        self.record_answer(to, &answer).await;
-        Ok(answer)
-    }
-
-    /// Records the incarnation a member that accepted this node's hello answered with.
-    pub(super) async fn record_answer(&self, from: NodeId, answer: &HelloAnswer) {
-        let Some(incarnation) = answer.incarnation.filter(|_| answer.accepted) else {
-            return;
-        };
-        match self.store.recognise_peer(from, incarnation).await {
-            Ok(Recognition::New) => tracing::info!(
-                peer = from,
-                incarnation = format!("{incarnation:#x}"),
-                "recorded a member's incarnation from its answer"
-            ),
-            Ok(Recognition::Same) => {}
-            Ok(Recognition::Stranger) => tracing::debug!(
-                peer = from,
-                "a node the applied membership does not name answered a hello: not recorded"
-            ),
-            Ok(Recognition::Replaced { was }) => tracing::warn!(
-                peer = from,
-                incarnation = format!("{incarnation:#x}"),
-                known = format!("{was:#x}"),
-                "member {from} answered with another incarnation than the one recorded"
-            ),
-            Err(e) => tracing::warn!(peer = from, error = %e, "cannot record an incarnation"),
-        }
-    }
-
-    /// Tells `to` this node's incarnation, and records theirs from the answers (identity.rs,
-    /// rules 3 and 4): asks again, less and less often, those that did not answer or were
-    /// behind, for at most [`HELLO_ROUNDS`] rounds, while the membership is the one of entry
-    /// `at` and `stop` is not cancelled (a change starts another round of hellos). A member
-    /// that knows another incarnation is logged.
-    async fn say_hello(
-        self: Arc<Self>,
-        mut to: Vec<NodeId>,
-        incarnation: u64,
-        at: Option<u64>,
-        stop: CancellationToken,
-    ) {
-        let deadline = Duration::from_nanos(self.election.follower_lease_ns);
-        let hello = Hello {
-            incarnation,
-            membership: at,
-        };
-        let mut pause = Duration::from_nanos(self.election.heartbeat_ns);
-        for _ in 0..HELLO_ROUNDS {
-            let (me, hello) = (&*self, &hello);
-            let asks = to
-                .iter()
-                .map(|&peer| async move { (peer, me.ask_hello(peer, hello, deadline).await) });
-            let mut again = Vec::new();
-            for (peer, r) in futures_util::future::join_all(asks).await {
-                match r {
-                    Ok(HelloAnswer { accepted: true, .. }) => {}
-                    Ok(HelloAnswer { behind: true, .. }) | Err(_) => again.push(peer),
-                    Ok(HelloAnswer {
-                        member: true,
-                        known,
-                        ..
-                    }) => tracing::error!(
-                        peer,
-                        known = format!("{:#x}", known.unwrap_or_default()),
-                        "a member knows this node by another incarnation"
-                    ),
-                    Ok(_) => {}
-                }
-            }
-            to = again;
-            if to.is_empty() {
-                return;
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(pause) => {}
-            }
-            if self.membership_index() != at {
-                return;
-            }
-            pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
 
@@ -534,10 +385,11 @@ impl QuorumNode {
                 // removed and added back (they forgot it then).
                 if let Some(me) = self.store.identity().filter(|i| i.confirmed) {
                     let at = seen.flatten().map(|l| l.index);
-                    tokio::spawn(
-                        self.clone()
-                            .say_hello(others, me.incarnation, at, stop.clone()),
-                    );
+                    let say = self
+                        .hellos
+                        .clone()
+                        .say(others, me.incarnation, at, stop.clone());
+                    tokio::spawn(say);
                 }
             }
             if let Some(at) = self.joint_to_finish() {
@@ -635,40 +487,5 @@ fn changed<T>(me: NodeId, r: Step<T>) -> Result<T, MembershipError> {
         Err(_) => Err(MembershipError::Failed(
             "timed out (the change may still complete: see GET /v1/members)".into(),
         )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_joint_change_needs_a_majority_of_both_sets() {
-        let yes = |ids: &[NodeId]| ids.iter().copied().collect::<BTreeSet<_>>();
-        let old = vec![1, 2, 3];
-        let new = vec![1, 2, 3, 4, 5];
-        assert!(majority_of_each(std::slice::from_ref(&old), &yes(&[1, 2])));
-        assert!(!majority_of_each(std::slice::from_ref(&new), &yes(&[1, 2])));
-        // Two of the old three, but only two of the new five.
-        assert!(!majority_of_each(
-            &[old.clone(), new.clone()],
-            &yes(&[1, 2])
-        ));
-        // Three of five but only one of three.
-        assert!(!majority_of_each(
-            &[old.clone(), new.clone()],
-            &yes(&[3, 4, 5])
-        ));
-        assert!(majority_of_each(&[old, new], &yes(&[1, 2, 4])));
-        assert!(!majority_of_each(&[], &yes(&[1])));
-    }
-
-    #[test]
-    fn member_addresses_are_host_and_port() {
-        assert!(check_addr("127.0.0.1:7001").is_ok());
-        assert!(check_addr("electd-3.electd:7000").is_ok());
-        for bad in ["", "x", ":7000", "h:", "h:0", "h:99999"] {
-            assert!(check_addr(bad).is_err(), "{bad}");
-        }
     }
 }

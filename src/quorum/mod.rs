@@ -7,9 +7,10 @@
 //! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
 //! | `core/` | [`QuorumCore`](core::QuorumCore): every decision about the claim, the campaign and the contact, as a state machine without I/O (`step`, `tick`) |
 //! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
-//! | `election.rs` | when a node may campaign: follower-lease gate, pre-vote, order of candidates (pure logic and the gate) |
+//! | `election/` | when a node may campaign: follower-lease gate, pre-vote and pledge, order of candidates, joint majorities (pure logic and the gate; its tests in `tests.rs`) |
 //! | `storage/` | the durable vote and log: the store (`mod.rs`), its two slot files (`slots.rs`), openraft's view of it (`raft.rs`) |
 //! | `identity.rs` | the incarnation of a data dir: a wiped one never votes twice |
+//! | `hellos.rs` | the hellos a node says to its members and the answers it records: how incarnations travel |
 //! | `preference.rs` | the preferred leader: when a leader hands over to a member of higher priority (pure logic) |
 //! | `membership.rs` | the members in force, and adding and removing them at runtime (joint consensus) |
 //! | `node/` | [`QuorumNode`]: start, view, status, the record of role changes, what it does when a peer's message arrives, carrying out what the core says (`mod.rs`; its tests in `tests.rs`) |
@@ -27,6 +28,7 @@ mod driver;
 mod election;
 mod engine;
 mod handover;
+mod hellos;
 mod identity;
 mod membership;
 mod node;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Cursor;
 
 use openraft::error::{InitializeError, RaftError};
-use openraft::{BasicNode, ConfigError, Raft, SnapshotPolicy};
+use openraft::{BasicNode, ConfigError, Raft, RaftMetrics, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
 use super::election;
@@ -44,7 +44,7 @@ pub fn raft_config(cluster_id: &str, t: &Timing) -> Result<openraft::Config, Box
         // A third of the follower lease, so that a follower that answers a little late on
         // a busy host does not fail the probe, and so demote, a leader it still hears.
         heartbeat_interval: election::rpc_interval_ms(t),
-        // electd decides when to campaign (election.rs): openraft's own timer is off. Its
+        // electd decides when to campaign (election/mod.rs): openraft's own timer is off. Its
         // heartbeats are sent by the role loop, in step with the quorum probes.
         enable_elect: false,
         enable_heartbeat: false,
@@ -62,6 +62,20 @@ pub fn raft_config(cluster_id: &str, t: &Timing) -> Result<openraft::Config, Box
     }
     .validate()
     .map_err(Box::new)
+}
+
+/// The log index of the membership entry openraft's metrics `m` name (`None` before the log
+/// names one).
+pub fn membership_index(m: &RaftMetrics<NodeId, BasicNode>) -> Option<u64> {
+    m.membership_config.log_id().map(|l| l.index)
+}
+
+/// The voter sets of `m`, each in id order.
+pub fn sets_of(m: &openraft::Membership<NodeId, BasicNode>) -> Vec<Vec<NodeId>> {
+    m.get_joint_config()
+        .iter()
+        .map(|set| set.iter().copied().collect())
+        .collect()
 }
 
 /// Bootstraps the membership from the config on a new data dir; a node that joins, or has

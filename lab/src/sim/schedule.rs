@@ -158,12 +158,12 @@ pub fn draw_with_members(rng: &mut StdRng, ids: &[NodeId], follower_lease_ms: u6
 }
 
 /// How many rounds of hellos a confirmed node sends after a change of the membership
-/// (`HELLO_ROUNDS` in src/quorum/membership.rs, which the crate keeps to itself).
+/// (`HELLO_ROUNDS` in src/quorum/hellos.rs, which the crate keeps to itself).
 pub const HELLO_ROUNDS: u32 = 20;
 
 /// How long a confirmed node says hello to a member that never answers, after a change of
 /// the membership: each round waits a follower lease for the answers, then a pause that
-/// starts at a beat and doubles up to a second (membership.rs, `say_hello`); about 16 s at
+/// starts at a beat and doubles up to a second (hellos.rs, `Hellos::say`); about 16 s at
 /// the default timings.
 pub fn hello_window_ms(t: &Timing) -> u64 {
     (0..HELLO_ROUNDS)

@@ -9,7 +9,7 @@
 //! in the lease's own methods only, each called from one arm here. The lab's model checker
 //! (`lab/src/model/`) drives this very type.
 //!
-//! The order the gate enforces between appends and elections (election.rs, rule 1) is kept by
+//! The order the gate enforces between appends and elections (election/mod.rs, rule 1) is kept by
 //! its callers: an append, snapshot or vote is stepped in ([`Input::AppendAccepted`],
 //! [`Input::SnapshotAccepted`], [`Input::VoteAnswered`]) before the handler lets go of the
 //! gate's read side, and [`Input::MayElect`] is stepped under its write side
@@ -44,7 +44,7 @@ pub struct QuorumCore {
     probes: u64,
     /// Not before this (BOOTTIME) is the next probe sent.
     next_probe_ns: u64,
-    /// The follower lease's last contact (election.rs, rule 1).
+    /// The follower lease's last contact (election/mod.rs, rule 1).
     contact: Contact,
     /// The last leader whose AppendEntries this node accepted, and when (MONOTONIC).
     follower_contact: Option<(NodeId, u64)>,
@@ -115,7 +115,7 @@ impl QuorumCore {
         out
     }
 
-    /// A leader was heard from: the follower lease starts again (election.rs, rule 1).
+    /// A leader was heard from: the follower lease starts again (election/mod.rs, rule 1).
     fn step_contact(
         &mut self,
         now: Reading,
@@ -427,7 +427,7 @@ impl QuorumCore {
     }
 
     /// Judged by this node's own follower lease and log, and the pre-vote it pledged last,
-    /// changing nothing durable; a grant is a pledge to `from` (election.rs).
+    /// changing nothing durable; a grant is a pledge to `from` (election/mod.rs).
     fn prevote_asked(
         &mut self,
         now_ns: u64,

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::core::{Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftView};
 use super::election::{self, ElectionTiming, Gate};
+use super::hellos::Hellos;
 use super::identity;
 use super::protocol::{
     Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, RemoveRequest, Resign,
@@ -60,7 +61,7 @@ pub struct QuorumNode {
     /// Every decision about the claim, the campaign and the contact (core/mod.rs). Locked only to
     /// step it, never across an `.await`; the one lock of the node's state.
     pub(super) core: Mutex<QuorumCore>,
-    /// The follower-lease gate: orders appends and votes against an election (election.rs).
+    /// The follower-lease gate: orders appends and votes against an election (election/mod.rs).
     pub(super) gate: Gate,
     /// The election driver's timings (from the config; the campaign holds a copy).
     pub(super) election: ElectionTiming,
@@ -73,6 +74,8 @@ pub struct QuorumNode {
     /// Pokes the role loop (a vote was granted, a claim must be re-judged).
     pub(super) wake: Notify,
     pub(super) transport: Arc<Transport>,
+    /// The hellos it says, and what it records of the answers (hellos.rs).
+    pub(super) hellos: Hellos,
     /// Deliberate flaws (the lab's), and how often their paths were taken.
     pub(super) flaws: Flaws,
 }
@@ -109,7 +112,6 @@ impl QuorumNode {
         )
         .await
         .map_err(|e| QuorumError::Start(e.to_string()))?;
-
         super::types::bootstrap(&raft, cfg)
             .await
             .map_err(QuorumError::Start)?;
@@ -120,6 +122,8 @@ impl QuorumNode {
         #[cfg(feature = "flaws")]
         let core = core.with_vote_while_leading(flaws.vote_while_leading());
         Ok(Arc::new(QuorumNode {
+            // First, while the parts it shares are not yet moved in.
+            hellos: Hellos::new(transport.clone(), store.clone(), raft.metrics(), timing),
             id: cfg.id,
             priorities: cfg.peers.iter().map(|p| (p.id, p.priority)).collect(),
             settle_ns: ms(cfg.effective_priority_settle_ms()),
@@ -399,7 +403,7 @@ impl QuorumPeer for QuorumNode {
     }
 
     /// Its leader resigned: the named successor campaigns first, as soon as the followers'
-    /// leases allow, everyone else one stagger step later (election.rs).
+    /// leases allow, everyone else one stagger step later (election/mod.rs).
     fn on_resign_notice(&self, from: NodeId, notice: Resign) {
         let raft = RaftView::of(&self.raft_metrics());
         let told = Input::ResignNotice {

@@ -276,8 +276,8 @@ async fn a_member_records_a_peers_first_incarnation_and_refuses_another() {
         incarnation: Some(incarnation),
         ..HelloAnswer::default()
     };
-    q.record_answer(3, &answer(9)).await;
-    q.record_answer(3, &answer(10)).await;
+    q.hellos.record_answer(3, &answer(9)).await;
+    q.hellos.record_answer(3, &answer(10)).await;
     assert_eq!(
         q.store.recognise_peer(3, 9).await.unwrap(),
         Recognition::Same

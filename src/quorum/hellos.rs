@@ -1,0 +1,173 @@
+//! The hellos a quorum node says to its members, and the answers it records: how it tells them
+//! its incarnation and learns theirs from them (identity.rs, rules 3 and 4). Every hello this
+//! node sends goes through [`Hellos::ask`]; the hellos it is said are answered in
+//! `node/mod.rs` (`on_hello`, judged by identity.rs).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{BasicNode, RaftMetrics};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::election::ElectionTiming;
+use super::identity::Recognition;
+use super::protocol::{Hello, HelloAnswer, PATH_HELLO};
+use super::storage::Store;
+use super::types::membership_index;
+use crate::role::NodeId;
+use crate::transport::{Transport, TransportError};
+
+/// How many rounds of hellos a confirmed node sends the members of one membership: from a
+/// beat apart to a second apart, about 15 s in all at the default timings.
+const HELLO_ROUNDS: u32 = 20;
+
+/// One node's hellos: what it says, to whom, and what it records of the answers.
+#[derive(Clone)]
+pub struct Hellos {
+    transport: Arc<Transport>,
+    store: Arc<Store>,
+    /// openraft's metrics, for the membership entry this node's log names.
+    metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    timing: ElectionTiming,
+}
+
+impl Hellos {
+    pub fn new(
+        transport: Arc<Transport>,
+        store: Arc<Store>,
+        metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+        timing: ElectionTiming,
+    ) -> Hellos {
+        Hellos {
+            transport,
+            store,
+            metrics,
+            timing,
+        }
+    }
+
+    /// The hello this node says: its incarnation and the membership its log names.
+    pub fn own(&self) -> Hello {
+        Hello {
+            incarnation: self.store.identity().map_or(0, |i| i.incarnation),
+            membership: membership_index(&self.metrics.borrow()),
+        }
+    }
+
+    /// Says `hello` to `to` and, when it accepts, records the incarnation it answers with, as
+    /// if that member had said hello (identity.rs, rule 4).
+    pub async fn ask(
+        &self,
+        to: NodeId,
+        hello: &Hello,
+        deadline: Duration,
+    ) -> Result<HelloAnswer, TransportError> {
+        let answer: HelloAnswer = self
+            .transport
+            .call(to, PATH_HELLO, "hello", hello, deadline)
+            .await?;
+        self.record_answer(to, &answer).await;
+        Ok(answer)
+    }
+
+    /// Records the incarnation a member that accepted this node's hello answered with.
+    pub async fn record_answer(&self, from: NodeId, answer: &HelloAnswer) {
+        let Some(incarnation) = answer.incarnation.filter(|_| answer.accepted) else {
+            return;
+        };
+        match self.store.recognise_peer(from, incarnation).await {
+            Ok(Recognition::New) => tracing::info!(
+                peer = from,
+                incarnation = format!("{incarnation:#x}"),
+                "recorded a member's incarnation from its answer"
+            ),
+            Ok(Recognition::Same) => {}
+            Ok(Recognition::Stranger) => tracing::debug!(
+                peer = from,
+                "a node the applied membership does not name answered a hello: not recorded"
+            ),
+            Ok(Recognition::Replaced { was }) => tracing::warn!(
+                peer = from,
+                incarnation = format!("{incarnation:#x}"),
+                known = format!("{was:#x}"),
+                "member {from} answered with another incarnation than the one recorded"
+            ),
+            Err(e) => tracing::warn!(peer = from, error = %e, "cannot record an incarnation"),
+        }
+    }
+
+    /// Asks `id` every beat until it answers with a confirmed incarnation (it may vote:
+    /// identity.rs) or `until` is a beat away; whether it did.
+    pub async fn until_confirmed(&self, id: NodeId, until: Instant) -> bool {
+        let hello = self.own();
+        let beat = Duration::from_nanos(self.timing.heartbeat_ns);
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let answer = self.ask(id, &hello, left).await;
+            if answer.is_ok_and(|a| a.incarnation.is_some()) {
+                return true;
+            }
+            if Instant::now() + beat >= until {
+                return false;
+            }
+            tokio::time::sleep(beat).await;
+        }
+    }
+
+    /// Tells `to` this node's incarnation, and records theirs from the answers (identity.rs,
+    /// rules 3 and 4): asks again, less and less often, those that did not answer or were
+    /// behind, for at most [`HELLO_ROUNDS`] rounds, while the membership is the one of entry
+    /// `at` and `stop` is not cancelled (a change starts another round of hellos). A member
+    /// that knows another incarnation is logged.
+    pub async fn say(
+        self,
+        mut to: Vec<NodeId>,
+        incarnation: u64,
+        at: Option<u64>,
+        stop: CancellationToken,
+    ) {
+        let deadline = Duration::from_nanos(self.timing.follower_lease_ns);
+        let hello = Hello {
+            incarnation,
+            membership: at,
+        };
+        let mut pause = Duration::from_nanos(self.timing.heartbeat_ns);
+        for _ in 0..HELLO_ROUNDS {
+            let (me, hello) = (&self, &hello);
+            let asks = to
+                .iter()
+                .map(|&peer| async move { (peer, me.ask(peer, hello, deadline).await) });
+            let mut again = Vec::new();
+            for (peer, r) in futures_util::future::join_all(asks).await {
+                match r {
+                    Ok(HelloAnswer { accepted: true, .. }) => {}
+                    Ok(HelloAnswer { behind: true, .. }) | Err(_) => again.push(peer),
+                    Ok(HelloAnswer {
+                        member: true,
+                        known,
+                        ..
+                    }) => tracing::error!(
+                        peer,
+                        known = format!("{:#x}", known.unwrap_or_default()),
+                        "a member knows this node by another incarnation"
+                    ),
+                    Ok(_) => {}
+                }
+            }
+            to = again;
+            if to.is_empty() {
+                return;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(pause) => {}
+            }
+            if membership_index(&self.metrics.borrow()) != at {
+                return;
+            }
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+}
