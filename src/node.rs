@@ -99,6 +99,90 @@ impl Surroundings {
     }
 }
 
+/// Makes `cfg`'s data dir if it is missing and, on a host, takes its lock before anything in
+/// it is read: another process's state is no state of ours.
+fn open_data_dir(cfg: &ValidConfig, on_host: bool) -> Result<Option<DataDirLock>, NodeError> {
+    std::fs::create_dir_all(&cfg.data_dir).map_err(|source| NodeError::DataDir {
+        path: cfg.data_dir.clone(),
+        source,
+    })?;
+    Ok(if on_host {
+        Some(DataDirLock::take(&cfg.data_dir)?)
+    } else {
+        None
+    })
+}
+
+/// The peer transport, its fault layer seeded by `seed`: over `wire` (the lab's simulator) or
+/// over HTTP, with the lab's `flaws`; and the TLS the config names certificates for, if any.
+fn open_transport(
+    cfg: &ValidConfig,
+    seed: u64,
+    counters: &Arc<Counters>,
+    clock: &Arc<dyn Clock>,
+    wire: Option<Arc<dyn Wire>>,
+    flaws: &Flaws,
+) -> Result<(Arc<Transport>, Option<Arc<Tls>>), NodeError> {
+    let tls = match &cfg.tls {
+        Some(files) => Some(Arc::new(Tls::load(files).map_err(NodeError::Tls)?)),
+        None => None,
+    };
+    let faults = Arc::new(Faults::new(seed));
+    let mut transport = match wire {
+        Some(wire) => Transport::with_wire(cfg, faults, counters.clone(), wire, clock.clone()),
+        None => Transport::new(cfg, faults, counters.clone(), clock.clone(), tls.clone()),
+    };
+    transport.takes_unsigned_answers = flaws.accept_unsigned_answers();
+    Ok((Arc::new(transport), tls))
+}
+
+/// Starts the engine of `cfg.mode` on `plumbing`: the one place the mode is matched; from
+/// here on the node talks to `dyn Engine`. Quorum mode keeps its state on `disk` (`None`: the
+/// files in the data dir); its background task stops with `stop`, or cancels `fatal`.
+async fn start_engine(
+    cfg: &Arc<ValidConfig>,
+    seed: u64,
+    plumbing: Plumbing,
+    disk: Option<Arc<dyn Disk>>,
+    flaws: Flaws,
+    stop: &CancellationToken,
+    fatal: CancellationToken,
+) -> Result<Arc<dyn Engine>, NodeError> {
+    Ok(match cfg.mode {
+        Mode::Quorum => {
+            let disk = disk.unwrap_or_else(|| Arc::new(StateFile::new(&cfg.data_dir)));
+            let store = Store::open_on(disk, cfg.id, &cfg.cluster_id).map_err(QuorumError::from)?;
+            let q = QuorumNode::start(cfg, store, plumbing, seed, flaws).await?;
+            q.clone().spawn(stop.clone(), fatal);
+            q
+        }
+        Mode::Bully => {
+            LegacyNode::<Bully>::start(cfg, plumbing, stop.clone()).map_err(NodeError::Legacy)?
+        }
+        Mode::Ring => {
+            LegacyNode::<Ring>::start(cfg, plumbing, stop.clone()).map_err(NodeError::Legacy)?
+        }
+        Mode::Invitation => LegacyNode::<Invitation>::start(cfg, plumbing, stop.clone())
+            .map_err(NodeError::Legacy)?,
+        Mode::Mutex => {
+            let url = cfg
+                .store_url
+                .as_ref()
+                .ok_or(NodeError::Store(StoreError::Refused(
+                    "mutex mode needs a store_url".into(),
+                )))?;
+            let store = MutexStore::new(
+                url,
+                &cfg.cluster_id,
+                Some(cfg.listen_addr().ip()),
+                plumbing.transport.faults.clone(),
+                plumbing.counters.clone(),
+            )?;
+            MutexNode::start(cfg.id, cfg.timing, store, plumbing, seed, stop.clone()).await?
+        }
+    })
+}
+
 impl Node {
     /// Starts the engine of `cfg.mode` (validated: see [`ValidConfig`]), with the fault layer seeded by
     /// `seed`. The engine's background task stops when `stop` is cancelled; if it fails on its
@@ -120,33 +204,15 @@ impl Node {
         fatal: CancellationToken,
         around: Surroundings,
     ) -> Result<Arc<Node>, NodeError> {
-        std::fs::create_dir_all(&cfg.data_dir).map_err(|source| NodeError::DataDir {
-            path: cfg.data_dir.clone(),
-            source,
-        })?;
         // The lab's simulator runs its nodes in one process, on its own wire and disk, and on
         // its own time: no data dir lock, no lookups of host names.
         let on_host = around.wire.is_none() && around.disk.is_none();
-        // Before anything in the dir is read: another process's state is no state of ours.
-        let data_dir = if on_host {
-            Some(DataDirLock::take(&cfg.data_dir)?)
-        } else {
-            None
-        };
+        let data_dir = open_data_dir(&cfg, on_host)?;
         let cfg = Arc::new(cfg);
         let counters = Arc::new(Counters::default());
-        let faults = Arc::new(Faults::new(seed));
         let clock = around.clock;
-        let tls = match &cfg.tls {
-            Some(files) => Some(Arc::new(Tls::load(files).map_err(NodeError::Tls)?)),
-            None => None,
-        };
-        let mut transport = match around.wire {
-            Some(wire) => Transport::with_wire(&cfg, faults, counters.clone(), wire, clock.clone()),
-            None => Transport::new(&cfg, faults, counters.clone(), clock.clone(), tls.clone()),
-        };
-        transport.takes_unsigned_answers = around.flaws.accept_unsigned_answers();
-        let transport = Arc::new(transport);
+        let (transport, tls) =
+            open_transport(&cfg, seed, &counters, &clock, around.wire, &around.flaws)?;
         let events = Arc::new(EventLog::open(&cfg.data_dir, cfg.id)?);
         let plumbing = Plumbing {
             transport: transport.clone(),
@@ -154,41 +220,16 @@ impl Node {
             counters: counters.clone(),
             clock: clock.clone(),
         };
-        // The one place the mode is matched: from here on the node talks to `dyn Engine`.
-        let engine: Arc<dyn Engine> = match cfg.mode {
-            Mode::Quorum => {
-                let disk = around
-                    .disk
-                    .unwrap_or_else(|| Arc::new(StateFile::new(&cfg.data_dir)));
-                let store =
-                    Store::open_on(disk, cfg.id, &cfg.cluster_id).map_err(QuorumError::from)?;
-                let q = QuorumNode::start(&cfg, store, plumbing, seed, around.flaws).await?;
-                q.clone().spawn(stop.clone(), fatal);
-                q
-            }
-            Mode::Bully => LegacyNode::<Bully>::start(&cfg, plumbing, stop.clone())
-                .map_err(NodeError::Legacy)?,
-            Mode::Ring => LegacyNode::<Ring>::start(&cfg, plumbing, stop.clone())
-                .map_err(NodeError::Legacy)?,
-            Mode::Invitation => LegacyNode::<Invitation>::start(&cfg, plumbing, stop.clone())
-                .map_err(NodeError::Legacy)?,
-            Mode::Mutex => {
-                let url = cfg
-                    .store_url
-                    .as_ref()
-                    .ok_or(NodeError::Store(StoreError::Refused(
-                        "mutex mode needs a store_url".into(),
-                    )))?;
-                let store = MutexStore::new(
-                    url,
-                    &cfg.cluster_id,
-                    Some(cfg.listen_addr().ip()),
-                    transport.faults.clone(),
-                    counters.clone(),
-                )?;
-                MutexNode::start(cfg.id, cfg.timing, store, plumbing, seed, stop.clone()).await?
-            }
-        };
+        let engine = start_engine(
+            &cfg,
+            seed,
+            plumbing,
+            around.disk,
+            around.flaws,
+            &stop,
+            fatal,
+        )
+        .await?;
         tokio::spawn(retry_event_writes(events.clone(), stop.clone()));
         let connections = Arc::new(Connections::new(
             cfg.max_connections,
