@@ -29,6 +29,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use axum::http::StatusCode;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
@@ -38,6 +39,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 use crate::config::{ConfigError, TlsFiles};
+use crate::error::ApiError;
 use crate::role::NodeId;
 
 /// The DNS name by which a certificate names member `id`.
@@ -274,6 +276,26 @@ impl Tls {
             .with_client_auth_cert(loaded.chain.clone(), loaded.key.clone_key())
             .map_err(|e| bad("tls.key", format!("does not fit tls.cert: {e}")))?;
         Ok(Arc::new(config))
+    }
+
+    /// Whether a peer request from member `from` may pass, having presented `cert` (`None`:
+    /// none): it must name `from` ([`Tls::names_member`]).
+    pub fn check_client_cert(&self, cert: Option<&PeerCert>, from: NodeId) -> Result<(), ApiError> {
+        match cert {
+            None => Err(ApiError::unauthorized(
+                "missing_client_cert",
+                "a peer request needs a client certificate of the cluster (TLS)",
+            )),
+            Some(c) if !self.names_member(c, from) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "wrong_client_cert",
+                format!(
+                    "the client certificate does not name member {from} ({})",
+                    member_name(from)
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
     }
 
     /// Whether `cert` chains to the cluster CA in force (through the intermediates it

@@ -237,25 +237,15 @@ impl Transport {
         serde_json::from_slice(&bytes).map_err(|e| TransportError::Decode(to, e.to_string()))
     }
 
-    /// Sends one signed copy of `body` to `to` and gives back its answer and the epoch of `to`
-    /// it was signed for (0 without a secret), or why there was none: the fault layer's losses
-    /// cost the caller the time left until `deadline`.
-    async fn send_once(
+    /// The request that carries `body` to `to` at `path`, stamped now and, with a cluster
+    /// secret, signed for `to`'s epoch: with that epoch (0 without a secret) and the request's
+    /// MAC (empty without), which `to`'s answer must carry.
+    fn signed_request(
         &self,
         to: NodeId,
         path: &str,
         body: &Bytes,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<(axum::http::Response<Bytes>, u64), TransportError> {
-        let lost = || async {
-            tokio::time::sleep_until(deadline).await;
-            TransportError::Timeout(to, timeout)
-        };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(TransportError::Timeout(to, timeout));
-        }
+    ) -> (axum::http::Request<Bytes>, u64, String) {
         let ts_ms = wall_ms();
         let mut builder = axum::http::Request::post(path)
             .header(HDR_CLUSTER, &self.cluster_id)
@@ -284,6 +274,29 @@ impl Transport {
         let request = builder
             .body(body.clone())
             .expect("a peer request from valid parts");
+        (request, signed_for, request_mac)
+    }
+
+    /// Sends one signed copy of `body` to `to` and gives back its answer and the epoch of `to`
+    /// it was signed for (0 without a secret), or why there was none: the fault layer's losses
+    /// cost the caller the time left until `deadline`.
+    async fn send_once(
+        &self,
+        to: NodeId,
+        path: &str,
+        body: &Bytes,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(axum::http::Response<Bytes>, u64), TransportError> {
+        let lost = || async {
+            tokio::time::sleep_until(deadline).await;
+            TransportError::Timeout(to, timeout)
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(TransportError::Timeout(to, timeout));
+        }
+        let (request, signed_for, request_mac) = self.signed_request(to, path, body);
         // The forger on the link (src/faults.rs): the request withheld (one a path delivered
         // late), and the answer made up, where the wire would have returned it.
         if let Some(forged) = self.faults.forge_answer(to, path, body) {
@@ -469,6 +482,25 @@ impl Transport {
         Ok((from, req, held))
     }
 
+    /// A peer request's body, read up to its path's limit before anything else is made of it.
+    async fn read_body(
+        &self,
+        parts: &axum::http::request::Parts,
+        body: Body,
+    ) -> Result<Bytes, ApiError> {
+        let limit = self.body_limit(parts.uri.path());
+        let announced = parts
+            .headers
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if announced.is_some_and(|n| n > limit as u64) {
+            return Err(ApiError::too_large_for(limit));
+        }
+        axum::body::to_bytes(body, limit)
+            .await
+            .map_err(|_| ApiError::too_large_for(limit))
+    }
+
     /// [`Transport::authenticate`] past the headers: the certificate and the proof. A refusal
     /// carries the request's MAC if it held (a stale epoch, a replay): its answer is signed.
     async fn authenticated(
@@ -478,56 +510,18 @@ impl Transport {
     ) -> Result<(NodeId, Request<Body>, HeldMac), (ApiError, HeldMac)> {
         let unsigned = |e: ApiError| (e, None);
         if let Some(tls) = &self.tls {
-            let cert = req
-                .extensions()
-                .get::<ClientCert>()
-                .and_then(|c| c.0.as_ref());
-            match cert {
-                None => {
-                    return Err(unsigned(ApiError::unauthorized(
-                        "missing_client_cert",
-                        "a peer request needs a client certificate of the cluster (TLS)",
-                    )))
-                }
-                Some(c) if !tls.names_member(c, from) => {
-                    return Err(unsigned(ApiError::new(
-                        StatusCode::FORBIDDEN,
-                        "wrong_client_cert",
-                        format!(
-                            "the client certificate does not name member {from} ({})",
-                            crate::tls::member_name(from)
-                        ),
-                    )))
-                }
-                Some(_) => {}
-            }
+            let cert = req.extensions().get::<ClientCert>();
+            tls.check_client_cert(cert.and_then(|c| c.0.as_deref()), from)
+                .map_err(unsigned)?;
         }
-        // The body, read up to its path's limit before anything else is made of it.
         let (parts, body) = req.into_parts();
-        let limit = self.body_limit(parts.uri.path());
-        let announced = parts
-            .headers
-            .get(axum::http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if announced.is_some_and(|n| n > limit as u64) {
-            return Err(unsigned(ApiError::too_large_for(limit)));
-        }
-        let bytes = axum::body::to_bytes(body, limit)
-            .await
-            .map_err(|_| unsigned(ApiError::too_large_for(limit)))?;
+        let bytes = self.read_body(&parts, body).await.map_err(unsigned)?;
         let Some(auth) = &self.auth else {
             return Ok((from, Request::from_parts(parts, Body::from(bytes)), None));
         };
         let proof = header_u64(&parts.headers, HDR_TS)
             .and_then(|ts_ms| Proof::parse(parts.headers.get(HDR_PROOF)?.to_str().ok()?, ts_ms));
-        let Some(Proof {
-            epoch,
-            session,
-            seq,
-            ts_ms,
-            mac_hex: mac,
-        }) = proof
-        else {
+        let Some(proof) = proof else {
             let e = crate::auth::AuthError::Missing;
             return Err(unsigned(ApiError::unauthorized(e.reason(), e.to_string())));
         };
@@ -547,12 +541,13 @@ impl Transport {
             addr,
             method: parts.method.as_str(),
             path,
-            epoch,
-            session,
-            seq,
-            ts_ms,
+            epoch: proof.epoch,
+            session: proof.session,
+            seq: proof.seq,
+            ts_ms: proof.ts_ms,
             body: &bytes,
         };
+        let mac = proof.mac_hex;
         if let Err(e) = auth.verify(&signed, &mac) {
             let held = (e != crate::auth::AuthError::BadSignature).then_some(mac);
             return Err((ApiError::unauthorized(e.reason(), e.to_string()), held));
