@@ -450,10 +450,11 @@ impl Config {
         ids
     }
 
-    /// Checks every field and every relation between fields, in four parts (identity, peers,
-    /// secrets, timing); the first broken rule is returned, naming its field.
+    /// Checks every field and every relation between fields, in five parts (identity, limits,
+    /// peers, secrets, timing); the first broken rule is returned, naming its field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate::identity(self)?;
+        validate::limits(self)?;
         validate::peers(self)?;
         validate::secrets(self)?;
         validate::timing(self)

@@ -1,5 +1,5 @@
-//! The rules a config must keep before anything starts, in four parts (identity, peers,
-//! secrets, timing), each naming the field it checks. The timing rules are the margins the
+//! The rules a config must keep before anything starts, in five parts (identity, limits,
+//! peers, secrets, timing), each naming the field it checks. The timing rules are the margins the
 //! safety argument states (docs/safety.md): the claim lease is at least [`LEASE_BEATS`]
 //! beats and ends at least [`Timing::min_margin_ms`] before the follower lease.
 
@@ -13,7 +13,7 @@ use super::{
 };
 use crate::role::Mode;
 
-/// This node's id, the cluster's id, the data dir, the number of watchers.
+/// This node's id, the cluster's id, the data dir, and the cluster it joins.
 pub(super) fn identity(c: &Config) -> Result<(), ConfigError> {
     if c.id == 0 {
         return Err(invalid("id", "must be a positive integer"));
@@ -36,6 +36,22 @@ pub(super) fn identity(c: &Config) -> Result<(), ConfigError> {
     if c.data_dir.as_os_str().is_empty() {
         return Err(invalid("data_dir", "must not be empty"));
     }
+    if let Some(join) = &c.join {
+        if c.mode != Mode::Quorum {
+            return Err(invalid(
+                "join",
+                format!("{} mode keeps the members of its config", c.mode.as_str()),
+            ));
+        }
+        if !is_host_port(join) {
+            return Err(invalid("join", format!("{join:?} must be HOST:PORT")));
+        }
+    }
+    Ok(())
+}
+
+/// The node's limits: watchers, connections, and how long a preferred member waits to settle.
+pub(super) fn limits(c: &Config) -> Result<(), ConfigError> {
     if !(1..=MAX_WATCHERS_LIMIT).contains(&c.max_watchers) {
         return Err(invalid(
             "max_watchers",
@@ -76,17 +92,6 @@ pub(super) fn identity(c: &Config) -> Result<(), ConfigError> {
                      and forth"
                 ),
             ));
-        }
-    }
-    if let Some(join) = &c.join {
-        if c.mode != Mode::Quorum {
-            return Err(invalid(
-                "join",
-                format!("{} mode keeps the members of its config", c.mode.as_str()),
-            ));
-        }
-        if !is_host_port(join) {
-            return Err(invalid("join", format!("{join:?} must be HOST:PORT")));
         }
     }
     Ok(())
