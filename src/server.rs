@@ -67,10 +67,7 @@ pub async fn serve(
             drop(stream);
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
-        stream.set_write_timeout(Some(WRITE_TIMEOUT));
-        let stream = Box::pin(stream);
+        let stream = timed(stream);
         let mut app = app.clone().layer(Extension(Remote(remote)));
         if matches!(slot, Slot::Reserve(_)) {
             app = app.layer(Extension(Reserved));
@@ -93,18 +90,7 @@ pub async fn serve(
             let Ok(Ok(stream)) = handshake.await else {
                 return;
             };
-            // Its own certificate and the intermediates it sent (a chain through an
-            // intermediate CA names a member as well as one the root signed).
-            let cert = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .filter(|c| !c.is_empty())
-                .map(|c| {
-                    Arc::new(PeerCert::new(
-                        c.iter().map(|d| d.clone().into_owned()).collect(),
-                    ))
-                });
+            let cert = client_cert(stream.get_ref().1);
             let app = app.layer(Extension(ClientCert(cert)));
             let _ = watcher.watch(http(stream, app)).await;
         });
@@ -126,6 +112,24 @@ where
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .keep_alive(true)
         .serve_connection(TokioIo::new(io), TowerToHyperService::new(app))
+}
+
+/// An accepted connection, its writes bounded by [`WRITE_TIMEOUT`].
+fn timed(
+    stream: tokio::net::TcpStream,
+) -> std::pin::Pin<Box<tokio_io_timeout::TimeoutStream<tokio::net::TcpStream>>> {
+    let _ = stream.set_nodelay(true);
+    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+    stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    Box::pin(stream)
+}
+
+/// The certificate a TLS client presented, with the intermediates it sent (a chain through an
+/// intermediate CA names a member as well as one the root signed); `None` without one.
+fn client_cert(conn: &rustls::ServerConnection) -> Option<Arc<PeerCert>> {
+    let chain = conn.peer_certificates().filter(|c| !c.is_empty())?;
+    let chain = chain.iter().map(|d| d.clone().into_owned()).collect();
+    Some(Arc::new(PeerCert::new(chain)))
 }
 
 #[cfg(test)]
