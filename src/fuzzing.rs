@@ -246,6 +246,33 @@ impl Model {
 /// How many requests one input makes at most (each 9 bytes of it).
 const MAX_REQUESTS: usize = 64;
 
+/// The sender, epoch, session and sequence number record `op`/`raw` signs with: the current
+/// epoch, the previous one, or any; a fresh number, a low or a high one, or the previous
+/// request's again (a replay).
+fn addressed(
+    op: u8,
+    raw: u64,
+    model: &Model,
+    previous: Option<(NodeId, u64, u64, u64)>,
+) -> (NodeId, u64, u64, u64) {
+    let from: NodeId = if op & 0x80 != 0 { 4 } else { 2 };
+    let session = 1 + u64::from(op & 0x0f) % 10;
+    let epoch = if op & 0x40 != 0 {
+        raw
+    } else if op & 0x08 != 0 {
+        // The previous epoch, while there is one (a sender that has not heard of the new).
+        model.previous.as_ref().map_or(model.epoch, |(e, _, _)| *e)
+    } else {
+        model.epoch
+    };
+    match (op >> 4) & 3 {
+        0 => (from, epoch, session, raw),
+        1 => (from, epoch, session, raw % 256),
+        2 => (from, epoch, session, u64::MAX - raw % 256),
+        _ => previous.unwrap_or((from, epoch, session, raw)),
+    }
+}
+
 /// Reads `data` as requests of 9 bytes (an op byte, then 8 little-endian bytes `raw`), signs
 /// each with the key and checks the receiver's answer against [`Model`]. The op byte: bit 7 the
 /// sender (node 2 or 4); bit 6 signed for the epoch `raw` instead of the receiver's; bits 4–5
@@ -282,22 +309,7 @@ fn signed_requests(data: &[u8]) {
             model.epoch = got;
             continue;
         }
-        let from: NodeId = if op & 0x80 != 0 { 4 } else { 2 };
-        let session = 1 + u64::from(op & 0x0f) % 10;
-        let epoch = if op & 0x40 != 0 {
-            raw
-        } else if op & 0x08 != 0 {
-            // The previous epoch, while there is one (a sender that has not heard of the new).
-            model.previous.as_ref().map_or(model.epoch, |(e, _, _)| *e)
-        } else {
-            model.epoch
-        };
-        let (from, epoch, session, seq) = match (op >> 4) & 3 {
-            0 => (from, epoch, session, raw),
-            1 => (from, epoch, session, raw % 256),
-            2 => (from, epoch, session, u64::MAX - raw % 256),
-            _ => previous.unwrap_or((from, epoch, session, raw)),
-        };
+        let (from, epoch, session, seq) = addressed(op, raw, &model, previous);
         previous = Some((from, epoch, session, seq));
         let signed = request(from, epoch, session, seq, raw, rec);
         let mac = hex::encode(key_mac(&signed));
