@@ -100,6 +100,54 @@ struct Inner {
     torn: bool,
 }
 
+/// What an event log file holds from earlier runs, as [`EventLog::open`] loads it.
+#[derive(Default)]
+struct Earlier {
+    /// The latest events, at most [`KEEP_IN_MEMORY`].
+    events: VecDeque<Event>,
+    index: Vec<(u64, u64)>,
+    next_seq: u64,
+    /// Whether older events were dropped from memory (they stay in the file).
+    evicted: bool,
+    last_t_mono_ns: u64,
+}
+
+impl Earlier {
+    /// Reads the events of the file at `path`, if there is one; a torn line is skipped, and
+    /// told of.
+    fn read(path: &Path) -> std::io::Result<Earlier> {
+        let mut e = Earlier {
+            next_seq: 1,
+            ..Earlier::default()
+        };
+        let Ok(f) = File::open(path) else {
+            return Ok(e);
+        };
+        let mut lines = EventLines::new(f, 0);
+        for line in lines.by_ref() {
+            let (at, ev) = line?;
+            e.next_seq = e.next_seq.max(ev.seq + 1);
+            e.last_t_mono_ns = e.last_t_mono_ns.max(ev.t_mono_ns);
+            index_line(&mut e.index, ev.seq, at);
+            e.events.push_back(ev);
+            if e.events.len() > KEEP_IN_MEMORY {
+                e.events.pop_front();
+                e.evicted = true;
+            }
+        }
+        if lines.unreadable > 0 {
+            // Torn lines are expected (a kill, or a full disk, in the middle of a write);
+            // they are told of, not passed over in silence.
+            tracing::warn!(
+                path = %path.display(),
+                lines = lines.unreadable,
+                "event log: lines that are not events (torn writes) skipped"
+            );
+        }
+        Ok(e)
+    }
+}
+
 impl EventLog {
     /// Opens (or creates) `<data_dir>/events.jsonl`. Earlier events are loaded so that `seq`
     /// keeps growing across restarts and `/v1/events?since=0` shows the node's history.
@@ -110,34 +158,13 @@ impl EventLog {
             path: path.clone(),
             source,
         };
-        let mut events = VecDeque::new();
-        let mut index = Vec::new();
-        let mut next_seq = 1;
-        let mut evicted = false;
-        let mut last_t_mono_ns = 0;
-        if let Ok(f) = File::open(&path) {
-            let mut lines = EventLines::new(f, 0);
-            for line in lines.by_ref() {
-                let (at, ev) = line.map_err(open_err)?;
-                next_seq = next_seq.max(ev.seq + 1);
-                last_t_mono_ns = last_t_mono_ns.max(ev.t_mono_ns);
-                index_line(&mut index, ev.seq, at);
-                events.push_back(ev);
-                if events.len() > KEEP_IN_MEMORY {
-                    events.pop_front();
-                    evicted = true;
-                }
-            }
-            if lines.unreadable > 0 {
-                // Torn lines are expected (a kill, or a full disk, in the middle of a write);
-                // they are told of, not passed over in silence.
-                tracing::warn!(
-                    path = %path.display(),
-                    lines = lines.unreadable,
-                    "event log: lines that are not events (torn writes) skipped"
-                );
-            }
-        }
+        let Earlier {
+            events,
+            index,
+            next_seq,
+            evicted,
+            last_t_mono_ns,
+        } = Earlier::read(&path).map_err(open_err)?;
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
