@@ -570,19 +570,7 @@ fn peer_auth(report: &mut Report, up: &[&Seen]) {
         else {
             continue; // said under `reachable`
         };
-        let before = &f.status.counters.rejected_peer_requests;
-        let mut worst = Level::Ok;
-        let mut said = Vec::new();
-        for (reason, n) in &later.counters.rejected_peer_requests {
-            let grew = n.saturating_sub(before.get(reason).copied().unwrap_or(0));
-            if grew == 0 {
-                continue;
-            }
-            if let Some((level, means)) = refusal(reason) {
-                worst = worst.max(level);
-                said.push(format!("{reason} +{grew} ({means})"));
-            }
-        }
+        let (worst, said) = refused_between(&f.status, later);
         if worst > Level::Ok {
             refused.push(s.member.id);
             report.add(
@@ -616,6 +604,31 @@ fn peer_auth(report: &mut Report, up: &[&Seen]) {
     if refused.is_empty() {
         return;
     }
+    odd_one_out(report, up, &refused);
+}
+
+/// The peer requests a member refused between its two reads (`before`, `later`), by reason:
+/// the worst level their reasons say, and a phrase per reason ("bad_signature +3 (…)").
+fn refused_between(before: &Status, later: &Status) -> (Level, Vec<String>) {
+    let before = &before.counters.rejected_peer_requests;
+    let mut worst = Level::Ok;
+    let mut said = Vec::new();
+    for (reason, n) in &later.counters.rejected_peer_requests {
+        let grew = n.saturating_sub(before.get(reason).copied().unwrap_or(0));
+        if grew == 0 {
+            continue;
+        }
+        if let Some((level, means)) = refusal(reason) {
+            worst = worst.max(level);
+            said.push(format!("{reason} +{grew} ({means})"));
+        }
+    }
+    (worst, said)
+}
+
+/// Of the members that refused peer requests (`refused`), the ones that heard from none of
+/// their peers, when the others do hear from theirs: a FAIL for the cluster that names them.
+fn odd_one_out(report: &mut Report, up: &[&Seen], refused: &[NodeId]) {
     // The odd one out: refused, it heard from none of its peers since it started (every
     // request refused), while another member did hear from one.
     let deaf = |s: &&&Seen| {
@@ -754,38 +767,56 @@ fn leader(report: &mut Report, up: &[&Seen]) {
         .map(|(id, v)| (*id, v.term))
         .collect();
     for (id, v) in &views {
-        let (level, detail) = match (&v.leader, agreed) {
-            (None, _) => (
-                Level::Warn,
-                format!("names no leader ({}, term {})", v.role.as_str(), v.term),
-            ),
-            (Some(l), Some((al, at))) if (l.id, v.term) != (al, at) => (
-                Level::Fail,
-                format!(
-                    "names node {} at term {}; most members name node {al} at term {at}",
-                    l.id, v.term
-                ),
-            ),
-            (Some(_), _) if v.role == Role::Leader => (
-                Level::Ok,
-                match v.lease_ms {
-                    Some(ms) => format!("leads at term {} (claim {ms} ms left)", v.term),
-                    None => format!("leads at term {}", v.term),
-                },
-            ),
-            (Some(l), _) => (
-                Level::Ok,
-                format!(
-                    "names node {} at term {} ({})",
-                    l.id,
-                    v.term,
-                    v.role.as_str()
-                ),
-            ),
-        };
+        let (level, detail) = member_leader(v, agreed);
         report.add("leader", Some(*id), level, detail);
     }
-    let (level, detail) = if claimants.len() > 1 {
+    let (level, detail) = cluster_leader(views.len(), &named, &claimants);
+    report.add("leader", None, level, detail);
+}
+
+/// What one member's view says of the leader, beside the (leader, term) most members name
+/// (`agreed`).
+fn member_leader(v: &LeaderInfo, agreed: Option<(NodeId, u64)>) -> (Level, String) {
+    match (&v.leader, agreed) {
+        (None, _) => (
+            Level::Warn,
+            format!("names no leader ({}, term {})", v.role.as_str(), v.term),
+        ),
+        (Some(l), Some((al, at))) if (l.id, v.term) != (al, at) => (
+            Level::Fail,
+            format!(
+                "names node {} at term {}; most members name node {al} at term {at}",
+                l.id, v.term
+            ),
+        ),
+        (Some(_), _) if v.role == Role::Leader => (
+            Level::Ok,
+            match v.lease_ms {
+                Some(ms) => format!("leads at term {} (claim {ms} ms left)", v.term),
+                None => format!("leads at term {}", v.term),
+            },
+        ),
+        (Some(l), _) => (
+            Level::Ok,
+            format!(
+                "names node {} at term {} ({})",
+                l.id,
+                v.term,
+                v.role.as_str()
+            ),
+        ),
+    }
+}
+
+/// What the reachable members' views (`reachable`: how many) say of the leader together, from
+/// the members that name each (leader, term) (`named`) and those that claim to lead, at their
+/// terms (`claimants`).
+fn cluster_leader(
+    reachable: usize,
+    named: &BTreeMap<(NodeId, u64), Vec<NodeId>>,
+    claimants: &[(NodeId, u64)],
+) -> (Level, String) {
+    if claimants.len() > 1 {
         let who: Vec<NodeId> = claimants.iter().map(|(id, _)| *id).collect();
         let terms: Vec<String> = claimants.iter().map(|(_, t)| t.to_string()).collect();
         (
@@ -806,42 +837,48 @@ fn leader(report: &mut Report, up: &[&Seen]) {
             format!("the members disagree: {}", said.join("; ")),
         )
     } else if let Some(((l, t), ids)) = named.iter().next() {
-        let none = views.len() - ids.len();
-        if none > 0 {
-            (
-                Level::Warn,
-                format!(
-                    "{} of {} reachable members name node {l} at term {t}; {none} {} none",
-                    ids.len(),
-                    views.len(),
-                    if none == 1 { "names" } else { "name" }
-                ),
-            )
-        } else if claimants.is_empty() {
-            (
-                Level::Warn,
-                format!(
-                    "all {} reachable members name node {l} at term {t}, which did not hold \
-                     the claim when asked",
-                    views.len()
-                ),
-            )
-        } else {
-            (
-                Level::Ok,
-                format!(
-                    "all {} reachable members name node {l} at term {t}",
-                    views.len()
-                ),
-            )
-        }
+        one_leader_named(reachable, (*l, *t), ids, !claimants.is_empty())
     } else {
         (
             Level::Fail,
-            format!("none of {} reachable members names a leader", views.len()),
+            format!("none of {reachable} reachable members names a leader"),
         )
-    };
-    report.add("leader", None, level, detail);
+    }
+}
+
+/// What the reachable members' views (`reachable`: how many) say of the leader when all that
+/// name one (`ids`) name node `l` at term `t`; `claimed`: whether a member claimed to lead
+/// when asked.
+fn one_leader_named(
+    reachable: usize,
+    (l, t): (NodeId, u64),
+    ids: &[NodeId],
+    claimed: bool,
+) -> (Level, String) {
+    let none = reachable - ids.len();
+    if none > 0 {
+        (
+            Level::Warn,
+            format!(
+                "{} of {reachable} reachable members name node {l} at term {t}; {none} {} none",
+                ids.len(),
+                if none == 1 { "names" } else { "name" }
+            ),
+        )
+    } else if !claimed {
+        (
+            Level::Warn,
+            format!(
+                "all {reachable} reachable members name node {l} at term {t}, which did not \
+                 hold the claim when asked"
+            ),
+        )
+    } else {
+        (
+            Level::Ok,
+            format!("all {reachable} reachable members name node {l} at term {t}"),
+        )
+    }
 }
 
 fn health(report: &mut Report, up: &[&Seen]) {
