@@ -222,16 +222,7 @@ fn main() -> ExitCode {
         }
         return client_command(cmd);
     }
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false);
-    match cli.log_format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().init(),
-    }
+    init_logs(&cli);
     let cfg = match build_config(&cli) {
         Ok(c) => c,
         Err(e) => {
@@ -256,6 +247,21 @@ fn main() -> ExitCode {
             eprintln!("electd: {e}");
             ExitCode::from(EXIT_RUNTIME)
         }
+    }
+}
+
+/// Starts the node's log: filtered by `RUST_LOG`, else `--log` (`info` when the filter does
+/// not parse), in `--log-format`.
+fn init_logs(cli: &Cli) {
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
     }
 }
 
@@ -316,23 +322,20 @@ fn fit_connections(cfg: &mut ValidConfig) {
     }
 }
 
-async fn run(mut cfg: ValidConfig, flaws: electd::Flaws) -> Result<(), String> {
-    // SIGHUP is taken first thing: its default action ends the process, and a SIGHUP meant to
-    // reload (or a logrotate's) must not stop a node, with TLS or without.
-    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
-    let seed = cfg.seed.unwrap_or_else(|| {
+/// The config's seed, else one from the wall clock.
+fn seed_of(cfg: &ValidConfig) -> u64 {
+    cfg.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
-    });
-    fit_connections(&mut cfg);
-    let listen = cfg.listen_addr();
-    // Bind first: a taken port fails before any state is touched.
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    })
+}
+
+/// Says in the log that the node starts, with what, and warns of what the config leaves
+/// unguarded: a mode without a lease-bound claim, no cluster_secret; and says that the admin
+/// API is disabled without an admin_token.
+fn log_start(cfg: &ValidConfig, listen: std::net::SocketAddr, seed: u64) {
     tracing::info!(
         id = cfg.id,
         mode = cfg.mode.as_str(),
@@ -359,6 +362,33 @@ async fn run(mut cfg: ValidConfig, flaws: electd::Flaws) -> Result<(), String> {
     if cfg.admin_token.is_none() {
         tracing::info!("admin API disabled (403): no admin_token");
     }
+}
+
+/// Waits for SIGTERM or SIGINT (false: the node steps down) or for the election engine to
+/// stop (`fatal`; true).
+async fn until_stopped(fatal: &CancellationToken) -> bool {
+    tokio::select! {
+        sig = electd::terminate_signal() => {
+            tracing::info!("{sig}: stepping down");
+            false
+        }
+        _ = fatal.cancelled() => true,
+    }
+}
+
+async fn run(mut cfg: ValidConfig, flaws: electd::Flaws) -> Result<(), String> {
+    // SIGHUP is taken first thing: its default action ends the process, and a SIGHUP meant to
+    // reload (or a logrotate's) must not stop a node, with TLS or without.
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
+    let seed = seed_of(&cfg);
+    fit_connections(&mut cfg);
+    let listen = cfg.listen_addr();
+    // Bind first: a taken port fails before any state is touched.
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    log_start(&cfg, listen, seed);
     let stop = CancellationToken::new();
     let fatal = CancellationToken::new();
     let node_cfg = cfg.clone();
@@ -389,13 +419,7 @@ async fn run(mut cfg: ValidConfig, flaws: electd::Flaws) -> Result<(), String> {
             join::ask_to_be_added(&cfg).await
         }))
     };
-    let failed = tokio::select! {
-        sig = electd::terminate_signal() => {
-            tracing::info!("{sig}: stepping down");
-            false
-        }
-        _ = fatal.cancelled() => true,
-    };
+    let failed = until_stopped(&fatal).await;
     drop(joining);
     drop(reloads);
     // Step down first (stop claiming, stop heartbeats), then stop serving.
