@@ -49,6 +49,16 @@ fn recover(cfg: &Config, force: bool, term_above: u64) -> Result<(), String> {
     // listens on; held until this command exits.
     let _lock = DataDirLock::take(&cfg.data_dir).map_err(|e| e.to_string())?;
     let store = Store::open(&cfg.data_dir, cfg.id, &cfg.cluster_id).map_err(|e| e.to_string())?;
+    inspect(cfg, &store);
+    if !force {
+        return Ok(());
+    }
+    force_new_cluster(cfg, &store, listen, term_above)
+}
+
+/// `--inspect-data-dir`: prints what the member's data dir holds: its last log entry, its vote
+/// and the highest term.
+fn inspect(cfg: &Config, store: &Store) {
     let last = store.last_log_id().map_or("none".to_string(), |l| {
         format!("term {} index {}", l.leader_id.term, l.index)
     });
@@ -69,9 +79,16 @@ fn recover(cfg: &Config, force: bool, term_above: u64) -> Result<(), String> {
         cfg.id,
         store.highest_term()
     );
-    if !force {
-        return Ok(());
-    }
+}
+
+/// `--force-new-cluster`: warns that it is unsafe, then makes the member (at its address in
+/// the config, else `listen`) the only member of a new cluster at a term above `term_above`.
+fn force_new_cluster(
+    cfg: &Config,
+    store: &Store,
+    listen: std::net::SocketAddr,
+    term_above: u64,
+) -> Result<(), String> {
     let addr = cfg
         .peer_addr(cfg.id)
         .map(str::to_string)

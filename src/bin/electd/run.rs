@@ -421,6 +421,39 @@ impl Supervisor {
 
     fn start(&mut self, term: u64, info: &LeaderInfo) -> Result<(), ExitCode> {
         self.plan.started(term);
+        match self.spawn_cmd(term, info) {
+            Ok(child) => {
+                // `spawn` returns once CMD was exec'd: by this instant the child runs (on
+                // CLOCK_MONOTONIC, for the benchmark that measures claim to exec; the child
+                // may have run a little before it).
+                let exec_mono = mono_ns();
+                let group = child.id().and_then(|p| Pid::from_raw(p as i32));
+                log(&format!(
+                    "started {:?} (pid {}) for term {term} (exec mono {exec_mono})",
+                    self.args.cmd[0],
+                    child.id().unwrap_or(0),
+                ));
+                let keeper = group.and_then(|g| spawn_keeper(g, self.contain.cgroup()));
+                self.running = Some(Running {
+                    child,
+                    group,
+                    keeper,
+                    contain: self.contain.clone(),
+                });
+                Ok(())
+            }
+            Err(e) => {
+                self.plan.ended(0);
+                log(&format!("cannot start {:?}: {e}", self.args.cmd[0]));
+                Err(ExitCode::from(exit::CANNOT_START))
+            }
+        }
+    }
+
+    /// Spawns CMD for `term`: in a group of its own, told of the claim in its environment
+    /// (`ELECTD_TERM`, `ELECTD_NODE_ID`, `ELECTD_LEASE_MS`: what is left of the deadline), in
+    /// its cgroup where there is one, and with SIGKILL as its parent-death signal.
+    fn spawn_cmd(&self, term: u64, info: &LeaderInfo) -> std::io::Result<Child> {
         let lease_left = self
             .plan
             .deadline_ns()
@@ -461,33 +494,7 @@ impl Supervisor {
         }
         let spawned = cmd.spawn();
         drop(procs);
-        match spawned {
-            Ok(child) => {
-                // `spawn` returns once CMD was exec'd: by this instant the child runs (on
-                // CLOCK_MONOTONIC, for the benchmark that measures claim to exec; the child
-                // may have run a little before it).
-                let exec_mono = mono_ns();
-                let group = child.id().and_then(|p| Pid::from_raw(p as i32));
-                log(&format!(
-                    "started {:?} (pid {}) for term {term} (exec mono {exec_mono})",
-                    self.args.cmd[0],
-                    child.id().unwrap_or(0),
-                ));
-                let keeper = group.and_then(|g| spawn_keeper(g, self.contain.cgroup()));
-                self.running = Some(Running {
-                    child,
-                    group,
-                    keeper,
-                    contain: self.contain.clone(),
-                });
-                Ok(())
-            }
-            Err(e) => {
-                self.plan.ended(0);
-                log(&format!("cannot start {:?}: {e}", self.args.cmd[0]));
-                Err(ExitCode::from(exit::CANNOT_START))
-            }
-        }
+        spawned
     }
 
     /// The child ended: by our hand (the claim ended) or by itself.
