@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use electd_client::{Client, Error, LeaderInfo, Members, Status, Watched};
+use electd_client::{Client, Error, LeaderInfo, Members, Status, Watch, Watched};
 
 use super::addr::{Failed, Nodes};
 
@@ -308,6 +308,26 @@ fn watch_line(w: &Watched, as_json: bool) -> String {
     }
 }
 
+/// Prints the stream's events, one line each, until it ends or fails: why it did. `last_id`
+/// keeps up with the stream (the last event printed, or [`Watch::last_id`] after a gap).
+async fn print_events(stream: &mut Watch, as_json: bool, last_id: &mut Option<u64>) -> String {
+    loop {
+        match stream.next().await {
+            Ok(Some(w)) => {
+                println!("{}", watch_line(&w, as_json));
+                *last_id = Some(w.id);
+            }
+            Ok(None) => break "the node ended the stream".to_string(),
+            // Events the node lost: said, and the stream goes on after them.
+            Err(e @ Error::Gap { .. }) => {
+                eprintln!("electd: {e}");
+                *last_id = stream.last_id();
+            }
+            Err(e) => break e.to_string(),
+        }
+    }
+}
+
 /// `electd watch`: one line per event until Ctrl-C (exit 0); reconnects after the last event
 /// it printed (no gap, no repeat), and gives up (exit 1) when the node stays unreachable for
 /// `--give-up-ms`. With `--endpoints` it reconnects to the node it watched first, then to the
@@ -347,21 +367,7 @@ pub async fn watch(args: WatchArgs) -> ExitCode {
                         last_id = None;
                     }
                     watched = Some(addr);
-                    loop {
-                        match stream.next().await {
-                            Ok(Some(w)) => {
-                                println!("{}", watch_line(&w, args.node.json));
-                                last_id = Some(w.id);
-                            }
-                            Ok(None) => break "the node ended the stream".to_string(),
-                            // Events the node lost: said, and the stream goes on after them.
-                            Err(e @ Error::Gap { .. }) => {
-                                eprintln!("electd: {e}");
-                                last_id = stream.last_id();
-                            }
-                            Err(e) => break e.to_string(),
-                        }
-                    }
+                    print_events(&mut stream, args.node.json, &mut last_id).await
                 }
                 Err(f @ Failed::Answer(Error::Api { .. })) => return unreachable(&f),
                 Err(f) => f.to_string(),

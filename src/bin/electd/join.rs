@@ -29,52 +29,64 @@ pub async fn ask_to_be_added(cfg: &Config) {
         return;
     };
     for attempt in 0..TRIES {
-        let leader = match client_of(cfg, join.clone(), Duration::from_secs(2)) {
-            Some(c) => c
-                .leader()
-                .await
-                .ok()
-                .and_then(|info| info.leader.map(|l| l.addr)),
-            None => None,
-        };
-        if let Some(leader) = leader {
-            let Some(client) = client_of(cfg, leader.clone(), Duration::from_secs(6)) else {
-                tokio::time::sleep(EVERY).await;
-                continue;
-            };
-            // Without TLS the answer that named the leader was not authenticated: the token
-            // goes only to an address the config names (a member, or the join address).
-            if cfg.tls.is_none() && !names(cfg, &leader) {
-                if attempt % 10 == 0 {
-                    tracing::warn!(
-                        leader,
-                        "joining: the leader's address is neither the join address nor a \
-                         member's in the config; the admin token is not sent to it (add it to \
-                         peers, or use TLS)"
-                    );
-                }
-                tokio::time::sleep(EVERY).await;
-                continue;
-            }
-            let client = client.admin_token(Some(token.clone()));
-            match client.add_member(cfg.id, &me).await {
-                Ok(_) => {
-                    tracing::info!(leader, "joined the cluster: a voter now");
-                    return;
-                }
-                Err(e) if e.code() == Some("already_member") => {
-                    tracing::info!("already a voter of the cluster");
-                    return;
-                }
-                Err(e @ Error::Api { .. }) if attempt % 10 == 0 => {
-                    tracing::warn!(error = %e, "the leader did not add this node yet; asking again")
-                }
-                Err(_) => {}
+        if let Some(leader) = leader_of(cfg, &join).await {
+            if ask_leader(cfg, &leader, &token, &me, attempt).await {
+                return;
             }
         }
         tokio::time::sleep(EVERY).await;
     }
     tracing::error!("not added to the cluster after {TRIES} attempts through {join}: giving up");
+}
+
+/// The leader's address, as the node at `join` names it; `None` when it names none or does not
+/// answer.
+async fn leader_of(cfg: &Config, join: &str) -> Option<String> {
+    match client_of(cfg, join.to_string(), Duration::from_secs(2)) {
+        Some(c) => c
+            .leader()
+            .await
+            .ok()
+            .and_then(|info| info.leader.map(|l| l.addr)),
+        None => None,
+    }
+}
+
+/// Asks the leader at `leader` once (the `attempt`th time) to add this node, at `me`, with the
+/// admin `token`: whether it is a voter now.
+async fn ask_leader(cfg: &Config, leader: &str, token: &str, me: &str, attempt: u32) -> bool {
+    let Some(client) = client_of(cfg, leader.to_string(), Duration::from_secs(6)) else {
+        return false;
+    };
+    // Without TLS the answer that named the leader was not authenticated: the token
+    // goes only to an address the config names (a member, or the join address).
+    if cfg.tls.is_none() && !names(cfg, leader) {
+        if attempt % 10 == 0 {
+            tracing::warn!(
+                leader,
+                "joining: the leader's address is neither the join address nor a \
+                 member's in the config; the admin token is not sent to it (add it to \
+                 peers, or use TLS)"
+            );
+        }
+        return false;
+    }
+    let client = client.admin_token(Some(token.to_string()));
+    match client.add_member(cfg.id, me).await {
+        Ok(_) => {
+            tracing::info!(leader, "joined the cluster: a voter now");
+            true
+        }
+        Err(e) if e.code() == Some("already_member") => {
+            tracing::info!("already a voter of the cluster");
+            true
+        }
+        Err(e @ Error::Api { .. }) if attempt % 10 == 0 => {
+            tracing::warn!(error = %e, "the leader did not add this node yet; asking again");
+            false
+        }
+        Err(_) => false,
+    }
 }
 
 /// Whether `addr` is the join address or a member's address in the config.
