@@ -146,6 +146,10 @@ impl Persisted {
 /// The shared store behind [`LogStore`] and [`StateMachine`].
 pub struct Store {
     disk: Arc<dyn Disk>,
+    /// The state as last made durable, or about to be: locked only inside `read`, `mutate`
+    /// and `note`, never across an `.await`, so that openraft's tasks and the node's handlers
+    /// each see a whole state (a vote with its log, a record with the membership it was
+    /// judged by: identity.rs, rule 3).
     state: Mutex<Persisted>,
     /// Serialises writers so that writes reach the disk in the order openraft issued them.
     write_lock: tokio::sync::Mutex<()>,

@@ -49,6 +49,7 @@ pub trait Disk: Send + Sync + 'static {
 /// a crash is there after it (the simulator's crash keeps the disk and loses the process).
 #[derive(Debug, Default)]
 pub struct MemDisk {
+    /// The last write; locked for the copy in and out only.
     bytes: Mutex<Option<Vec<u8>>>,
 }
 
@@ -72,6 +73,8 @@ pub struct StateFile {
     dir: PathBuf,
     slots: [PathBuf; 2],
     legacy: PathBuf,
+    /// Which slot is older, and its open files: locked for one write or one load, so that
+    /// two writes never pick the same slot.
     inner: Arc<Mutex<Slots>>,
 }
 
