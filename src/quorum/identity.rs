@@ -163,12 +163,13 @@ pub fn not_a_member_message(id: NodeId, by: &std::collections::BTreeSet<NodeId>)
 /// applied entries only grow, so a member not behind now is not behind when it records), and
 /// while it holds incarnation entries it has not applied, which may record the sender's
 /// (`applied`: the last applied index, and whether such entries wait; rule 5). A `stranger`,
-/// whom the committed membership in force does not name, is not recorded.
+/// whom the committed membership in force does not name (asked only of a member not behind),
+/// is not recorded.
 pub fn unjudged_hello(
     from: NodeId,
     hello: &Hello,
     applied: (Option<u64>, bool),
-    stranger: bool,
+    stranger: impl FnOnce() -> bool,
     mine: HelloAnswer,
 ) -> Option<HelloAnswer> {
     let (applied_index, unapplied) = applied;
@@ -183,7 +184,7 @@ pub fn unjudged_hello(
             ..mine
         });
     }
-    if stranger {
+    if stranger() {
         tracing::warn!(
             peer = from,
             "node {from} said hello but is no member of the membership in force: not recorded"

@@ -407,6 +407,7 @@ impl RaftNetwork<TypeConfig> for RaftConn {
         Backoff::new(std::iter::repeat(self.net.backoff))
     }
 }
+
 /// Appends carry at most the log since the last snapshot (`raft_config`: a snapshot every 32
 /// entries, 8 kept) and snapshots the membership and incarnations: more than the transport's
 /// small default, read before the MAC is checked.

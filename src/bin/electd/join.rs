@@ -42,14 +42,8 @@ pub async fn ask_to_be_added(cfg: &Config) {
 /// The leader's address, as the node at `join` names it; `None` when it names none or does not
 /// answer.
 async fn leader_of(cfg: &Config, join: &str) -> Option<String> {
-    match client_of(cfg, join.to_string(), Duration::from_secs(2)) {
-        Some(c) => c
-            .leader()
-            .await
-            .ok()
-            .and_then(|info| info.leader.map(|l| l.addr)),
-        None => None,
-    }
+    let client = client_of(cfg, join.to_string(), Duration::from_secs(2))?;
+    Some(client.leader().await.ok()?.leader?.addr)
 }
 
 /// Asks the leader at `leader` once (the `attempt`th time) to add this node, at `me`, with the

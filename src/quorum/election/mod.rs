@@ -344,6 +344,13 @@ pub struct Pledge {
     pub until_ns: u64,
 }
 
+impl Pledge {
+    /// Whether it keeps `candidate` out at `now_ns`: it is to another, and still runs.
+    pub fn keeps_out(&self, candidate: NodeId, now_ns: u64) -> bool {
+        self.to != candidate && now_ns < self.until_ns
+    }
+}
+
 impl ElectionTiming {
     /// How long a granted pre-vote keeps other candidates out: the candidate's round may take
     /// up to [`ElectionTiming::prevote_timeout_ns`], then its vote request is on its way; a
@@ -363,7 +370,7 @@ impl Pledged {
     /// candidate (then false, and no round), it pledges to itself, refusing other candidates
     /// meanwhile.
     pub fn own_round(&mut self, me: NodeId, now_ns: u64, timing: &ElectionTiming) -> bool {
-        if matches!(self.0, Some(p) if p.to != me && now_ns < p.until_ns) {
+        if self.0.is_some_and(|p| p.keeps_out(me, now_ns)) {
             return false;
         }
         self.grant(me, now_ns, timing);
@@ -407,7 +414,7 @@ pub fn judge_prevote(
     if their_last_log < my_last_log {
         return Err(PreVoteRefusal::LogBehind);
     }
-    if matches!(pledge, Some(p) if p.to != from && now_ns < p.until_ns) {
+    if pledge.is_some_and(|p| p.keeps_out(from, now_ns)) {
         return Err(PreVoteRefusal::Pledged);
     }
     Ok(())

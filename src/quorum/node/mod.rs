@@ -455,10 +455,12 @@ impl QuorumPeer for QuorumNode {
                 .map(|i| i.incarnation),
             ..HelloAnswer::default()
         };
-        let members = self.members_now();
-        let stranger = members.committed
-            && !members.voter_sets.is_empty()
-            && !members.members.iter().any(|m| m.id == from);
+        let stranger = || {
+            let members = self.members_now();
+            members.committed
+                && !members.voter_sets.is_empty()
+                && !members.members.iter().any(|m| m.id == from)
+        };
         let applied = (self.store.applied_index(), self.store.unapplied());
         if let Some(answer) = identity::unjudged_hello(from, &hello, applied, stranger, mine) {
             return Ok(answer);

@@ -353,16 +353,16 @@ impl Store {
     /// others (the applied log's first, identity.rs rule 5), and whether it abstains from
     /// judging a hello meanwhile.
     pub fn identity_status(&self) -> Option<serde_json::Value> {
-        let peers: serde_json::Map<_, _> = self
-            .recorded_all()
-            .into_iter()
-            .map(|(id, (inc, in_log))| {
-                let peer =
-                    serde_json::json!({"incarnation": format!("{inc:#x}"), "in_log": in_log});
-                (id.to_string(), peer)
-            })
-            .collect();
         self.identity().map(|i| {
+            let peers: serde_json::Map<_, _> = self
+                .recorded_all()
+                .into_iter()
+                .map(|(id, (inc, in_log))| {
+                    let peer =
+                        serde_json::json!({"incarnation": format!("{inc:#x}"), "in_log": in_log});
+                    (id.to_string(), peer)
+                })
+                .collect();
             serde_json::json!({
                 "incarnation": format!("{:#x}", i.incarnation),
                 "confirmed": i.confirmed,
