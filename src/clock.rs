@@ -2,7 +2,7 @@
 //!
 //! | clock | used for | why |
 //! |---|---|---|
-//! | `CLOCK_BOOTTIME` ([`boot_ns`]) | claims, claim leases, the follower lease of the election driver | it keeps counting while the host is suspended, so a leader that resumes after a suspend sees its claim as expired, as the rest of the cluster does |
+//! | `CLOCK_BOOTTIME` ([`boot_ns`]) | claims, claim leases, the follower lease a campaign waits for | it keeps counting while the host is suspended, so a leader that resumes after a suspend sees its claim as expired, as the rest of the cluster does |
 //! | `CLOCK_MONOTONIC` ([`mono_ns`]) | event stamps (`t_mono_ns` of `/v1/events`), peer contact times, tokio timers | one clock for every process of the host, so event logs of different nodes merge on one time line (`docs/design/api-v1.md`) |
 //!
 //! Both keep running while a process is stopped with SIGSTOP, so a paused leader's lease

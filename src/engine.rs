@@ -207,9 +207,9 @@ pub struct Flaws {
     /// of docs/safety.md's step 10 left out).
     #[cfg(feature = "flaws")]
     pub trust_new_incarnation: bool,
-    /// Quorum mode: the role loop as it was before it kept the event log in step during a
+    /// Quorum mode: the role turn as it was before it kept the event log in step during a
     /// probe: a claim that ends while a probe is out is recorded only when the probe returns,
-    /// up to a probe timeout late (`role_loop.rs`, `probe_recording`).
+    /// up to a probe timeout late (`quorum/driver/probe.rs`, `probe_recording`).
     #[cfg(feature = "flaws")]
     pub record_between_probes: bool,
     /// HMAC mode: the peer transport as it was before answers were signed (bedd083): an

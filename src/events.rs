@@ -266,7 +266,7 @@ impl EventLog {
     /// An event is never stamped before the event before it: `t_mono_ns` is raised to the last
     /// stamp when it is earlier. The one case where a leased engine asks for that loses no
     /// claim: a claim's end recorded while the probe that renews it was out (stamped at the
-    /// end, `role_loop.rs`), then that probe granted (its claim stamped at the probe's send
+    /// end, `quorum/driver/probe.rs`), then that probe granted (its claim stamped at the probe's send
     /// instant, which the ended claim covered up to its end). Every other change is recorded
     /// before the probe that could start a claim is sent, so a claim's start is never moved.
     pub fn record(&self, t_mono_ns: u64, state: View) -> Option<Event> {
@@ -780,7 +780,7 @@ mod tests {
         assert_eq!(stamps, [100, 100, 100]);
     }
 
-    /// A view judged by one thread (the role loop: "leader") while another changes the lease
+    /// A view judged by one thread (the driver: "leader") while another changes the lease
     /// and records that change (a resign or shutdown: "candidate") is never written after the
     /// change's own event: judging and writing are one step. (With the view judged outside the
     /// lock, the stale "leader" was appended after the closing event and stayed the file's

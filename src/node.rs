@@ -17,7 +17,7 @@ use crate::events::{EventLog, EventLogError, Watchers};
 use crate::faults::Faults;
 use crate::legacy::{Bully, Invitation, LegacyNode, Ring};
 use crate::mutex::{MutexNode, Store as MutexStore, StoreError};
-use crate::quorum::{Disk, QuorumError, QuorumNode, StateFile, Store};
+use crate::quorum::{Disk, Driver, QuorumError, QuorumNode, StateFile, Store};
 use crate::role::{Mode, NodeId, Resigned, View};
 use crate::tls::Tls;
 use crate::transport::Transport;
@@ -153,7 +153,7 @@ async fn start_engine(
             let disk = disk.unwrap_or_else(|| Arc::new(StateFile::new(&cfg.data_dir)));
             let store = Store::open_on(disk, cfg.id, &cfg.cluster_id).map_err(QuorumError::from)?;
             let q = QuorumNode::start(cfg, store, plumbing, seed, flaws).await?;
-            q.clone().spawn(stop.clone(), fatal);
+            Driver::spawn(q.clone(), stop.clone(), fatal);
             q
         }
         Mode::Bully => {

@@ -50,18 +50,19 @@ const NODE_LAYERS: &[&[&str]] = &[
     ],
     &[
         "quorum::node",
-        "quorum::node::tests",
         "quorum::core::tests",
         "quorum::election::tests",
         "legacy::node",
         "mutex::node",
     ],
+    &["quorum::handover", "quorum::membership"],
     &[
-        "quorum::role_loop",
-        "quorum::driver",
-        "quorum::handover",
-        "quorum::membership",
+        "quorum::driver::probe",
+        "quorum::driver::campaign",
+        "quorum::driver::confirm",
+        "quorum::driver::prefer",
     ],
+    &["quorum::driver", "quorum::node::tests"],
     &[
         "quorum::engine",
         "quorum",
@@ -424,11 +425,9 @@ fn the_checker_finds_circles_and_upward_imports() {
 /// Impls that stand outside their type's file today, as (module, type): the list may only
 /// shrink (the check fails on an entry that no longer offends, too).
 const IMPLS_ELSEWHERE: &[(&str, &str)] = &[
-    ("quorum::driver", "QuorumNode"),
     ("quorum::engine", "QuorumNode"),
     ("quorum::handover", "QuorumNode"),
     ("quorum::membership", "QuorumNode"),
-    ("quorum::role_loop", "QuorumNode"),
     ("mutex::engine", "MutexNode"),
 ];
 
@@ -741,6 +740,7 @@ const SEARCH: &[&str] = &[
     "src/quorum/core",
     "src/quorum/election",
     "src/quorum/node",
+    "src/quorum/driver",
     "src/legacy",
     "src/bin/electd",
     "client/src",

@@ -47,7 +47,7 @@ impl Engine for QuorumNode {
         Box::pin(QuorumNode::remove_member(self, id))
     }
 
-    /// The claim is closed before the loops are stopped, so that the election driver cannot
+    /// The claim is closed before the loops are stopped, so that the driver cannot
     /// start a campaign on its way out.
     fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()> {
         Box::pin(async move {

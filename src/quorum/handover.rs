@@ -4,17 +4,13 @@
 //! else, the followers are told who should campaign first ([`Resign`]), and openraft's
 //! followers' leases then run out (openraft 0.9 has no leader transfer).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::{BasicNode, RaftMetrics, ServerState};
-use tokio_util::sync::CancellationToken;
 
 use super::core::{Answer, Input, RaftView};
 use super::node::QuorumNode;
-use super::preference::{Seen, Settle};
 use super::protocol::{Resign, PATH_RESIGN};
-use crate::clock::ms;
 use crate::engine::ResignError;
 use crate::role::{NodeId, Resigned};
 
@@ -129,102 +125,9 @@ impl QuorumNode {
         }
     }
 
-    /// The preferred leader (preference.rs): while this node leads and claims, it looks every
-    /// beat for a member of higher priority that answers and has the whole log, and once one
-    /// has for the settle time, resigns to it. Runs until `stop` is cancelled or openraft
-    /// stops; idle (one look a beat) in a cluster without priorities.
-    pub(super) async fn prefer_leader(self: Arc<Self>, stop: CancellationToken) {
-        if self.priorities.values().all(|p| *p == 0) {
-            return;
-        }
-        let beat = Duration::from_millis(self.timing.heartbeat_ms);
-        let mine = self.priority_of(self.id);
-        let mut settle = Settle::default();
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(beat) => {}
-            }
-            let m = self.raft_metrics();
-            if m.running_state.is_err() {
-                return;
-            }
-            if !self.claims(&RaftView::of(&m)) {
-                settle.not_leading();
-                continue;
-            }
-            let now = self.clock.mono_ns();
-            let members = self.seen(&m, now);
-            if let Some(to) = settle.judge(now, mine, &members, self.settle_ns) {
-                if !self.may_campaign(to).await {
-                    // A voter on a data dir not confirmed (a wiped disk started again with
-                    // join) acknowledges appends but never campaigns: handing over to it left
-                    // the cluster leaderless every settle time (issue 29, finding 2). The
-                    // settle time starts again.
-                    tracing::debug!(
-                        successor = to,
-                        "no handover to the preferred leader: its data dir is not confirmed"
-                    );
-                    settle.not_leading();
-                    continue;
-                }
-                match self.resign(Some(to)).await {
-                    Ok(r) => tracing::info!(
-                        term = r.term,
-                        successor = to,
-                        priority = self.priority_of(to),
-                        "handing over to a member of higher priority (preferred leader)"
-                    ),
-                    Err(e) => tracing::debug!(error = %e, "no handover to the preferred leader"),
-                }
-            }
-        }
-    }
-
-    /// The other voters as the preferred leader judges them at `now` (MONOTONIC): each one's
-    /// priority, and whether it is ready (has the whole log, was heard within a follower lease).
-    fn seen(&self, m: &RaftMetrics<NodeId, BasicNode>, now: u64) -> Vec<Seen> {
-        let f = ms(self.timing.follower_lease_ms);
-        let matched = |id: NodeId| matched_index(m, id);
-        self.voters()
-            .into_iter()
-            .filter(|id| *id != self.id)
-            .map(|id| Seen {
-                id,
-                priority: self.priority_of(id),
-                ready: matched(id).is_some()
-                    && matched(id) >= m.last_log_index
-                    && self
-                        .counters
-                        .last_contact_ns(id)
-                        .is_some_and(|at| now.saturating_sub(at) < f),
-            })
-            .collect()
-    }
-
-    /// Whether member `id` answers a hello now with the confirmed incarnation this node holds
-    /// for it (identity.rs): only then can it campaign, and so take over a handover.
-    async fn may_campaign(&self, id: NodeId) -> bool {
-        if self.flaws.handover_to_unconfirmed() {
-            return true;
-        }
-        let deadline = Duration::from_millis(self.timing.follower_lease_ms / 3);
-        match self.hellos.ask(id, &self.hellos.own(), deadline).await {
-            Ok(a) => {
-                a.accepted && a.incarnation.is_some() && a.incarnation == self.store.recorded(id)
-            }
-            Err(_) => false,
-        }
-    }
-
     /// Whether this node claims now, openraft's state being `raft`.
-    fn claims(&self, raft: &RaftView) -> bool {
+    pub(super) fn claims(&self, raft: &RaftView) -> bool {
         self.with_core(|core, now| core.claim(now.boot_ns, raft).is_some())
-    }
-
-    /// A member's priority (0 unless the config gives one).
-    fn priority_of(&self, id: NodeId) -> u32 {
-        self.priorities.get(&id).copied().unwrap_or_default()
     }
 }
 

@@ -8,7 +8,7 @@
 //! - **Remove** (`DELETE /v1/admin/members/{id}`): the leader changes the voters without it.
 //!   Removing the leader itself hands over first (the resign path) and asks the successor to
 //!   remove it (`/peer/raft/remove`).
-//! - Every node learns the addresses of the members its log names ([`QuorumNode::follow_members`]),
+//! - Every node learns the addresses of the members its log names ([`QuorumNode::follow_members`], at every turn of the driver),
 //!   and forgets the incarnation of a node that is no longer a member (storage/raft.rs), so that
 //!   a removed node can be added again on a new data dir (identity.rs).
 //!
@@ -20,8 +20,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers, ServerState};
+use openraft::{BasicNode, ChangeMembers, LogId, RaftMetrics, ServerState};
 use tokio_util::sync::CancellationToken;
 
 use super::handover::matched_index;
@@ -344,62 +345,56 @@ impl QuorumNode {
         }
     }
 
-    /// Keeps the transport's address book in step with the members the log names. Runs until
-    /// `stop` is cancelled or openraft stops.
-    pub(super) async fn follow_members(self: Arc<Self>, stop: CancellationToken) {
-        self.store.set_flaws(&self.flaws);
-        let mut metrics = self.raft.metrics();
-        let mut seen = None;
-        loop {
-            let nodes: Option<BTreeMap<NodeId, String>> = {
-                let m = metrics.borrow_and_update();
-                let at = *m.membership_config.log_id();
-                (seen != Some(at)).then(|| {
-                    seen = Some(at);
-                    m.membership_config
-                        .nodes()
-                        .map(|(id, n)| (*id, n.addr.clone()))
-                        .collect()
-                })
-            };
-            if let Some(nodes) = nodes {
-                let others: Vec<NodeId> =
-                    nodes.keys().copied().filter(|id| *id != self.id).collect();
-                for (id, addr) in &nodes {
-                    if *id != self.id {
-                        self.transport.peers.learn(*id, addr);
-                    }
-                }
-                // The book follows the log: members removed (and senders learned before this
-                // node's log named them) are forgotten, so no secret holder grows it (issue
-                // 30). Not before the log names a membership (a joining node's config is all it
-                // has).
-                if !nodes.is_empty() {
-                    let mut keep: std::collections::BTreeSet<NodeId> =
-                        nodes.keys().copied().collect();
-                    keep.insert(self.id);
-                    self.transport.keep_members(&keep);
-                }
-                // A confirmed node tells a changed membership its incarnation again: a member
-                // added since records it, and so does every member again after this node was
-                // removed and added back (they forgot it then).
-                if let Some(me) = self.store.identity().filter(|i| i.confirmed) {
-                    let at = seen.flatten().map(|l| l.index);
-                    let say = self
-                        .hellos
-                        .clone()
-                        .say(others, me.incarnation, at, stop.clone());
-                    tokio::spawn(say);
+    /// Keeps the transport's address book in step with the members the log names, once for
+    /// each membership the log holds (`seen`: the last one followed). The driver calls it at
+    /// each of its turns (driver/mod.rs) and runs the work it returns: a confirmed node's
+    /// hellos to a changed membership, and the completion of a joint config.
+    pub(super) fn follow_members(
+        self: &Arc<Self>,
+        m: &RaftMetrics<NodeId, BasicNode>,
+        seen: &mut Option<Option<LogId<NodeId>>>,
+        stop: &CancellationToken,
+    ) -> Vec<BoxFuture<'static, ()>> {
+        let mut work: Vec<BoxFuture<'static, ()>> = Vec::new();
+        let at = *m.membership_config.log_id();
+        if *seen != Some(at) {
+            *seen = Some(at);
+            let nodes: BTreeMap<NodeId, String> = m
+                .membership_config
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect();
+            let others: Vec<NodeId> = nodes.keys().copied().filter(|id| *id != self.id).collect();
+            for (id, addr) in &nodes {
+                if *id != self.id {
+                    self.transport.peers.learn(*id, addr);
                 }
             }
-            if let Some(at) = self.joint_to_finish() {
-                tokio::spawn(self.clone().finish_joint(at));
+            // The book follows the log: members removed (and senders learned before this
+            // node's log named them) are forgotten, so no secret holder grows it (issue
+            // 30). Not before the log names a membership (a joining node's config is all it
+            // has).
+            if !nodes.is_empty() {
+                let mut keep: BTreeSet<NodeId> = nodes.keys().copied().collect();
+                keep.insert(self.id);
+                self.transport.keep_members(&keep);
             }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                r = metrics.changed() => if r.is_err() { return },
+            // A confirmed node tells a changed membership its incarnation again: a member
+            // added since records it, and so does every member again after this node was
+            // removed and added back (they forgot it then).
+            if let Some(me) = self.store.identity().filter(|i| i.confirmed) {
+                let index = at.map(|l| l.index);
+                let say = self
+                    .hellos
+                    .clone()
+                    .say(others, me.incarnation, index, stop.clone());
+                work.push(Box::pin(say));
             }
         }
+        if let Some(at) = self.joint_to_finish() {
+            work.push(Box::pin(self.clone().finish_joint(at)));
+        }
+        work
     }
 }
 

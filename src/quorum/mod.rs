@@ -14,8 +14,7 @@
 //! | `preference.rs` | the preferred leader: when a leader hands over to a member of higher priority (pure logic) |
 //! | `membership.rs` | the members in force, and adding and removing them at runtime (joint consensus) |
 //! | `node/` | [`QuorumNode`]: start, view, status, the record of role changes, what it does when a peer's message arrives, carrying out what the core says (`mod.rs`; its tests in `tests.rs`) |
-//! | `role_loop.rs` | the core's ticks, and the probes they ask for, every beat |
-//! | `driver.rs` | the election driver: when to campaign |
+//! | `driver/` | the one task that turns the core and does the node's own I/O: the role's ticks and probes (`driver/probe.rs`), the campaign (`driver/campaign.rs`), a new data dir's confirmation (`driver/confirm.rs`), the preferred leader (`driver/prefer.rs`) |
 //! | `handover.rs` | resignation and graceful stop |
 //! | `engine.rs` | [`QuorumNode`] as the node's `Engine` |
 //!
@@ -35,7 +34,6 @@ mod node;
 mod preference;
 mod protocol;
 mod quiet;
-mod role_loop;
 mod storage;
 mod types;
 
@@ -45,6 +43,7 @@ mod types;
 pub use self::core::{
     Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftRole, RaftView,
 };
+pub use self::driver::Driver;
 #[cfg(feature = "flaws")]
 pub use self::election::{Contact, PreVoteRefusal};
 pub use self::handover::RESIGN_TIMEOUT;

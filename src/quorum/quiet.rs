@@ -30,7 +30,7 @@ pub struct Quiet {
 }
 
 /// How many probes in a row must fail (besides `after_ns` without an acknowledgement) before a
-/// leader goes quiet. While probes time out, the role loop sends one per RPC deadline (F/4 at
+/// leader goes quiet. While probes time out, the driver sends one per RPC deadline (F/4 at
 /// the bundled timings, 30/150 and 10/50), about eight within 2F, so a leader that really lost
 /// its quorum still goes quiet at 2F; only with a beat longer than 2F/5 does quiet come later
 /// (after five beats).

@@ -39,13 +39,13 @@ pub const APPEND_BODY_LIMIT: usize = 512 << 10;
 pub fn raft_config(cluster_id: &str, t: &Timing) -> Result<openraft::Config, Box<ConfigError>> {
     openraft::Config {
         cluster_name: cluster_id.to_string(),
-        // Not the beat (the role loop keeps that, every `heartbeat_ms`): openraft uses this
+        // Not the beat (the driver's role turn keeps that, every `heartbeat_ms`): openraft uses this
         // value as the deadline of each AppendEntries, the probes' included (3/4 of it).
         // A third of the follower lease, so that a follower that answers a little late on
         // a busy host does not fail the probe, and so demote, a leader it still hears.
         heartbeat_interval: election::rpc_interval_ms(t),
         // electd decides when to campaign (election/mod.rs): openraft's own timer is off. Its
-        // heartbeats are sent by the role loop, in step with the quorum probes.
+        // heartbeats are sent by the driver, in step with the quorum probes.
         enable_elect: false,
         enable_heartbeat: false,
         // Only the vote RPC deadline and the follower lease are still openraft's: its

@@ -145,9 +145,9 @@ pub enum Action {
     Probe { term: u64, heartbeat: bool },
     /// Judge the view and record it if it changed (events.rs, `record_leased_view`).
     Record,
-    /// The contact changed: wake whatever waits on it (the election driver).
+    /// The contact changed: wake whatever waits on it (a campaign).
     ContactChanged,
-    /// The claim must be judged again at once (the role loop).
+    /// The claim must be judged again at once (the driver's role turn).
     Wake,
     /// A lab observation (only counted with the `flaws` feature).
     Observed(Observation),

@@ -5,7 +5,8 @@
 //! through two entry points, as tikv/raft-rs's `Raft` is: [`QuorumCore::step`] with what
 //! happened ([`Input`]: a peer's message, openraft's answer, an admin's request) and
 //! [`QuorumCore::tick`] with the time; each returns what to do ([`Action`]), which the node's
-//! tasks carry out (`node/mod.rs`, `role_loop.rs`, `driver.rs`, `handover.rs`). The claim changes
+//! node carries out: its driver task (`driver/mod.rs`), the handlers of its peers' requests
+//! (`node/mod.rs`) and the admin's (`handover.rs`). The claim changes
 //! in the lease's own methods only, each called from one arm here. The lab's model checker
 //! (`lab/src/model/`) drives this very type.
 //!
@@ -13,7 +14,7 @@
 //! its callers: an append, snapshot or vote is stepped in ([`Input::AppendAccepted`],
 //! [`Input::SnapshotAccepted`], [`Input::VoteAnswered`]) before the handler lets go of the
 //! gate's read side, and [`Input::MayElect`] is stepped under its write side
-//! (`driver.rs`, `elect_if_still_due`).
+//! (`driver/campaign.rs`, `elect_if_still_due`).
 
 use openraft::LogId;
 
@@ -259,7 +260,7 @@ impl QuorumCore {
     }
 
     /// The time is `now` and openraft's state `raft`: probe, claim or give up the claim. The
-    /// role loop's turn (docs/safety.md, "Why two nodes never claim at once"): while openraft
+    /// driver's role turn (docs/safety.md, "Why two nodes never claim at once"): while openraft
     /// has this node as leader, a probe every beat, a claim after each acknowledged one, quiet
     /// after 2F without; anything else ends the claim.
     pub fn tick(&mut self, now: Reading, raft: &RaftView) -> Vec<Action> {
@@ -292,7 +293,7 @@ impl QuorumCore {
         out
     }
 
-    /// When the role loop must turn next, at the latest (BOOTTIME): the next probe of a probing
+    /// When the driver's role turn must come next, at the latest (BOOTTIME): the next probe of a probing
     /// leader, a beat from now for anyone else, and the end of a running claim.
     pub fn next_tick_ns(&self, now_ns: u64, raft: &RaftView) -> u64 {
         let probing = self.leading(raft) && self.quiet.may_probe(now_ns);

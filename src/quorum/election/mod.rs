@@ -1,7 +1,7 @@
 //! electd's own election clock for quorum mode: *when* a node campaigns. openraft's elections
 //! are off (`enable_elect = false`); openraft keeps the durable vote, terms, vote granting and
 //! the log, and electd calls `trigger().elect()` only when all of these hold, checked in
-//! [`QuorumNode`](super::QuorumNode)'s election driver:
+//! [`QuorumNode`](super::QuorumNode)'s campaign (driver/campaign.rs):
 //!
 //! 1. **Follower lease** ([`Gate`]): the node has accepted no AppendEntries (nor granted a vote,
 //!    nor had its own leadership acknowledged) for a whole `follower_lease`. The gate is judged
@@ -37,7 +37,7 @@ use crate::clock::ms;
 use crate::config::Timing;
 use crate::role::NodeId;
 
-/// The election driver's timings, derived from the config. The deadlines of messages follow
+/// The campaign's timings, derived from the config. The deadlines of messages follow
 /// the follower lease, not the beat, so that any round trip well under the follower lease
 /// (up to a quarter of it) works whatever the beat: on a WAN the beat is about one round trip
 /// and the follower lease ten (docs/configuration.md, "Timings for a WAN").
@@ -145,7 +145,7 @@ impl Contact {
     }
 }
 
-/// The follower-lease gate shared by the peer handlers and the election driver: the order
+/// The follower-lease gate shared by the peer handlers and the campaign: the order
 /// rule 1 needs. An append, snapshot or vote holds the read side from before openraft sees it
 /// until the core has taken what openraft answered (core/mod.rs, `Input::AppendAccepted`,
 /// `SnapshotAccepted`, `VoteAnswered`); the driver holds the write side while it asks the core
@@ -165,7 +165,7 @@ impl Gate {
         self.lock.read().await
     }
 
-    /// Held by the election driver while it re-checks the lease and enqueues the election.
+    /// Held by a campaign while it re-checks the lease and enqueues the election.
     pub async fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.lock.write().await
     }

@@ -1,9 +1,9 @@
 //! [`QuorumNode`]: a node of quorum mode. It starts openraft (its own elections and
 //! heartbeats off), judges its view and its claim, records role changes, and reacts to what
 //! its peers say ([`QuorumPeer`]: the protocol is `protocol.rs`). What it runs is in files of
-//! their own: the role loop that probes, claims and demotes (`role_loop.rs`), the election
-//! driver that decides when to campaign (`driver.rs`), and the handover on resignation and at
-//! shutdown (`handover.rs`); `engine.rs` makes it the node's `Engine`.
+//! their own: the one task that turns its core, probes, campaigns and follows the members
+//! (`driver/mod.rs`), and the handover on resignation and at shutdown (`handover.rs`);
+//! `engine.rs` makes it the node's `Engine`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,6 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, Raft, RaftMetrics};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use super::core::{Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftView};
 use super::election::{self, ElectionTiming, Gate};
@@ -63,15 +62,15 @@ pub struct QuorumNode {
     pub(super) core: Mutex<QuorumCore>,
     /// The follower-lease gate: orders appends and votes against an election (election/mod.rs).
     pub(super) gate: Gate,
-    /// The election driver's timings (from the config; the campaign holds a copy).
+    /// The campaign's timings (from the config; the core's campaign holds a copy).
     pub(super) election: ElectionTiming,
     /// A completion of a joint membership config is under way (membership.rs).
     pub(super) finishing: std::sync::atomic::AtomicBool,
-    /// Started with `join`: a member's refusal of its incarnation is not final (driver.rs).
+    /// Started with `join`: a member's refusal of its incarnation is not final (driver/confirm.rs).
     pub(super) joins: bool,
     pub(super) events: Arc<EventLog>,
     pub(super) counters: Arc<Counters>,
-    /// Pokes the role loop (a vote was granted, a claim must be re-judged).
+    /// Pokes the driver's role turn (a vote was granted, a claim must be re-judged).
     pub(super) wake: Notify,
     pub(super) transport: Arc<Transport>,
     /// The hellos it says, and what it records of the answers (hellos.rs).
@@ -82,7 +81,7 @@ pub struct QuorumNode {
 
 impl QuorumNode {
     /// Opens the durable state, starts openraft and bootstraps the membership from the config.
-    /// `seed` seeds the election driver's jitter; `clock` is where claims and leases are judged.
+    /// `seed` seeds the campaign's jitter; `clock` is where claims and leases are judged.
     pub async fn start(
         cfg: &ValidConfig,
         store: Arc<Store>,
@@ -170,7 +169,7 @@ impl QuorumNode {
 
     /// The one place the core is locked: `f` gets it and the instant, read under the lock so
     /// that the core is stepped in the order of its instants. The lock is the core's only
-    /// guard between the node's tasks (the handlers, the role loop, the election driver); it is
+    /// guard between the node's tasks (the handlers of peers' and admins' requests, the driver); it is
     /// never held across an `.await` (`f` is not async), so it orders them and blocks none.
     pub(super) fn with_core<R>(&self, f: impl FnOnce(&mut QuorumCore, Reading) -> R) -> R {
         let mut core = self.core.lock().expect("core");
@@ -184,8 +183,8 @@ impl QuorumNode {
         self.carry_out(actions)
     }
 
-    /// Carries out what the core said, but probes (the role loop's own): records the view,
-    /// wakes the election driver or the role loop, counts the lab's observations.
+    /// Carries out what the core said, but probes (the driver's own): records the view,
+    /// wakes a campaign waiting on the contact or the driver's role turn, counts the lab's observations.
     pub(super) fn carry_out(&self, actions: Vec<Action>) -> Option<Answer> {
         let mut answer = None;
         for a in actions {
@@ -206,7 +205,7 @@ impl QuorumNode {
         answer
     }
 
-    /// Extra status for `/v1/status`: what openraft itself says, and the election driver.
+    /// Extra status for `/v1/status`: what openraft itself says, and the campaign.
     pub(super) fn status(&self) -> serde_json::Value {
         let m = self.raft_metrics();
         let (contact, failed_attempts) =
@@ -238,55 +237,6 @@ impl QuorumNode {
             &self.counters,
         );
     }
-
-    /// Starts the node's two loops (the role loop and the election driver); the returned future
-    /// ends when `stop` is cancelled, or with an error when openraft stops on its own.
-    pub async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), String> {
-        let members = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
-            self.clone().follow_members(stop.clone()),
-        ));
-        let preferring = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
-            self.clone().prefer_leader(stop.clone()),
-        ));
-        let mut driver = tokio::spawn(self.clone().drive_elections(stop.clone()));
-        let role = self.clone().role_loop(stop.clone());
-        tokio::pin!(role);
-        let res = tokio::select! {
-            res = &mut role => res,
-            ended = &mut driver => match ended {
-                Err(e) if e.is_panic() => Err(format!("the election driver panicked: {e}")),
-                // A member knows this node by an earlier data dir (identity.rs).
-                Ok(Err(e)) => Err(e),
-                // The driver ends by itself when the node stops or when openraft stopped (its
-                // metrics closed): the role loop, which ends on both too, says which. (Taking
-                // the driver's end for a stop let a storage failure end the engine "Ok", and
-                // the binary ran on with a dead engine.)
-                _ => role.await,
-            },
-        };
-        driver.abort();
-        drop((members, preferring));
-        // openraft stopping after this node closed its claim is the node's own shutdown.
-        res.or_else(|e| {
-            if self.with_core(|core, _| core.lease().is_closed()) {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })
-    }
-
-    /// Runs [`run`](Self::run) in the background; when openraft stops on its own (a storage
-    /// error), the reason is logged and `fatal` is cancelled, which stops the process.
-    pub fn spawn(self: Arc<Self>, stop: CancellationToken, fatal: CancellationToken) {
-        let run = self.run(stop);
-        tokio::spawn(async move {
-            if let Err(e) = run.await {
-                tracing::error!(error = %e, "quorum engine stopped");
-                fatal.cancel();
-            }
-        });
-    }
 }
 
 impl QuorumPeer for QuorumNode {
@@ -296,7 +246,7 @@ impl QuorumPeer for QuorumNode {
 
     /// An append accepted from the leader it names renews the follower lease (the gate), names
     /// the leader, and settles any campaign; openraft processes it under the gate's read side,
-    /// so that the election driver sees it before it campaigns, or campaigns first and the
+    /// so that a campaign sees it before it enqueues the election, or campaigns first and the
     /// append is refused as of a lower vote.
     async fn on_append(
         self: Arc<Self>,
@@ -344,7 +294,7 @@ impl QuorumPeer for QuorumNode {
             }
             return Ok(self.refuse_vote());
         };
-        // Under the gate's read side, like an append: the election driver sees a vote this
+        // Under the gate's read side, like an append: a campaign sees a vote this
         // node granted before it campaigns itself, or campaigns first and openraft refuses
         // the request (one vote per term).
         let admitted = self.gate.admit().await;

@@ -6,10 +6,12 @@ use axum::extract::State;
 use openraft::raft::VoteRequest;
 
 use super::*;
+use crate::quorum::driver::{probe, Driver};
 use crate::quorum::identity::Recognition;
 use crate::quorum::protocol::vote;
 use crate::quorum::types::Command;
 use crate::role::{Role, View};
+use tokio_util::sync::CancellationToken;
 
 /// A one-member quorum node in this process (it elects itself), and its stop token.
 async fn single_node(dir: &std::path::Path) -> (Arc<QuorumNode>, CancellationToken) {
@@ -91,7 +93,7 @@ async fn node_started(
         q.store.confirm_identity().await.unwrap();
     }
     let stop = CancellationToken::new();
-    let run = tokio::spawn(q.clone().run(stop.clone()));
+    let run = tokio::spawn(Driver::run(q.clone(), stop.clone()));
     (q, stop, run)
 }
 
@@ -352,7 +354,7 @@ async fn a_restarted_leader_stamps_its_claim_at_its_start_after_every_earlier_ev
     }
 }
 
-/// The probe step of the role loop records the view as it stands before the probe goes
+/// The driver's probe (driver/probe.rs) records the view as it stands before the probe goes
 /// out: an event recorded while the probe is out (openraft's metrics changed) can then not
 /// come after the claim the probe starts. Here the claim has lapsed (the node's view is
 /// "candidate", its log's last event "follower") and the metrics receiver has changes
@@ -384,7 +386,7 @@ async fn the_probe_step_records_the_view_before_its_probe_goes_out() {
             .await
             .unwrap();
         assert!(metrics.has_changed().unwrap());
-        assert!(q.probe_recording(term, &mut metrics).await);
+        assert!(probe::probe_recording(&q, term, &mut metrics).await);
         q.record_view();
         let since = {
             let now = q.clock.boot_ns();
@@ -421,13 +423,13 @@ async fn a_stopping_node_never_claims_again() {
     assert!(until_claiming(&q).await);
     let term = q.raft_metrics().current_term;
     q.core.lock().unwrap().lease_mut().close(q.clock.boot_ns());
-    // The role loop keeps running (its stop token is not cancelled) and keeps getting
+    // The driver keeps running (its stop token is not cancelled) and keeps getting
     // acknowledgements from its one-member quorum: none of them may claim.
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_ne!(q.view().view.role, Role::Leader);
         assert!(
-            !q.probe(term).await,
+            !probe::probe(&q, term).await,
             "a probe after the close claims nothing"
         );
     }

@@ -1,0 +1,272 @@
+//! The driver of a quorum node: the one task that turns its core (core/mod.rs) and does the
+//! node's own I/O. Each turn is a reason to wake and what it starts:
+//!
+//! | turn | when | what it starts |
+//! |---|---|---|
+//! | role | every beat, sooner when a claim ends, openraft changes or the core asks | the core's `tick`, and the probe it asks for (`probe.rs`) |
+//! | members | openraft changes | the address book, the hellos to a changed membership, a joint config's completion (membership.rs) |
+//! | identity | once, at start | a new data dir's hellos until it is confirmed (`confirm.rs`) |
+//! | campaign | whenever none is under way, once the identity is confirmed | a campaign turn (`campaign.rs`) |
+//! | preference | every beat, in a cluster with priorities | a look for a preferred leader, and the handover to it (`prefer.rs`) |
+//!
+//! Work a turn starts runs inside this task, polled beside the next turns (one `select!`), so
+//! every reason to act is in one place and no two of the node's own tasks interleave. The
+//! peers' requests are the other way into the core: their handlers step it themselves
+//! (node/mod.rs, `QuorumPeer`), each under the gate's read side (election/mod.rs, `Gate`) while
+//! openraft processes the request; a campaign enqueues openraft's election under its write side
+//! (`campaign.rs`, `elect_if_still_due`). That is the order between appends and elections the
+//! safety argument states (docs/safety.md, "Why two nodes never claim at once").
+
+mod campaign;
+mod confirm;
+mod prefer;
+pub(super) mod probe;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use openraft::{BasicNode, LogId, RaftMetrics};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::core::{Action, RaftView};
+use super::node::QuorumNode;
+use super::preference::Settle;
+use crate::role::NodeId;
+
+/// The driver's state between turns: the work under way, and what the turns remember.
+pub struct Driver {
+    node: Arc<QuorumNode>,
+    stop: CancellationToken,
+    metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    /// The probe out, if any: no role turn until it is back (`probe.rs`).
+    probe: Option<BoxFuture<'static, ()>>,
+    /// A new data dir's confirmation under way: no campaign until it is done (`confirm.rs`).
+    confirming: Option<BoxFuture<'static, Result<(), String>>>,
+    /// The campaign turn under way (`campaign.rs`).
+    campaign: Option<BoxFuture<'static, ()>>,
+    /// The next look for a preferred leader (none in a cluster without priorities, and none
+    /// while a handover is under way), what the looks remember, and the handover under way.
+    next_look: Option<Instant>,
+    settle: Settle,
+    handing_over: Option<BoxFuture<'static, bool>>,
+    /// The membership the address book follows (membership.rs, `follow_members`), and the
+    /// hellos and completions it started.
+    members_seen: Option<Option<LogId<NodeId>>>,
+    work: FuturesUnordered<BoxFuture<'static, ()>>,
+}
+
+/// Why the driver woke.
+enum Woke {
+    /// openraft changed: the members' turn and the role's.
+    Raft,
+    /// A beat, the end of a claim, or the core's poke: the role's turn.
+    Role,
+    /// The preference's beat.
+    Look,
+    /// Work it started ended.
+    Done,
+}
+
+impl Driver {
+    /// Runs the driver in the background. When it ends with an error (openraft stopped on its
+    /// own: a storage error; a member knows this node by an earlier data dir) or panics, the
+    /// reason is logged and `fatal` is cancelled, which stops the process.
+    pub fn spawn(node: Arc<QuorumNode>, stop: CancellationToken, fatal: CancellationToken) {
+        let run = tokio::spawn(Self::run(node, stop));
+        tokio::spawn(async move {
+            let why = match run.await {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => e,
+                Err(e) => format!("the driver panicked: {e}"),
+            };
+            tracing::error!(error = %why, "quorum engine stopped");
+            fatal.cancel();
+        });
+    }
+
+    /// The driver's task: turns until `stop` is cancelled, or ends with an error when openraft
+    /// stops on its own or a member knows this node by an earlier data dir (identity.rs).
+    pub async fn run(node: Arc<QuorumNode>, stop: CancellationToken) -> Result<(), String> {
+        let beat = Duration::from_millis(node.timing.heartbeat_ms);
+        let confirming: BoxFuture<'static, Result<(), String>> = {
+            let (node, stop) = (node.clone(), stop.clone());
+            Box::pin(async move { confirm::confirm_identity(&node, &stop).await })
+        };
+        let mut driver = Driver {
+            metrics: node.raft.metrics(),
+            probe: None,
+            confirming: Some(confirming),
+            campaign: None,
+            next_look: prefer::wanted(&node).then(|| Instant::now() + beat),
+            settle: Settle::default(),
+            handing_over: None,
+            members_seen: None,
+            work: FuturesUnordered::new(),
+            node: node.clone(),
+            stop,
+        };
+        node.store.set_flaws(&node.flaws);
+        let res = driver.turns().await;
+        // openraft stopping after this node closed its claim is the node's own shutdown.
+        res.or_else(|e| {
+            if node.with_core(|core, _| core.lease().is_closed()) {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+    }
+
+    /// The driver's loop: waits for a reason to act, then takes the turns it calls for.
+    async fn turns(&mut self) -> Result<(), String> {
+        // The first turns at once: a restarted node's event log ends in its earlier run (which
+        // may have claimed), and tells of the view as it is now before anything else happens.
+        let first = self.metrics.borrow_and_update().clone();
+        self.follow_members(&first);
+        self.role_turn(&first);
+        loop {
+            self.campaign_turn();
+            let node = self.node.clone();
+            // The role's next turn: a probing leader's next probe, a beat for anyone else, and
+            // the end of a running claim, whichever comes first; none while a probe is out.
+            let role_in = self.probe.is_none().then(|| {
+                let raft = RaftView::of(&self.metrics.borrow());
+                node.with_core(|core, now| {
+                    let next = core.next_tick_ns(now.boot_ns, &raft);
+                    Duration::from_nanos(next.saturating_sub(now.boot_ns))
+                })
+            });
+            let woke = tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return Ok(()),
+                _ = under_way(&mut self.probe) => {
+                    self.probe = None;
+                    Woke::Done
+                }
+                r = self.metrics.changed() => match r {
+                    Ok(()) => Woke::Raft,
+                    Err(_) => return Err("openraft stopped".into()),
+                },
+                _ = node.wake.notified(), if role_in.is_some() => Woke::Role,
+                _ = tokio::time::sleep(role_in.unwrap_or_default()), if role_in.is_some() => Woke::Role,
+                r = under_way(&mut self.confirming) => {
+                    self.confirming = None;
+                    r?;
+                    Woke::Done
+                }
+                _ = under_way(&mut self.campaign) => {
+                    self.campaign = None;
+                    Woke::Done
+                }
+                handed = under_way(&mut self.handing_over) => {
+                    self.handing_over = None;
+                    if !handed {
+                        self.settle.not_leading();
+                    }
+                    self.next_look = Some(Instant::now() + Duration::from_millis(node.timing.heartbeat_ms));
+                    Woke::Done
+                }
+                _ = sleep_until(self.next_look), if self.next_look.is_some() => Woke::Look,
+                Some(()) = self.work.next(), if !self.work.is_empty() => Woke::Done,
+            };
+            match woke {
+                Woke::Raft | Woke::Role => {
+                    let m = self.metrics.borrow_and_update().clone();
+                    if let Err(fatal) = &m.running_state {
+                        return Err(format!("openraft stopped: {fatal}"));
+                    }
+                    if matches!(woke, Woke::Raft) {
+                        self.follow_members(&m);
+                    }
+                    if self.probe.is_none() {
+                        self.role_turn(&m);
+                    }
+                }
+                Woke::Look => self.look(),
+                Woke::Done => {}
+            }
+        }
+    }
+
+    /// The role's turn: ticks the core and carries out what it says. A probe it asks for goes
+    /// out now, and what the core said after it is carried out once the probe is back.
+    fn role_turn(&mut self, m: &RaftMetrics<NodeId, BasicNode>) {
+        let mut actions = self
+            .node
+            .with_core(|core, now| core.tick(now, &RaftView::of(m)));
+        let at = actions
+            .iter()
+            .position(|a| matches!(a, Action::Probe { .. }));
+        let Some(at) = at else {
+            self.node.carry_out(actions);
+            return;
+        };
+        let after = actions.split_off(at + 1);
+        let before = actions.split_off(at);
+        self.node.carry_out(actions);
+        let Some(Action::Probe { term, heartbeat }) = before.into_iter().next() else {
+            unreachable!("the action at {at} is a probe");
+        };
+        let node = self.node.clone();
+        let mut metrics = self.metrics.clone();
+        self.probe = Some(Box::pin(async move {
+            if heartbeat {
+                let _ = node.raft.trigger().heartbeat().await;
+            }
+            probe::probe_recording(&node, term, &mut metrics).await;
+            node.carry_out(after);
+        }));
+    }
+
+    /// The members' turn (membership.rs, `follow_members`).
+    fn follow_members(&mut self, m: &RaftMetrics<NodeId, BasicNode>) {
+        let work = self
+            .node
+            .follow_members(m, &mut self.members_seen, &self.stop);
+        self.work.extend(work);
+    }
+
+    /// The campaign's turn: a new one starts when none is under way, once this data dir's
+    /// incarnation is confirmed; never while the node stops or after its claim closed.
+    fn campaign_turn(&mut self) {
+        if self.campaign.is_some()
+            || self.confirming.is_some()
+            || self.stop.is_cancelled()
+            || self.node.with_core(|core, _| core.lease().is_closed())
+        {
+            return;
+        }
+        let turn = campaign::turn(self.node.clone(), self.stop.clone());
+        self.campaign = Some(Box::pin(turn));
+    }
+
+    /// The preference's turn: one look, and the handover it calls for.
+    fn look(&mut self) {
+        let beat = Duration::from_millis(self.node.timing.heartbeat_ms);
+        self.next_look = Some(Instant::now() + beat);
+        if let Some(to) = prefer::look(&self.node, &mut self.settle) {
+            self.next_look = None;
+            self.handing_over = Some(Box::pin(prefer::hand_over(self.node.clone(), to)));
+        }
+    }
+}
+
+/// The end of the work under way in `slot`; never, when there is none.
+async fn under_way<T>(slot: &mut Option<BoxFuture<'static, T>>) -> T {
+    match slot {
+        Some(work) => work.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until `at`; never, without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
