@@ -5,12 +5,14 @@
 //! of Kubernetes' coordinated leader election (KEP-4355). Only *who* leads is decided here:
 //! the handover is the resign path, whose safety docs/safety.md argues.
 //!
-//! Pure logic: the leader's loop (`handover.rs`) feeds it what it sees every beat.
+//! Pure logic, held by the core (core/mod.rs); the driver's look (driver/prefer.rs) feeds it
+//! what the leader sees every beat.
 
+use crate::quorum::core::RaftView;
 use crate::role::NodeId;
 
 /// A member as the leader sees it now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Seen {
     pub id: NodeId,
     pub priority: u32,
@@ -18,9 +20,19 @@ pub struct Seen {
     pub ready: bool,
 }
 
+/// What a leader sees at a look, every beat: openraft's state, its own priority, the other
+/// voters, and the settle time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Look {
+    pub raft: RaftView,
+    pub mine: u32,
+    pub seen: Vec<Seen>,
+    pub settle_ns: u64,
+}
+
 /// What a leader remembers between two looks: the member it is waiting for, since when, and
 /// its own last handover.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Settle {
     waiting_for: Option<(NodeId, u64)>,
     last_handover_ns: Option<u64>,
@@ -63,6 +75,16 @@ impl Settle {
         } else {
             None
         }
+    }
+
+    /// One look at `now_ns`: none while this node does not claim (whoever it waited for then
+    /// starts over), else [`judge`](Self::judge).
+    pub fn look(&mut self, now_ns: u64, claims: bool, look: &Look) -> Option<NodeId> {
+        if !claims {
+            self.not_leading();
+            return None;
+        }
+        self.judge(now_ns, look.mine, &look.seen, look.settle_ns)
     }
 
     /// This node no longer leads: whoever it waited for starts over should it lead again.

@@ -7,6 +7,7 @@ use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
 use crate::clock::{ms, Reading};
 use crate::config::Timing;
 use crate::quorum::election::{ElectionTiming, PreVoteRefusal};
+use crate::quorum::preference::Look;
 use crate::role::NodeId;
 
 /// The core's timings, derived from the config once.
@@ -31,6 +32,24 @@ impl CoreTiming {
             quiet_ns: quiet_after_ns + lease_ns,
             election: ElectionTiming::from_config(t),
         }
+    }
+}
+
+/// The lab's flaws a core can be built with (engine.rs, `Flaws`): none without the `flaws`
+/// feature, which only the lab enables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CoreFlaws {
+    /// Votes are passed to openraft inside a promise.
+    #[cfg(feature = "flaws")]
+    pub vote_while_leading: bool,
+}
+
+impl CoreFlaws {
+    pub fn vote_while_leading(&self) -> bool {
+        #[cfg(feature = "flaws")]
+        return self.vote_while_leading;
+        #[cfg(not(feature = "flaws"))]
+        false
     }
 }
 
@@ -133,6 +152,11 @@ pub enum Input {
     Resign { raft: RaftView },
     /// The node is stopping. Answered [`Answer::Shutdown`].
     Shutdown { raft: RaftView },
+    /// The preferred leader's look, every beat (preference.rs): the other voters as this node
+    /// sees them, its own priority, the settle time. Answered [`Answer::HandOver`].
+    Look(Look),
+    /// The member a look named cannot campaign (its data dir is not confirmed).
+    CannotTakeOver,
 }
 
 /// What to do: the result of [`QuorumCore::step`] and [`QuorumCore::tick`].
@@ -178,6 +202,8 @@ pub enum Answer {
     Resign(Result<u64, ()>),
     /// Whether this node claimed when it stopped.
     Shutdown { was_claiming: bool },
+    /// The member of higher priority to hand over to now, if any.
+    HandOver(Option<NodeId>),
 }
 
 /// What the simulator counts to prove its schedules reach a precondition.

@@ -19,15 +19,16 @@
 use openraft::LogId;
 
 use super::election::{judge_prevote, rank, Campaign, Contact, Pledged, PreVoteRefusal};
+use super::preference::Settle;
 use super::quiet::{follower_leader, Quiet};
 use crate::clock::Reading;
 use crate::engine::Judged;
-use crate::lease::{Claim, HoldsLease, Lease};
+use crate::lease::{Claim, Lease};
 use crate::role::{NodeId, Role, View};
 
 mod io;
 
-pub use self::io::{Action, Answer, CoreTiming, Input, Observation, RaftRole, RaftView};
+pub use self::io::{Action, Answer, CoreFlaws, CoreTiming, Input, Observation, RaftRole, RaftView};
 
 /// openraft's own heartbeat (which also pushes missing log entries to a lagging follower)
 /// goes out with every this many probes.
@@ -52,9 +53,10 @@ pub struct QuorumCore {
     campaign: Campaign,
     /// The pre-vote this node granted last (or its own round).
     pledge: Pledged,
-    /// The lab's flaw: votes are passed to openraft inside a promise (engine.rs, `Flaws`).
-    #[cfg(feature = "flaws")]
-    vote_while_leading: bool,
+    /// Who the preferred leader's looks wait for (preference.rs).
+    settle: Settle,
+    /// The lab's flaws (engine.rs, `Flaws`): none without the `flaws` feature.
+    flaws: CoreFlaws,
 }
 
 impl QuorumCore {
@@ -72,23 +74,16 @@ impl QuorumCore {
             follower_contact: None,
             campaign: Campaign::new(timing.election, seed),
             pledge: Pledged::default(),
-            #[cfg(feature = "flaws")]
-            vote_while_leading: false,
+            settle: Settle::default(),
+            flaws: CoreFlaws::default(),
         }
     }
 
     /// The lab's flaw `vote_while_leading` (engine.rs, `Flaws`).
     #[cfg(feature = "flaws")]
     pub fn with_vote_while_leading(mut self, on: bool) -> QuorumCore {
-        self.vote_while_leading = on;
+        self.flaws.vote_while_leading = on;
         self
-    }
-
-    fn vote_while_leading(&self) -> bool {
-        #[cfg(feature = "flaws")]
-        return self.vote_while_leading;
-        #[cfg(not(feature = "flaws"))]
-        false
     }
 
     /// Something happened at `now`: what to do. Each input is taken by the part of the core it
@@ -104,6 +99,16 @@ impl QuorumCore {
             }
             Input::ProbeDone { .. } | Input::Resign { .. } | Input::Shutdown { .. } => {
                 self.step_claim(now.boot_ns, input, &mut out)
+            }
+            // MONOTONIC, like the contacts it judges (counters.rs, `last_contact_ns`).
+            Input::Look(look) => {
+                let claims = self.claim(now.boot_ns, &look.raft).is_some();
+                let to = self.settle.look(now.mono_ns, claims, &look);
+                Some(Answer::HandOver(to))
+            }
+            Input::CannotTakeOver => {
+                self.settle.not_leading();
+                None
             }
             Input::RoundStarting
             | Input::RoundEnded { .. }
@@ -413,7 +418,7 @@ impl QuorumCore {
             .lease
             .vote_refused_until(f)
             .is_some_and(|until| now_ns < until);
-        if refused && !self.vote_while_leading() {
+        if refused && !self.flaws.vote_while_leading() {
             return Answer::RefuseVote;
         }
         let higher = term > current_term;
@@ -487,13 +492,6 @@ impl QuorumCore {
             granted,
             went_quiet,
         }
-    }
-}
-
-/// Quorum mode's lease, inside the core (node/mod.rs, `record_view`).
-impl HoldsLease for std::sync::Mutex<QuorumCore> {
-    fn with_lease<R>(&self, f: impl FnOnce(&Lease) -> R) -> R {
-        f(&self.lock().expect("core").lease)
     }
 }
 

@@ -261,3 +261,46 @@ fn a_leader_probes_every_beat_with_a_heartbeat_every_fourth() {
         [false, false, false, true, false, false, false, true]
     );
 }
+
+/// The preferred leader's look (preference.rs) is judged with the claim: a member of higher
+/// priority is named only once it has been ready for the settle time while this node claims;
+/// a look without the claim, or a member that cannot take over, starts the settle time over.
+#[test]
+fn a_look_names_a_preferred_member_only_while_the_node_claims() {
+    use crate::quorum::preference::{Look, Seen};
+    let clock = ManualClock::default();
+    let mut c = core(&clock);
+    let settle_ns = ms(100);
+    let look = |raft: RaftView| {
+        Input::Look(Look {
+            raft,
+            mine: 0,
+            seen: vec![Seen {
+                id: 3,
+                priority: 10,
+                ready: true,
+            }],
+            settle_ns,
+        })
+    };
+    let named = |c: &mut QuorumCore, raft: RaftView| match answer(&c.step(clock.read(), look(raft)))
+    {
+        Some(Answer::HandOver(to)) => *to,
+        other => panic!("{other:?}"),
+    };
+    clock.advance(F);
+    // Leader in openraft's eyes, but no claim yet: no look counts.
+    assert_eq!(named(&mut c, leader(3)), None);
+    clock.advance(settle_ns);
+    assert_eq!(named(&mut c, leader(3)), None, "the settle time starts with the claim");
+    claim(&mut c, &clock, 3);
+    assert_eq!(named(&mut c, leader(3)), None);
+    clock.advance(settle_ns / 2);
+    c.step(clock.read(), Input::CannotTakeOver);
+    clock.advance(settle_ns / 2);
+    claim(&mut c, &clock, 3);
+    assert_eq!(named(&mut c, leader(3)), None, "a member that cannot take over starts over");
+    clock.advance(settle_ns);
+    claim(&mut c, &clock, 3);
+    assert_eq!(named(&mut c, leader(3)), Some(3));
+}

@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::core::{Action, RaftView};
 use super::node::QuorumNode;
-use super::preference::Settle;
 use crate::role::NodeId;
 
 /// The driver's state between turns: the work under way, and what the turns remember.
@@ -49,10 +48,9 @@ pub struct Driver {
     /// The campaign turn under way (`campaign.rs`).
     campaign: Option<BoxFuture<'static, ()>>,
     /// The next look for a preferred leader (none in a cluster without priorities, and none
-    /// while a handover is under way), what the looks remember, and the handover under way.
+    /// while a handover is under way), and the handover under way.
     next_look: Option<Instant>,
-    settle: Settle,
-    handing_over: Option<BoxFuture<'static, bool>>,
+    handing_over: Option<BoxFuture<'static, ()>>,
     /// The membership the address book follows (membership.rs, `follow_members`), and the
     /// hellos and completions it started.
     members_seen: Option<Option<LogId<NodeId>>>,
@@ -102,7 +100,6 @@ impl Driver {
             confirming: Some(confirming),
             campaign: None,
             next_look: prefer::wanted(&node).then(|| Instant::now() + beat),
-            settle: Settle::default(),
             handing_over: None,
             members_seen: None,
             work: FuturesUnordered::new(),
@@ -162,11 +159,8 @@ impl Driver {
                     self.campaign = None;
                     Woke::Done
                 }
-                handed = under_way(&mut self.handing_over) => {
+                _ = under_way(&mut self.handing_over) => {
                     self.handing_over = None;
-                    if !handed {
-                        self.settle.not_leading();
-                    }
                     self.next_look = Some(Instant::now() + Duration::from_millis(node.timing.heartbeat_ms));
                     Woke::Done
                 }
@@ -248,7 +242,7 @@ impl Driver {
     fn look(&mut self) {
         let beat = Duration::from_millis(self.node.timing.heartbeat_ms);
         self.next_look = Some(Instant::now() + beat);
-        if let Some(to) = prefer::look(&self.node, &mut self.settle) {
+        if let Some(to) = prefer::look(&self.node) {
             self.next_look = None;
             self.handing_over = Some(Box::pin(prefer::hand_over(self.node.clone(), to)));
         }

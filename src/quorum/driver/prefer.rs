@@ -9,10 +9,10 @@ use std::time::Duration;
 use openraft::{BasicNode, RaftMetrics};
 
 use crate::clock::ms;
-use crate::quorum::core::RaftView;
+use crate::quorum::core::{Answer, Input, RaftView};
 use crate::quorum::handover::matched_index;
 use crate::quorum::node::QuorumNode;
-use crate::quorum::preference::{Seen, Settle};
+use crate::quorum::preference::{Look, Seen};
 use crate::role::NodeId;
 
 /// Whether the cluster has priorities at all: without, the driver never looks.
@@ -20,22 +20,25 @@ pub(super) fn wanted(node: &QuorumNode) -> bool {
     node.priorities.values().any(|p| *p != 0)
 }
 
-/// One look, a beat after the last: the member to hand over to, once one of higher priority
-/// has been ready for the settle time while this node claims.
-pub(super) fn look(node: &QuorumNode, settle: &mut Settle) -> Option<NodeId> {
+/// One look, a beat after the last: the member to hand over to, as the core judges it (once one
+/// of higher priority has been ready for the settle time while this node claims).
+pub(super) fn look(node: &QuorumNode) -> Option<NodeId> {
     let m = node.raft_metrics();
-    if !node.claims(&RaftView::of(&m)) {
-        settle.not_leading();
-        return None;
+    let look = Look {
+        raft: RaftView::of(&m),
+        mine: priority_of(node, node.id),
+        seen: seen(node, &m, node.clock.mono_ns()),
+        settle_ns: node.settle_ns,
+    };
+    match node.step(Input::Look(look)) {
+        Some(Answer::HandOver(to)) => to,
+        _ => None,
     }
-    let now = node.clock.mono_ns();
-    let members = seen(node, &m, now);
-    settle.judge(now, priority_of(node, node.id), &members, node.settle_ns)
 }
 
-/// Hands over to `to`, the member [`look`] chose, if it can campaign. `false` when it cannot
-/// (the settle time then starts again).
-pub(super) async fn hand_over(node: Arc<QuorumNode>, to: NodeId) -> bool {
+/// Hands over to `to`, the member [`look`] chose, if it can campaign; else tells the core,
+/// whose settle time then starts again.
+pub(super) async fn hand_over(node: Arc<QuorumNode>, to: NodeId) {
     if !may_campaign(&node, to).await {
         // A voter on a data dir not confirmed (a wiped disk started again with join)
         // acknowledges appends but never campaigns: handing over to it left the cluster
@@ -44,7 +47,8 @@ pub(super) async fn hand_over(node: Arc<QuorumNode>, to: NodeId) -> bool {
             successor = to,
             "no handover to the preferred leader: its data dir is not confirmed"
         );
-        return false;
+        node.step(Input::CannotTakeOver);
+        return;
     }
     match node.resign(Some(to)).await {
         Ok(r) => tracing::info!(
@@ -55,7 +59,6 @@ pub(super) async fn hand_over(node: Arc<QuorumNode>, to: NodeId) -> bool {
         ),
         Err(e) => tracing::debug!(error = %e, "no handover to the preferred leader"),
     }
-    true
 }
 
 /// The other voters as the preferred leader judges them at `now` (MONOTONIC): each one's

@@ -31,6 +31,7 @@ use crate::config::{Timing, ValidConfig};
 use crate::counters::Counters;
 use crate::engine::{Flaws, Judged, Plumbing};
 use crate::events::EventLog;
+use crate::lease::{HoldsLease, Lease};
 use crate::role::NodeId;
 use crate::transport::Transport;
 use electd_client::Members;
@@ -236,6 +237,13 @@ impl QuorumNode {
             &*self.clock,
             &self.counters,
         );
+    }
+}
+
+/// Quorum mode's lease, inside the core (`record_view`).
+impl HoldsLease for Mutex<QuorumCore> {
+    fn with_lease<R>(&self, f: impl FnOnce(&Lease) -> R) -> R {
+        f(self.lock().expect("core").lease())
     }
 }
 
