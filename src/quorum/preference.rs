@@ -8,7 +8,6 @@
 //! Pure logic, held by the core (core/mod.rs); the driver's look (driver/prefer.rs) feeds it
 //! what the leader sees every beat.
 
-use crate::quorum::core::RaftView;
 use crate::role::NodeId;
 
 /// A member as the leader sees it now.
@@ -20,11 +19,10 @@ pub struct Seen {
     pub ready: bool,
 }
 
-/// What a leader sees at a look, every beat: openraft's state, its own priority, the other
-/// voters, and the settle time.
+/// What a leader sees at a look, every beat: its own priority, the other voters, and the
+/// settle time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Look {
-    pub raft: RaftView,
     pub mine: u32,
     pub seen: Vec<Seen>,
     pub settle_ns: u64,

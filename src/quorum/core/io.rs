@@ -152,9 +152,9 @@ pub enum Input {
     Resign { raft: RaftView },
     /// The node is stopping. Answered [`Answer::Shutdown`].
     Shutdown { raft: RaftView },
-    /// The preferred leader's look, every beat (preference.rs): the other voters as this node
-    /// sees them, its own priority, the settle time. Answered [`Answer::HandOver`].
-    Look(Look),
+    /// The preferred leader's look, every beat (preference.rs), openraft's state being `raft`.
+    /// Answered [`Answer::HandOver`].
+    Look { raft: RaftView, look: Look },
     /// The member a look named cannot campaign (its data dir is not confirmed).
     CannotTakeOver,
 }

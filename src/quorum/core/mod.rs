@@ -101,8 +101,8 @@ impl QuorumCore {
                 self.step_claim(now.boot_ns, input, &mut out)
             }
             // MONOTONIC, like the contacts it judges (counters.rs, `last_contact_ns`).
-            Input::Look(look) => {
-                let claims = self.claim(now.boot_ns, &look.raft).is_some();
+            Input::Look { raft, look } => {
+                let claims = self.claim(now.boot_ns, &raft).is_some();
                 let to = self.settle.look(now.mono_ns, claims, &look);
                 Some(Answer::HandOver(to))
             }

@@ -272,8 +272,7 @@ fn a_look_names_a_preferred_member_only_while_the_node_claims() {
     let mut c = core(&clock);
     let settle_ns = ms(100);
     let look = |raft: RaftView| {
-        Input::Look(Look {
-            raft,
+        let look = Look {
             mine: 0,
             seen: vec![Seen {
                 id: 3,
@@ -281,7 +280,8 @@ fn a_look_names_a_preferred_member_only_while_the_node_claims() {
                 ready: true,
             }],
             settle_ns,
-        })
+        };
+        Input::Look { raft, look }
     };
     let named = |c: &mut QuorumCore, raft: RaftView| match answer(&c.step(clock.read(), look(raft)))
     {
@@ -292,14 +292,22 @@ fn a_look_names_a_preferred_member_only_while_the_node_claims() {
     // Leader in openraft's eyes, but no claim yet: no look counts.
     assert_eq!(named(&mut c, leader(3)), None);
     clock.advance(settle_ns);
-    assert_eq!(named(&mut c, leader(3)), None, "the settle time starts with the claim");
+    assert_eq!(
+        named(&mut c, leader(3)),
+        None,
+        "the settle time starts with the claim"
+    );
     claim(&mut c, &clock, 3);
     assert_eq!(named(&mut c, leader(3)), None);
     clock.advance(settle_ns / 2);
     c.step(clock.read(), Input::CannotTakeOver);
     clock.advance(settle_ns / 2);
     claim(&mut c, &clock, 3);
-    assert_eq!(named(&mut c, leader(3)), None, "a member that cannot take over starts over");
+    assert_eq!(
+        named(&mut c, leader(3)),
+        None,
+        "a member that cannot take over starts over"
+    );
     clock.advance(settle_ns);
     claim(&mut c, &clock, 3);
     assert_eq!(named(&mut c, leader(3)), Some(3));

@@ -25,12 +25,12 @@ pub(super) fn wanted(node: &QuorumNode) -> bool {
 pub(super) fn look(node: &QuorumNode) -> Option<NodeId> {
     let m = node.raft_metrics();
     let look = Look {
-        raft: RaftView::of(&m),
         mine: priority_of(node, node.id),
         seen: seen(node, &m, node.clock.mono_ns()),
         settle_ns: node.settle_ns,
     };
-    match node.step(Input::Look(look)) {
+    let raft = RaftView::of(&m);
+    match node.step(Input::Look { raft, look }) {
         Some(Answer::HandOver(to)) => to,
         _ => None,
     }
