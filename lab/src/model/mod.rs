@@ -9,14 +9,15 @@
 //! What can happen at each step ([`Act`]): a message delivered (in any order: the network is a
 //! multiset), lost or duplicated; a node's tick (or none: a stalled host skips ticks); a
 //! campaign once the core says it is due, a pre-vote round or an election given up, a probe
-//! failed; the one clock advanced to the next instant some node waits for (so a message can be
+//! failed; a claiming leader resigning to any other member (`POST /v1/admin/resign`: the core
+//! fences its claim, the followers are told who campaigns first); the one clock advanced to the next instant some node waits for (so a message can be
 //! delayed past any deadline); a crash, a restart with the durable state, a wipe of the disk.
 //!
 //! The properties, judged on every state reached ([`Ghost`]): no node claims inside another
 //! node's promise (each node's promise is the end of the longest claim it answered, kept past
 //! its crash), one leader per term, a node never votes for two candidates in one term (across
-//! its data dirs), and, as reachability, that a node claims and that a second term is
-//! claimed. [`Variant`] breaks the core the ways the simulator's flaws do; each must yield a
+//! its data dirs), and, as reachability, that a node claims, that a second term is claimed,
+//! and that a term is claimed after a resignation. [`Variant`] breaks the core the ways the simulator's flaws do; each must yield a
 //! counterexample path.
 
 use std::collections::BTreeMap;
@@ -61,6 +62,7 @@ pub struct QuorumModel {
     pub max_in_flight: usize,
     pub max_crashes: u8,
     pub max_wipes: u8,
+    pub max_resigns: u8,
     /// Messages duplicated at most.
     pub max_dups: u8,
     /// The clock never passes this (ns after the start).
@@ -90,6 +92,7 @@ impl QuorumModel {
             max_in_flight: 3 * (nodes as usize - 1),
             max_crashes: 1,
             max_wipes: 1,
+            max_resigns: 1,
             max_dups: 1,
             horizon_ns: ms(1500),
             advances: 3,
@@ -215,6 +218,13 @@ pub enum Msg {
         to: NodeId,
         accepted: bool,
     },
+    /// The leader of `term` resigned, naming `successor` (protocol.rs, `Resign`).
+    Resign {
+        from: NodeId,
+        to: NodeId,
+        term: u64,
+        successor: NodeId,
+    },
 }
 
 impl Msg {
@@ -227,7 +237,8 @@ impl Msg {
             | Msg::Append { to, .. }
             | Msg::AppendAnswer { to, .. }
             | Msg::Hello { to, .. }
-            | Msg::HelloAnswer { to, .. } => *to,
+            | Msg::HelloAnswer { to, .. }
+            | Msg::Resign { to, .. } => *to,
         }
     }
 }
@@ -244,6 +255,9 @@ pub struct Ghost {
     pub votes: BTreeMap<(NodeId, u64), NodeId>,
     /// Terms in which some node claimed (bit per term).
     pub claimed_terms: u32,
+    /// The highest term a leader resigned, and whether a higher one was claimed since.
+    pub resigned_term: Option<u64>,
+    pub claimed_after_resign: bool,
     /// This step: a node claims inside another node's promise.
     pub two_claims: bool,
     /// This step: openraft's model made a second leader in a term.
@@ -262,6 +276,7 @@ pub struct State {
     pub net: Vec<Msg>,
     pub crashes: u8,
     pub wipes: u8,
+    pub resigns: u8,
     pub dups: u8,
     pub ghost: Ghost,
 }
@@ -281,6 +296,8 @@ pub enum Act {
     Crash(NodeId),
     Restart(NodeId),
     Wipe(NodeId),
+    /// The first resigns, naming the second its successor.
+    Resign(NodeId, NodeId),
 }
 
 fn bit(id: NodeId) -> u8 {
@@ -389,6 +406,9 @@ impl State {
             let until = g.promised_until.entry(id).or_default();
             *until = (*until).max(now + left);
             g.claimed_terms |= 1 << judged.view.term.min(31);
+            if g.resigned_term.is_some_and(|t| judged.view.term > t) {
+                g.claimed_after_resign = true;
+            }
         }
     }
 
@@ -576,6 +596,21 @@ impl State {
                     },
                 );
             }
+            Msg::Resign {
+                from,
+                to,
+                term,
+                successor,
+            } => {
+                let Some(raft) = self.view(to) else { return };
+                let told = Input::ResignNotice {
+                    from,
+                    term,
+                    successor,
+                    raft,
+                };
+                self.step(to, told);
+            }
             Msg::HelloAnswer { from, to, accepted } => {
                 if !accepted {
                     return;
@@ -588,6 +623,26 @@ impl State {
                     n.disk.confirmed = true;
                 }
             }
+        }
+    }
+
+    /// Leader `id` resigns (handover.rs, `resign`): the core fences its claim, and the others
+    /// are told that `successor` campaigns first.
+    fn resign(&mut self, m: &QuorumModel, id: NodeId, successor: NodeId) {
+        self.resigns += 1;
+        let Some(raft) = self.view(id) else { return };
+        let Some(Answer::Resign(Ok(term))) = self.step(id, Input::Resign { raft }) else {
+            return;
+        };
+        self.ghost.resigned_term = self.ghost.resigned_term.max(Some(term));
+        for to in m.ids().filter(|to| *to != id) {
+            let notice = Msg::Resign {
+                from: id,
+                to,
+                term,
+                successor,
+            };
+            self.send(m, notice);
         }
     }
 
@@ -829,6 +884,7 @@ impl Model for QuorumModel {
             net: Vec::new(),
             crashes: 0,
             wipes: 0,
+            resigns: 0,
             dups: 0,
             ghost: Ghost::default(),
         }]
@@ -885,6 +941,13 @@ impl Model for QuorumModel {
             if s.crashes < self.max_crashes {
                 acts.push(Act::Crash(id));
             }
+            let claims = s
+                .view(id)
+                .is_some_and(|raft| l.core.claim(s.now, &raft).is_some());
+            if claims && s.resigns < self.max_resigns {
+                let others = self.ids().filter(|o| *o != id);
+                acts.extend(others.map(|to| Act::Resign(id, to)));
+            }
         }
         acts.extend(s.next_instants(self).into_iter().map(Act::AdvanceTo));
     }
@@ -928,6 +991,7 @@ impl Model for QuorumModel {
                 }
             }
             Act::AdvanceTo(t) => s.now = t,
+            Act::Resign(id, successor) => s.resign(self, id, successor),
             Act::Crash(id) => {
                 s.node_mut(id).live = None;
                 s.crashes += 1;
@@ -971,6 +1035,9 @@ impl Model for QuorumModel {
             Property::sometimes("a node claims", |_, s: &State| s.ghost.claimed_terms != 0),
             Property::sometimes("a second term is claimed", |_, s: &State| {
                 s.ghost.claimed_terms.count_ones() >= 2
+            }),
+            Property::sometimes("a term is claimed after a resignation", |_, s: &State| {
+                s.ghost.claimed_after_resign
             }),
         ]
     }
