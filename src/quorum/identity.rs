@@ -56,6 +56,8 @@
 //!    incarnation of X never gathers ⌈n/2⌉ accepting answers. Without a change since X's
 //!    confirmation, the fixed-n argument above holds.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use super::protocol::{Hello, HelloAnswer};
@@ -149,7 +151,7 @@ pub fn replaced_message(id: NodeId, by: NodeId, was: u64, now: u64) -> String {
 /// Why a node on a new data dir stops when the members do not count it among them: it was
 /// removed (and its disk wiped since), and a start without `--join` would bootstrap the
 /// membership of its config, in which it still is.
-pub fn not_a_member_message(id: NodeId, by: &std::collections::BTreeSet<NodeId>) -> String {
+pub fn not_a_member_message(id: NodeId, by: &BTreeSet<NodeId>) -> String {
     format!(
         "node {id} started on a new data dir, but members {by:?} do not count it among the \
          cluster's members (it was removed): refusing to run. To rejoin: start it on an empty \
@@ -240,6 +242,118 @@ pub fn answer_hello(
     }
 }
 
+/// A new data dir's confirmation (rule 1), as its node's core keeps it (core/mod.rs; the
+/// hellos are driver/confirm.rs): the members that recorded its incarnation, those whose
+/// applied membership does not name it, and those whose refusal a joining node has logged.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Confirmation {
+    recorded: BTreeSet<NodeId>,
+    strangers: BTreeSet<NodeId>,
+    warned: BTreeSet<NodeId>,
+}
+
+/// What a new data dir's hellos tell its core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// A round is due: the `members` this node counts (itself among them); `known`: its log
+    /// names a membership (a joining node's does not yet, so it cannot know how many).
+    Round { members: Vec<NodeId>, known: bool },
+    /// `from`, one of `members` members, answered the hello of `incarnation` (`None`: no
+    /// answer in time); `joins`: this node was started with `join`.
+    Answer {
+        from: NodeId,
+        incarnation: u64,
+        answer: Option<HelloAnswer>,
+        members: usize,
+        joins: bool,
+    },
+}
+
+/// What the core makes of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// ⌈n/2⌉ members recorded the incarnation: it is confirmed (to be marked durably).
+    Confirmed,
+    /// The members to say hello to in this round (those that have not recorded it).
+    Ask(Vec<NodeId>),
+    /// Counted, or nothing to count.
+    Noted,
+    /// A member knows an earlier incarnation, or as many as would confirm it do not count
+    /// this node among the members: it stops, saying why.
+    Refused(String),
+    /// The same refusal, to a node that joins: it logs it (once a member) and waits, since the
+    /// log its hello names may be older than its own addition.
+    Waits(String),
+}
+
+impl Confirmation {
+    /// What `heard` means to node `me` (rules 1 and 2).
+    pub fn step(&mut self, me: NodeId, heard: Heard) -> Verdict {
+        match heard {
+            Heard::Round { members, known } => {
+                if known && self.recorded.len() >= confirmations_needed(members.len()) {
+                    return Verdict::Confirmed;
+                }
+                let ask = members
+                    .into_iter()
+                    .filter(|id| *id != me && !self.recorded.contains(id));
+                Verdict::Ask(ask.collect())
+            }
+            Heard::Answer {
+                from,
+                incarnation,
+                answer,
+                members,
+                joins,
+            } => {
+                let Some(refusal) = self.refusal(me, from, incarnation, answer, members) else {
+                    return Verdict::Noted;
+                };
+                if !joins {
+                    Verdict::Refused(refusal)
+                } else if self.warned.insert(from) {
+                    Verdict::Waits(refusal)
+                } else {
+                    Verdict::Noted
+                }
+            }
+        }
+    }
+
+    /// Counts `from`'s answer; why it refuses this node, if it does.
+    fn refusal(
+        &mut self,
+        me: NodeId,
+        from: NodeId,
+        incarnation: u64,
+        answer: Option<HelloAnswer>,
+        members: usize,
+    ) -> Option<String> {
+        match answer? {
+            HelloAnswer { accepted: true, .. } => {
+                self.recorded.insert(from);
+                None
+            }
+            // It has not applied the log up to this node's membership: asked again in the
+            // next round (rule 3).
+            HelloAnswer { behind: true, .. } => None,
+            HelloAnswer { member: false, .. } => {
+                // A member that applied this node's membership and does not name it: as many
+                // as would confirm it are proof that it was removed.
+                self.strangers.insert(from);
+                (self.strangers.len() >= confirmations_needed(members))
+                    .then(|| not_a_member_message(me, &self.strangers))
+            }
+            HelloAnswer { known, .. } => Some(replaced_message(
+                me,
+                from,
+                known.unwrap_or_default(),
+                incarnation,
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +413,75 @@ mod tests {
             draw_incarnation(9 ^ (2 << 32), 2, 1000),
             draw_incarnation(9 ^ (4 << 32), 4, 1000)
         );
+    }
+
+    /// A new data dir is confirmed by ⌈n/2⌉ members' records, asking in each round only those
+    /// that have not recorded it; an answer that is late or behind counts nothing; a member
+    /// that knows an earlier incarnation, or ⌈n/2⌉ that do not count the node, refuse it: for
+    /// good, or, to a node that joins, logged once per member while it waits.
+    #[test]
+    fn a_confirmation_counts_records_and_stops_at_a_refusal() {
+        let round = |known| Heard::Round {
+            members: vec![1, 2, 3, 4, 5],
+            known,
+        };
+        let answer = |from, answer: Option<HelloAnswer>, joins| Heard::Answer {
+            from,
+            incarnation: 7,
+            answer,
+            members: 5,
+            joins,
+        };
+        let yes = HelloAnswer {
+            accepted: true,
+            ..HelloAnswer::default()
+        };
+        let behind = HelloAnswer {
+            behind: true,
+            ..HelloAnswer::default()
+        };
+        let replaced = HelloAnswer {
+            known: Some(6),
+            member: true,
+            ..HelloAnswer::default()
+        };
+        let stranger = HelloAnswer {
+            member: false,
+            ..HelloAnswer::default()
+        };
+        let mut c = Confirmation::default();
+        assert_eq!(c.step(1, round(true)), Verdict::Ask(vec![2, 3, 4, 5]));
+        assert_eq!(c.step(1, answer(2, Some(yes), false)), Verdict::Noted);
+        assert_eq!(c.step(1, answer(3, None, false)), Verdict::Noted);
+        assert_eq!(c.step(1, answer(4, Some(behind), false)), Verdict::Noted);
+        assert_eq!(c.step(1, round(true)), Verdict::Ask(vec![3, 4, 5]));
+        assert_eq!(c.step(1, answer(5, Some(yes), false)), Verdict::Noted);
+        // Not before the log names a membership (a joining node's does not yet).
+        assert_eq!(c.step(1, round(false)), Verdict::Ask(vec![3, 4]));
+        assert_eq!(c.step(1, round(true)), Verdict::Ask(vec![3, 4]));
+        assert_eq!(c.step(1, answer(3, Some(yes), false)), Verdict::Noted);
+        assert_eq!(c.step(1, round(true)), Verdict::Confirmed);
+
+        let mut c = Confirmation::default();
+        assert!(matches!(
+            c.step(1, answer(2, Some(replaced), false)),
+            Verdict::Refused(why) if why.contains("earlier one")
+        ));
+        assert!(matches!(
+            c.step(1, answer(2, Some(replaced), true)),
+            Verdict::Waits(_)
+        ));
+        assert_eq!(
+            c.step(1, answer(2, Some(replaced), true)),
+            Verdict::Noted,
+            "logged once a member"
+        );
+        let mut c = Confirmation::default();
+        assert_eq!(c.step(1, answer(2, Some(stranger), false)), Verdict::Noted);
+        assert_eq!(c.step(1, answer(3, Some(stranger), false)), Verdict::Noted);
+        assert!(matches!(
+            c.step(1, answer(4, Some(stranger), false)),
+            Verdict::Refused(why) if why.contains("do not count it")
+        ));
     }
 }

@@ -7,6 +7,7 @@ use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
 use crate::clock::{ms, Reading};
 use crate::config::Timing;
 use crate::quorum::election::{ElectionTiming, PreVoteRefusal};
+use crate::quorum::identity::{Heard, Verdict};
 use crate::quorum::preference::Look;
 use crate::role::NodeId;
 
@@ -157,6 +158,8 @@ pub enum Input {
     Look { raft: RaftView, look: Look },
     /// The member a look named cannot campaign (its data dir is not confirmed).
     CannotTakeOver,
+    /// What a new data dir's hellos gathered (identity.rs). Answered [`Answer::Heard`].
+    Heard(Heard),
 }
 
 /// What to do: the result of [`QuorumCore::step`] and [`QuorumCore::tick`].
@@ -204,6 +207,8 @@ pub enum Answer {
     Shutdown { was_claiming: bool },
     /// The member of higher priority to hand over to now, if any.
     HandOver(Option<NodeId>),
+    /// What the hellos of a new data dir decided.
+    Heard(Verdict),
 }
 
 /// What the simulator counts to prove its schedules reach a precondition.

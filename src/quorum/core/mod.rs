@@ -1,24 +1,24 @@
 //! [`QuorumCore`]: every decision a quorum node makes about its claim, as one state machine
 //! without I/O, a clock or a lock. It owns the claim ([`Lease`]), the probing and going quiet
 //! ([`Quiet`]), the contact that gates a campaign ([`Contact`]) and the leader a follower
-//! names, the campaign ([`Campaign`]) and the pre-vote pledge ([`Pledged`]). It is driven
-//! through two entry points, as tikv/raft-rs's `Raft` is: [`QuorumCore::step`] with what
+//! names, the campaign ([`Campaign`]), the pre-vote pledge ([`Pledged`]), the preferred
+//! leader's settle time ([`Settle`]) and a new data dir's confirmation ([`Confirmation`]). It is
+//! driven through two entry points, as tikv/raft-rs's `Raft` is: [`QuorumCore::step`] with what
 //! happened ([`Input`]: a peer's message, openraft's answer, an admin's request) and
-//! [`QuorumCore::tick`] with the time; each returns what to do ([`Action`]), which the node's
-//! node carries out: its driver task (`driver/mod.rs`), the handlers of its peers' requests
-//! (`node/mod.rs`) and the admin's (`handover.rs`). The claim changes
-//! in the lease's own methods only, each called from one arm here. The lab's model checker
-//! (`lab/src/model/`) drives this very type.
+//! [`QuorumCore::tick`] with the time; each returns what to do ([`Action`]), which the node
+//! carries out: its driver task (`driver/mod.rs`), its peers' and admins' handlers
+//! (`node/mod.rs`, `handover.rs`). The claim changes in the lease's own methods only, each
+//! called from one arm here. The lab's model checker (`lab/src/model/`) drives this very type.
 //!
-//! The order the gate enforces between appends and elections (election/mod.rs, rule 1) is kept by
-//! its callers: an append, snapshot or vote is stepped in ([`Input::AppendAccepted`],
+//! The order the gate enforces between appends and elections (election/mod.rs, rule 1) is kept
+//! by its callers: an append, snapshot or vote is stepped in ([`Input::AppendAccepted`],
 //! [`Input::SnapshotAccepted`], [`Input::VoteAnswered`]) before the handler lets go of the
-//! gate's read side, and [`Input::MayElect`] is stepped under its write side
-//! (`driver/campaign.rs`, `elect_if_still_due`).
+//! gate's read side, and [`Input::MayElect`] under its write side (`driver/campaign.rs`).
 
 use openraft::LogId;
 
 use super::election::{judge_prevote, rank, Campaign, Contact, Pledged, PreVoteRefusal};
+use super::identity::Confirmation;
 use super::preference::Settle;
 use super::quiet::{follower_leader, Quiet};
 use crate::clock::Reading;
@@ -55,6 +55,8 @@ pub struct QuorumCore {
     pledge: Pledged,
     /// Who the preferred leader's looks wait for (preference.rs).
     settle: Settle,
+    /// A new data dir's confirmation (identity.rs).
+    confirmation: Confirmation,
     /// The lab's flaws (engine.rs, `Flaws`): none without the `flaws` feature.
     flaws: CoreFlaws,
 }
@@ -75,6 +77,7 @@ impl QuorumCore {
             campaign: Campaign::new(timing.election, seed),
             pledge: Pledged::default(),
             settle: Settle::default(),
+            confirmation: Confirmation::default(),
             flaws: CoreFlaws::default(),
         }
     }
@@ -106,6 +109,7 @@ impl QuorumCore {
                 let to = self.settle.look(now.mono_ns, claims, &look);
                 Some(Answer::HandOver(to))
             }
+            Input::Heard(h) => Some(Answer::Heard(self.confirmation.step(self.id, h))),
             Input::CannotTakeOver => {
                 self.settle.not_leading();
                 None
@@ -367,10 +371,6 @@ impl QuorumCore {
 
     pub fn contact(&self) -> Contact {
         self.contact
-    }
-
-    pub fn timing(&self) -> &CoreTiming {
-        &self.timing
     }
 
     /// Attempts that failed since the last contact.

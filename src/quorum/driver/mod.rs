@@ -59,6 +59,8 @@ pub struct Driver {
 
 /// Why the driver woke.
 enum Woke {
+    /// The node stops.
+    Stop,
     /// openraft changed: the members' turn and the role's.
     Raft,
     /// A beat, the end of a claim, or the core's poke: the role's turn.
@@ -127,47 +129,9 @@ impl Driver {
         self.role_turn(&first);
         loop {
             self.campaign_turn();
-            let node = self.node.clone();
-            // The role's next turn: a probing leader's next probe, a beat for anyone else, and
-            // the end of a running claim, whichever comes first; none while a probe is out.
-            let role_in = self.probe.is_none().then(|| {
-                let raft = RaftView::of(&self.metrics.borrow());
-                node.with_core(|core, now| {
-                    let next = core.next_tick_ns(now.boot_ns, &raft);
-                    Duration::from_nanos(next.saturating_sub(now.boot_ns))
-                })
-            });
-            let woke = tokio::select! {
-                biased;
-                _ = self.stop.cancelled() => return Ok(()),
-                _ = under_way(&mut self.probe) => {
-                    self.probe = None;
-                    Woke::Done
-                }
-                r = self.metrics.changed() => match r {
-                    Ok(()) => Woke::Raft,
-                    Err(_) => return Err("openraft stopped".into()),
-                },
-                _ = node.wake.notified(), if role_in.is_some() => Woke::Role,
-                _ = tokio::time::sleep(role_in.unwrap_or_default()), if role_in.is_some() => Woke::Role,
-                r = under_way(&mut self.confirming) => {
-                    self.confirming = None;
-                    r?;
-                    Woke::Done
-                }
-                _ = under_way(&mut self.campaign) => {
-                    self.campaign = None;
-                    Woke::Done
-                }
-                _ = under_way(&mut self.handing_over) => {
-                    self.handing_over = None;
-                    self.next_look = Some(Instant::now() + Duration::from_millis(node.timing.heartbeat_ms));
-                    Woke::Done
-                }
-                _ = sleep_until(self.next_look), if self.next_look.is_some() => Woke::Look,
-                Some(()) = self.work.next(), if !self.work.is_empty() => Woke::Done,
-            };
+            let woke = self.woken().await?;
             match woke {
+                Woke::Stop => return Ok(()),
                 Woke::Raft | Woke::Role => {
                     let m = self.metrics.borrow_and_update().clone();
                     if let Err(fatal) = &m.running_state {
@@ -184,6 +148,52 @@ impl Driver {
                 Woke::Done => {}
             }
         }
+    }
+
+    /// Waits for the next reason to act; work that ended is taken off. `Err` when openraft
+    /// stopped, or the confirmation of this data dir failed.
+    async fn woken(&mut self) -> Result<Woke, String> {
+        let node = self.node.clone();
+        // The role's next turn: a probing leader's next probe, a beat for anyone else, and the
+        // end of a running claim, whichever comes first; none while a probe is out.
+        let role_in = self.probe.is_none().then(|| {
+            let raft = RaftView::of(&self.metrics.borrow());
+            node.with_core(|core, now| {
+                let next = core.next_tick_ns(now.boot_ns, &raft);
+                Duration::from_nanos(next.saturating_sub(now.boot_ns))
+            })
+        });
+        let beat = Duration::from_millis(node.timing.heartbeat_ms);
+        Ok(tokio::select! {
+            biased;
+            _ = self.stop.cancelled() => Woke::Stop,
+            _ = under_way(&mut self.probe) => {
+                self.probe = None;
+                Woke::Done
+            }
+            r = self.metrics.changed() => match r {
+                Ok(()) => Woke::Raft,
+                Err(_) => return Err("openraft stopped".into()),
+            },
+            _ = node.wake.notified(), if role_in.is_some() => Woke::Role,
+            _ = tokio::time::sleep(role_in.unwrap_or_default()), if role_in.is_some() => Woke::Role,
+            r = under_way(&mut self.confirming) => {
+                self.confirming = None;
+                r?;
+                Woke::Done
+            }
+            _ = under_way(&mut self.campaign) => {
+                self.campaign = None;
+                Woke::Done
+            }
+            _ = under_way(&mut self.handing_over) => {
+                self.handing_over = None;
+                self.next_look = Some(Instant::now() + beat);
+                Woke::Done
+            }
+            _ = sleep_until(self.next_look), if self.next_look.is_some() => Woke::Look,
+            Some(()) = self.work.next(), if !self.work.is_empty() => Woke::Done,
+        })
     }
 
     /// The role's turn: ticks the core and carries out what it says. A probe it asks for goes

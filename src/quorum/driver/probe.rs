@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use openraft::{BasicNode, RaftMetrics};
 
-use crate::quorum::core::{Answer, Input, RaftView};
+use crate::quorum::core::{Answer, CoreTiming, Input, RaftView};
 use crate::quorum::node::QuorumNode;
 use crate::role::NodeId;
 
@@ -85,7 +85,7 @@ pub(crate) async fn probe(node: &QuorumNode, term: u64) -> bool {
             .observe(took as f64 / 1e9);
     }
     if went_quiet {
-        let quiet_ns = node.with_core(|core, _| core.timing().quiet_ns);
+        let quiet_ns = CoreTiming::from_config(&node.timing).quiet_ns;
         tracing::warn!(
             quiet_ms = quiet_ns / 1_000_000,
             "no quorum for two follower leases: probes and heartbeats paused"
