@@ -126,7 +126,7 @@ impl QuorumNode {
     }
 
     /// Whether this node claims now, openraft's state being `raft`.
-    pub(super) fn claims(&self, raft: &RaftView) -> bool {
+    fn claims(&self, raft: &RaftView) -> bool {
         self.with_core(|core, now| core.claim(now.boot_ns, raft).is_some())
     }
 }

@@ -41,6 +41,8 @@ pub struct Driver {
     node: Arc<QuorumNode>,
     stop: CancellationToken,
     metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    /// The config's beat (`heartbeat_ms`): the preference looks once a beat.
+    beat: Duration,
     /// The probe out, if any: no role turn until it is back (`probe.rs`).
     probe: Option<BoxFuture<'static, ()>>,
     /// A new data dir's confirmation under way: no campaign until it is done (`confirm.rs`).
@@ -98,6 +100,7 @@ impl Driver {
         };
         let mut driver = Driver {
             metrics: node.raft.metrics(),
+            beat,
             probe: None,
             confirming: Some(confirming),
             campaign: None,
@@ -163,7 +166,7 @@ impl Driver {
                 Duration::from_nanos(next.saturating_sub(now.boot_ns))
             })
         });
-        let beat = Duration::from_millis(node.timing.heartbeat_ms);
+        let beat = self.beat;
         Ok(tokio::select! {
             biased;
             _ = self.stop.cancelled() => Woke::Stop,
@@ -210,11 +213,10 @@ impl Driver {
             return;
         };
         let after = actions.split_off(at + 1);
-        let before = actions.split_off(at);
-        self.node.carry_out(actions);
-        let Some(Action::Probe { term, heartbeat }) = before.into_iter().next() else {
+        let Some(Action::Probe { term, heartbeat }) = actions.pop() else {
             unreachable!("the action at {at} is a probe");
         };
+        self.node.carry_out(actions);
         let node = self.node.clone();
         let mut metrics = self.metrics.clone();
         self.probe = Some(Box::pin(async move {
@@ -250,8 +252,7 @@ impl Driver {
 
     /// The preference's turn: one look, and the handover it calls for.
     fn look(&mut self) {
-        let beat = Duration::from_millis(self.node.timing.heartbeat_ms);
-        self.next_look = Some(Instant::now() + beat);
+        self.next_look = Some(Instant::now() + self.beat);
         if let Some(to) = prefer::look(&self.node) {
             self.next_look = None;
             self.handing_over = Some(Box::pin(prefer::hand_over(self.node.clone(), to)));
