@@ -25,6 +25,12 @@ use crate::role::NodeId;
 pub(super) async fn turn(node: Arc<QuorumNode>, stop: CancellationToken) {
     let node = &*node;
     let mut metrics = node.raft.metrics();
+    // openraft ended (its metrics closed): the driver ends on that, a branch after this turn's
+    // in its `select!`; a turn that ended at once here would be polled first, again and again.
+    if metrics.has_changed().is_err() {
+        stop.cancelled().await;
+        return;
+    }
     let m = metrics.borrow_and_update().clone();
     // A leader, a stopped openraft, a learner (joining) or a node removed from the
     // cluster never campaigns: it waits for openraft to change.

@@ -140,9 +140,9 @@ impl Driver {
                     if let Err(fatal) = &m.running_state {
                         return Err(format!("openraft stopped: {fatal}"));
                     }
-                    if matches!(woke, Woke::Raft) {
-                        self.follow_members(&m);
-                    }
+                    // Either wake may be the first to see a new membership (both mark it
+                    // seen); following an unchanged one does nothing.
+                    self.follow_members(&m);
                     if self.probe.is_none() {
                         self.role_turn(&m);
                     }
@@ -167,6 +167,10 @@ impl Driver {
             })
         });
         let beat = self.beat;
+        // Work under way first: each branch ends at most once for each piece of work started,
+        // while openraft sends its metrics on every report, changed or not
+        // (docs/design/openraft.md), which must not hold the work back. `biased` keeps the
+        // order fixed, so a simulated run is reproducible.
         Ok(tokio::select! {
             biased;
             _ = self.stop.cancelled() => Woke::Stop,
@@ -174,12 +178,6 @@ impl Driver {
                 self.probe = None;
                 Woke::Done
             }
-            r = self.metrics.changed() => match r {
-                Ok(()) => Woke::Raft,
-                Err(_) => return Err("openraft stopped".into()),
-            },
-            _ = node.wake.notified(), if role_in.is_some() => Woke::Role,
-            _ = tokio::time::sleep(role_in.unwrap_or_default()), if role_in.is_some() => Woke::Role,
             r = under_way(&mut self.confirming) => {
                 self.confirming = None;
                 r?;
@@ -194,8 +192,14 @@ impl Driver {
                 self.next_look = Some(Instant::now() + beat);
                 Woke::Done
             }
-            _ = sleep_until(self.next_look), if self.next_look.is_some() => Woke::Look,
             Some(()) = self.work.next(), if !self.work.is_empty() => Woke::Done,
+            _ = sleep_until(self.next_look), if self.next_look.is_some() => Woke::Look,
+            r = self.metrics.changed() => match r {
+                Ok(()) => Woke::Raft,
+                Err(_) => return Err("openraft stopped".into()),
+            },
+            _ = node.wake.notified(), if role_in.is_some() => Woke::Role,
+            _ = tokio::time::sleep(role_in.unwrap_or_default()), if role_in.is_some() => Woke::Role,
         })
     }
 
