@@ -221,16 +221,23 @@ pub fn answer_hello(
             "member {from} came back on a new data dir: refused (it lost its votes)"
         ),
         // Removed between the membership check (openraft's view) and the record (rule 3).
-        Recognition::Stranger => {
-            tracing::warn!(
-                peer = from,
-                "node {from} said hello but the applied membership does not name it: not recorded"
-            );
-            return HelloAnswer {
-                member: false,
-                ..mine
-            };
-        }
+        Recognition::Stranger => tracing::warn!(
+            peer = from,
+            "node {from} said hello but the applied membership does not name it: not recorded"
+        ),
+    }
+    hello_answer(r, mine)
+}
+
+/// The answer that recognition `r` of a hello makes (the model checker's members answer with
+/// it too, lab/src/model/mod.rs): accepted, refused naming the incarnation it knows, or
+/// "not a member".
+pub fn hello_answer(r: Recognition, mine: HelloAnswer) -> HelloAnswer {
+    if r == Recognition::Stranger {
+        return HelloAnswer {
+            member: false,
+            ..mine
+        };
     }
     HelloAnswer {
         accepted: r.accepted(),
@@ -272,8 +279,9 @@ pub enum Heard {
 /// What the core makes of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
-    /// ⌈n/2⌉ members recorded the incarnation: it is confirmed (to be marked durably).
-    Confirmed,
+    /// ⌈n/2⌉ members recorded the incarnation (these, in id order): it is confirmed (to be
+    /// marked durably).
+    Confirmed(Vec<NodeId>),
     /// The members to say hello to in this round (those that have not recorded it).
     Ask(Vec<NodeId>),
     /// Counted, or nothing to count.
@@ -292,7 +300,7 @@ impl Confirmation {
         match heard {
             Heard::Round { members, known } => {
                 if known && self.recorded.len() >= confirmations_needed(members.len()) {
-                    return Verdict::Confirmed;
+                    return Verdict::Confirmed(self.recorded.iter().copied().collect());
                 }
                 let ask = members
                     .into_iter()
@@ -460,7 +468,7 @@ mod tests {
         assert_eq!(c.step(1, round(false)), Verdict::Ask(vec![3, 4]));
         assert_eq!(c.step(1, round(true)), Verdict::Ask(vec![3, 4]));
         assert_eq!(c.step(1, answer(3, Some(yes), false)), Verdict::Noted);
-        assert_eq!(c.step(1, round(true)), Verdict::Confirmed);
+        assert_eq!(c.step(1, round(true)), Verdict::Confirmed(vec![2, 3, 5]));
 
         let mut c = Confirmation::default();
         assert!(matches!(

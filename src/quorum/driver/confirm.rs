@@ -34,7 +34,7 @@ pub(super) async fn confirm_identity(
     }
     let mut pause = Duration::from_nanos(node.election.heartbeat_ns);
     let mut rounds = 0u32;
-    loop {
+    let recorded = loop {
         // The members as the log names them (a joining node learns them from the leader),
         // this node counted as a voter.
         let mut members = node.voters();
@@ -44,7 +44,7 @@ pub(super) async fn confirm_identity(
         }
         let n = members.len();
         let ask = match heard(node, Heard::Round { members, known }) {
-            Verdict::Confirmed => break,
+            Verdict::Confirmed(by) => break by,
             Verdict::Ask(ask) => ask,
             other => return Err(format!("the core answered a round with {other:?}")),
         };
@@ -62,13 +62,14 @@ pub(super) async fn confirm_identity(
             _ = tokio::time::sleep(pause) => {}
         }
         pause = (pause * 2).min(Duration::from_secs(1));
-    }
+    };
     node.store
         .confirm_identity()
         .await
         .map_err(|e| format!("cannot record the confirmed incarnation: {e}"))?;
     tracing::info!(
         incarnation = format!("{:#x}", me.incarnation),
+        ?recorded,
         "incarnation confirmed: this node votes from now on"
     );
     Ok(())

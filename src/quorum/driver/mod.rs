@@ -83,6 +83,8 @@ impl Driver {
             let why = match run.await {
                 Ok(Ok(())) => return,
                 Ok(Err(e)) => e,
+                // The runtime shuts down: the process ends anyway.
+                Err(e) if e.is_cancelled() => return,
                 Err(e) => format!("the driver panicked: {e}"),
             };
             tracing::error!(error = %why, "quorum engine stopped");
