@@ -53,6 +53,9 @@ fn the_core_breaks_nothing_breadth_first() {
     // campaign, its pre-vote, vote and probe each a request and an answer), found from depth
     // 11 on (scripts/model.sh).
     assert!(r.max_depth >= 9, "the search ended early: {r:?}");
+    // The members' records refuse a wiped data dir (a crash, the wipe, a restart, its hello
+    // and the answer): the core's `Confirmation` is walked, not only built.
+    assert!(found(&r, "a wiped data dir is refused").is_some(), "{r:?}");
 }
 
 #[test]

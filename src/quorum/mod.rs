@@ -47,7 +47,11 @@ pub use self::driver::Driver;
 #[cfg(feature = "flaws")]
 pub use self::election::{Contact, PreVoteRefusal};
 pub use self::handover::RESIGN_TIMEOUT;
+#[cfg(feature = "flaws")]
+pub use self::identity::{hello_answer, recognise, Heard, Recognition, Verdict};
 pub use self::node::{QuorumError, QuorumNode};
+#[cfg(feature = "flaws")]
+pub use self::protocol::HelloAnswer;
 pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE};
 pub use self::storage::{
     Disk, MemDisk, StateFile, Store, StoreError, RECOVERY_TERM_GAP, SLOT_FILES, STATE_FILE,

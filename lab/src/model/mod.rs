@@ -2,29 +2,33 @@
 //! docs/testing.md, "Model checking"). [stateright] explores every interleaving of a small
 //! cluster, breadth first: each node is the node's own [`QuorumCore`] (`src/quorum/core/mod.rs`),
 //! stepped and ticked as the node's tasks step and tick it, with openraft's vote and log
-//! replaced by a small Raft ([`Disk`], [`Live`]) and the identity check of a data dir by its
-//! rules (`src/quorum/identity.rs`: a member records a peer's first incarnation and refuses
-//! another; a new data dir votes once ⌈n/2⌉ members recorded it).
+//! replaced by a small Raft ([`Disk`], [`Live`]). A new data dir's hellos are the node's
+//! (`src/quorum/identity.rs`): a member records a peer's first incarnation and refuses another
+//! (`recognise`, `hello_answer`), and the core's `Confirmation` says whom to ask, when ⌈n/2⌉
+//! members recorded the data dir (it may vote from then on), and when a refusal stops the node.
 //!
 //! What can happen at each step ([`Act`]): a message delivered (in any order: the network is a
 //! multiset), lost or duplicated; a node's tick (or none: a stalled host skips ticks); a
 //! campaign once the core says it is due, a pre-vote round or an election given up, a probe
 //! failed; a claiming leader resigning to any other member (`POST /v1/admin/resign`: the core
-//! fences its claim, the followers are told who campaigns first); the one clock advanced to the next instant some node waits for (so a message can be
-//! delayed past any deadline); a crash, a restart with the durable state, a wipe of the disk.
+//! fences its claim, the followers are told who campaigns first); the one clock advanced to
+//! the next instant some node waits for (so a message can be delayed past any deadline); a
+//! crash, a restart with the durable state, a wipe of the disk.
 //!
 //! The properties, judged on every state reached ([`Ghost`]): no node claims inside another
 //! node's promise (each node's promise is the end of the longest claim it answered, kept past
 //! its crash), one leader per term, a node never votes for two candidates in one term (across
 //! its data dirs), and, as reachability, that a node claims, that a second term is claimed,
-//! and that a term is claimed after a resignation. [`Variant`] breaks the core the ways the simulator's flaws do; each must yield a
+//! that a term is claimed after a resignation, and that a wiped data dir is refused.
+//! [`Variant`] breaks the core the ways the simulator's flaws do; each must yield a
 //! counterexample path.
 
 use std::collections::BTreeMap;
 
 use electd::clock::{ms, Reading};
 use electd::quorum::{
-    Answer, CommittedLeaderId, CoreTiming, Input, LogId, QuorumCore, RaftRole, RaftView,
+    hello_answer, recognise, Answer, CommittedLeaderId, CoreTiming, Heard, HelloAnswer, Input,
+    LogId, QuorumCore, RaftRole, RaftView, Recognition, Verdict,
 };
 use electd::Timing;
 use stateright::{Model, Property};
@@ -33,6 +37,16 @@ pub mod cmd;
 pub mod search;
 
 pub type NodeId = u64;
+
+/// A member's answer to a hello before it judges it: every node of the model is a member, none
+/// behind (the model has no membership changes).
+const MEMBER: HelloAnswer = HelloAnswer {
+    accepted: false,
+    known: None,
+    member: true,
+    behind: false,
+    incarnation: None,
+};
 
 /// Where the model's clock starts (BOOTTIME ns).
 pub const START_NS: u64 = 1_000_000_000;
@@ -156,8 +170,6 @@ pub struct Live {
     pub rounds: u8,
     /// The election this node started and watches.
     pub electing: Option<u64>,
-    /// Members that recorded this data dir's incarnation.
-    pub recorded: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -213,10 +225,13 @@ pub enum Msg {
         to: NodeId,
         incarnation: u8,
     },
+    /// The answer to the hello of `incarnation`: accepted, or refused naming the one `known`.
     HelloAnswer {
         from: NodeId,
         to: NodeId,
+        incarnation: u8,
         accepted: bool,
+        known: Option<u8>,
     },
     /// The leader of `term` resigned, naming `successor` (protocol.rs, `Resign`).
     Resign {
@@ -258,6 +273,8 @@ pub struct Ghost {
     /// The highest term a leader resigned, and whether a higher one was claimed since.
     pub resigned_term: Option<u64>,
     pub claimed_after_resign: bool,
+    /// A wiped data dir's confirmation was refused (a member knows the earlier one).
+    pub refused: bool,
     /// This step: a node claims inside another node's promise.
     pub two_claims: bool,
     /// This step: openraft's model made a second leader in a term.
@@ -580,19 +597,21 @@ impl State {
                 to,
                 incarnation,
             } => {
-                let known = self
-                    .node_mut(to)
-                    .disk
-                    .known
-                    .entry(from)
-                    .or_insert(incarnation);
-                let accepted = *known == incarnation;
+                // A member judges the hello as the node's handler does (identity.rs).
+                let known = &mut self.node_mut(to).disk.known;
+                let r = recognise(known.get(&from).map(|k| u64::from(*k)), incarnation.into());
+                if r == Recognition::New {
+                    known.insert(from, incarnation);
+                }
+                let answer = hello_answer(r, MEMBER);
                 self.send(
                     m,
                     Msg::HelloAnswer {
                         from: to,
                         to: from,
-                        accepted,
+                        incarnation,
+                        accepted: answer.accepted,
+                        known: answer.known.map(|was| was as u8),
                     },
                 );
             }
@@ -611,18 +630,62 @@ impl State {
                 };
                 self.step(to, told);
             }
-            Msg::HelloAnswer { from, to, accepted } => {
-                if !accepted {
+            Msg::HelloAnswer {
+                from,
+                to,
+                incarnation,
+                accepted,
+                known,
+            } => {
+                // An answer to an earlier data dir's hello was the answer to another process.
+                if self.node(to).disk.incarnation != incarnation || self.live(to).is_none() {
                     return;
                 }
-                let need = (m.nodes as usize).div_ceil(2) as u32;
-                let n = self.node_mut(to);
-                let Some(l) = n.live.as_mut() else { return };
-                l.recorded |= bit(from);
-                if l.recorded.count_ones() >= need {
-                    n.disk.confirmed = true;
+                let heard = Heard::Answer {
+                    from,
+                    incarnation: incarnation.into(),
+                    answer: Some(HelloAnswer {
+                        accepted,
+                        known: known.map(u64::from),
+                        ..MEMBER
+                    }),
+                    members: m.nodes as usize,
+                    joins: false,
+                };
+                match self.step(to, Input::Heard(heard)) {
+                    // The node stops (driver/confirm.rs): a restart says hello again.
+                    Some(Answer::Heard(Verdict::Refused(_))) => {
+                        self.node_mut(to).live = None;
+                        self.ghost.refused = true;
+                    }
+                    _ => self.confirm_round(m, to, false),
                 }
             }
+        }
+    }
+
+    /// A round of node `id`'s confirmation (driver/confirm.rs): the core says whether ⌈n/2⌉
+    /// members recorded its data dir (then it is marked, durably) or whom to ask; the hellos
+    /// go out when `say` (an answer's round only looks whether it is confirmed).
+    fn confirm_round(&mut self, m: &QuorumModel, id: NodeId, say: bool) {
+        let round = Heard::Round {
+            members: m.ids().collect(),
+            known: true,
+        };
+        match self.step(id, Input::Heard(round)) {
+            Some(Answer::Heard(Verdict::Confirmed(_))) => self.node_mut(id).disk.confirmed = true,
+            Some(Answer::Heard(Verdict::Ask(ask))) if say => {
+                let incarnation = self.node(id).disk.incarnation;
+                for to in ask {
+                    let hello = Msg::Hello {
+                        from: id,
+                        to,
+                        incarnation,
+                    };
+                    self.send(m, hello);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -977,19 +1040,7 @@ impl Model for QuorumModel {
                 s.step(id, Input::ElectionOver { won: false });
             }
             Act::FailProbe(id) => s.probe_done(id, false),
-            Act::SayHello(id) => {
-                let incarnation = s.node(id).disk.incarnation;
-                for to in self.ids().filter(|to| *to != id) {
-                    s.send(
-                        self,
-                        Msg::Hello {
-                            from: id,
-                            to,
-                            incarnation,
-                        },
-                    );
-                }
-            }
+            Act::SayHello(id) => s.confirm_round(self, id, true),
             Act::AdvanceTo(t) => s.now = t,
             Act::Resign(id, successor) => s.resign(self, id, successor),
             Act::Crash(id) => {
@@ -1039,6 +1090,9 @@ impl Model for QuorumModel {
             Property::sometimes("a term is claimed after a resignation", |_, s: &State| {
                 s.ghost.claimed_after_resign
             }),
+            Property::sometimes("a wiped data dir is refused", |_, s: &State| {
+                s.ghost.refused
+            }),
         ]
     }
 }
@@ -1056,7 +1110,6 @@ impl QuorumModel {
             round: None,
             rounds: 0,
             electing: None,
-            recorded: 0,
         }
     }
 }
