@@ -50,7 +50,7 @@ impl Judged {
 }
 
 /// Why a resignation (`POST /v1/admin/resign`) was refused.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum ResignError {
     /// This node does not hold the claim.
     #[error("node {0} does not hold the claim")]

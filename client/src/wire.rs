@@ -367,7 +367,7 @@ pub struct ResignRequest {
 }
 
 /// The answer of `POST /v1/admin/resign`, sent once the old claim is fenced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Resigned {
     /// The term whose claim was fenced.
     pub term: u64,

@@ -25,8 +25,8 @@ use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, LogId, RaftMetrics, ServerState};
 use tokio_util::sync::CancellationToken;
 
-use super::handover::matched_index;
 use super::node::QuorumNode;
+use super::preference::Followers;
 use super::protocol::{RemoveRequest, PATH_REMOVE};
 use super::types::{membership_index, sets_of, Command};
 use crate::engine::MembershipError;
@@ -324,11 +324,7 @@ impl QuorumNode {
     ) -> Result<(), MembershipError> {
         let mut metrics = self.raft.metrics();
         loop {
-            let caught_up = {
-                let m = metrics.borrow_and_update();
-                let matched = matched_index(&m, id);
-                matched.is_some() && matched >= m.last_log_index
-            };
+            let caught_up = Followers::of(&metrics.borrow_and_update(), &[id], self.id).has_all(id);
             if caught_up {
                 return Ok(());
             }

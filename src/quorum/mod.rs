@@ -51,6 +51,8 @@ pub use self::handover::RESIGN_TIMEOUT;
 pub use self::identity::{hello_answer, recognise, Heard, Recognition, Verdict};
 pub use self::node::{QuorumError, QuorumNode};
 #[cfg(feature = "flaws")]
+pub use self::preference::Followers;
+#[cfg(feature = "flaws")]
 pub use self::protocol::HelloAnswer;
 pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE};
 pub use self::storage::{

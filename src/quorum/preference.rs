@@ -5,10 +5,84 @@
 //! of Kubernetes' coordinated leader election (KEP-4355). Only *who* leads is decided here:
 //! the handover is the resign path, whose safety docs/safety.md argues.
 //!
+//! Who can take over is judged here too ([`Followers`]): a resignation's successor and the
+//! preferred leader's readiness both ask whether a follower holds the leader's whole log.
+//!
 //! Pure logic, held by the core (core/mod.rs); the driver's look (driver/prefer.rs) feeds it
 //! what the leader sees every beat.
 
+use openraft::{BasicNode, RaftMetrics};
+
+use crate::engine::ResignError;
 use crate::role::NodeId;
+
+/// The other voters as the leader's replication shows them: how far each one's log reaches
+/// (`None` before it first answered, and on a node that does not lead), and how far the
+/// leader's own does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Followers {
+    pub matched: Vec<(NodeId, Option<u64>)>,
+    pub last: Option<u64>,
+}
+
+impl Followers {
+    /// The `voters` other than `me`, as openraft's replication metrics `m` show them.
+    pub fn of(m: &RaftMetrics<NodeId, BasicNode>, voters: &[NodeId], me: NodeId) -> Followers {
+        let matched = |id: &NodeId| {
+            let r = m.replication.as_ref()?;
+            r.get(id).copied().flatten().map(|log_id| log_id.index)
+        };
+        Followers {
+            matched: voters
+                .iter()
+                .filter(|id| **id != me)
+                .map(|id| (*id, matched(id)))
+                .collect(),
+            last: m.last_log_index,
+        }
+    }
+
+    /// How far `id`'s log reaches.
+    fn matched(&self, id: NodeId) -> Option<u64> {
+        self.matched
+            .iter()
+            .find(|(f, _)| *f == id)
+            .and_then(|(_, m)| *m)
+    }
+
+    /// Whether follower `id` holds the leader's whole log.
+    pub fn has_all(&self, id: NodeId) -> bool {
+        let m = self.matched(id);
+        m.is_some() && m >= self.last
+    }
+
+    /// A resignation's successor: `to` when it can take over, else the follower with the most
+    /// of the log (lowest id on a tie), which must have all of it.
+    pub fn successor(&self, to: Option<NodeId>) -> Result<NodeId, ResignError> {
+        let show = |i: Option<u64>| i.map_or("none".into(), |i| i.to_string());
+        match to {
+            Some(n) if !self.matched.iter().any(|(f, _)| *f == n) => {
+                Err(ResignError::UnknownTarget(n))
+            }
+            Some(n) if self.has_all(n) => Ok(n),
+            Some(n) => Err(ResignError::Unsuitable(
+                n,
+                format!(
+                    "its log reaches index {} of the leader's {}",
+                    show(self.matched(n)),
+                    show(self.last)
+                ),
+            )),
+            None => self
+                .matched
+                .iter()
+                .max_by_key(|(id, m)| (*m, std::cmp::Reverse(*id)))
+                .map(|(id, _)| *id)
+                .filter(|id| self.has_all(*id))
+                .ok_or(ResignError::NoSuccessor),
+        }
+    }
+}
 
 /// A member as the leader sees it now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,6 +170,33 @@ mod tests {
     use super::*;
 
     const S: u64 = 1_000;
+
+    /// A resignation's successor: a named member with the whole log; else the follower with
+    /// the most of it (lowest id on a tie), which must hold all of it.
+    #[test]
+    fn the_successor_holds_the_leaders_whole_log() {
+        let f = |matched: Vec<(NodeId, Option<u64>)>| Followers {
+            matched,
+            last: Some(9),
+        };
+        let three = f(vec![(2, Some(9)), (3, Some(9)), (4, Some(5))]);
+        assert_eq!(three.successor(None), Ok(2), "lowest id on a tie");
+        assert_eq!(three.successor(Some(3)), Ok(3));
+        assert_eq!(
+            three.successor(Some(4)),
+            Err(ResignError::Unsuitable(
+                4,
+                "its log reaches index 5 of the leader's 9".into()
+            ))
+        );
+        // The leader itself (not among its followers), and a stranger.
+        assert_eq!(three.successor(Some(1)), Err(ResignError::UnknownTarget(1)));
+        assert_eq!(three.successor(Some(7)), Err(ResignError::UnknownTarget(7)));
+        let behind = f(vec![(2, Some(8)), (3, None)]);
+        assert_eq!(behind.successor(None), Err(ResignError::NoSuccessor));
+        assert!(!behind.has_all(3) && !behind.has_all(2));
+        assert_eq!(f(vec![(2, Some(8)), (3, Some(9))]).successor(None), Ok(3));
+    }
 
     fn seen(id: NodeId, priority: u32, ready: bool) -> Seen {
         Seen {

@@ -27,10 +27,11 @@ use std::collections::BTreeMap;
 
 use electd::clock::{ms, Reading};
 use electd::quorum::{
-    hello_answer, recognise, Answer, CommittedLeaderId, CoreTiming, Heard, HelloAnswer, Input,
-    LogId, QuorumCore, RaftRole, RaftView, Recognition, Verdict,
+    hello_answer, recognise, Answer, CommittedLeaderId, CoreTiming, Followers, Heard, HelloAnswer,
+    Input, LogId, QuorumCore, RaftRole, RaftView, Recognition, Verdict,
 };
 use electd::Timing;
+use electd_client::Resigned;
 use stateright::{Model, Property};
 
 pub mod cmd;
@@ -689,12 +690,24 @@ impl State {
         }
     }
 
-    /// Leader `id` resigns (handover.rs, `resign`): the core fences its claim, and the others
-    /// are told that `successor` campaigns first.
-    fn resign(&mut self, m: &QuorumModel, id: NodeId, successor: NodeId) {
+    /// Leader `id` resigns to `to` (handover.rs, `resign`): the core fences its claim, and the
+    /// others are told that the successor it names campaigns first. The model's leader takes
+    /// every follower as holding its whole log, so the successor is any other member the admin
+    /// names.
+    fn resign(&mut self, m: &QuorumModel, id: NodeId, to: NodeId) {
         self.resigns += 1;
         let Some(raft) = self.view(id) else { return };
-        let Some(Answer::Resign(Ok(term))) = self.step(id, Input::Resign { raft }) else {
+        let last = raft.last_log_index;
+        let followers = Followers {
+            matched: m.ids().filter(|o| *o != id).map(|o| (o, last)).collect(),
+            last,
+        };
+        let resign = Input::Resign {
+            raft,
+            to: Some(to),
+            followers,
+        };
+        let Some(Answer::Resign(Ok(Resigned { term, successor }))) = self.step(id, resign) else {
             return;
         };
         self.ghost.resigned_term = self.ghost.resigned_term.max(Some(term));

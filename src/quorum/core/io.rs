@@ -6,10 +6,11 @@ use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
 
 use crate::clock::{ms, Reading};
 use crate::config::Timing;
+use crate::engine::ResignError;
 use crate::quorum::election::{ElectionTiming, PreVoteRefusal};
 use crate::quorum::identity::{Heard, Verdict};
-use crate::quorum::preference::Look;
-use crate::role::NodeId;
+use crate::quorum::preference::{Followers, Look};
+use crate::role::{NodeId, Resigned};
 
 /// The core's timings, derived from the config once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,6 +64,10 @@ pub enum RaftRole {
     Learner,
     Shutdown,
 }
+
+/// openraft's own heartbeat (which also pushes missing log entries to a lagging follower)
+/// goes out with every this many probes.
+pub const HEARTBEAT_EVERY: u64 = 4;
 
 /// What the core needs of openraft's state at one instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -148,11 +153,18 @@ pub enum Input {
     MayElect { seq: u64, raft: RaftView },
     /// The election this node started was won, or not.
     ElectionOver { won: bool },
-    /// The admin (or the preferred leader) asked this node to resign. Answered
-    /// [`Answer::Resign`].
-    Resign { raft: RaftView },
+    /// The admin (or the preferred leader) asked this node to resign, to `to` or to whom the
+    /// `followers` make the successor. Answered [`Answer::Resign`].
+    Resign {
+        raft: RaftView,
+        to: Option<NodeId>,
+        followers: Followers,
+    },
     /// The node is stopping. Answered [`Answer::Shutdown`].
-    Shutdown { raft: RaftView },
+    Shutdown {
+        raft: RaftView,
+        followers: Followers,
+    },
     /// The preferred leader's look, every beat (preference.rs), openraft's state being `raft`.
     /// Answered [`Answer::HandOver`].
     Look { raft: RaftView, look: Look },
@@ -201,10 +213,11 @@ pub enum Answer {
     Round(bool),
     /// The term to campaign for, if the election may be enqueued.
     Elect(Option<u64>),
-    /// `Ok(term)` when the claim of `term` was resigned; `Err` when this node holds no claim.
-    Resign(Result<u64, ()>),
-    /// Whether this node claimed when it stopped.
-    Shutdown { was_claiming: bool },
+    /// The claim of `term` was resigned to `successor` (the notice is to be sent); or why not:
+    /// this node holds no claim, or none can take over.
+    Resign(Result<Resigned, ResignError>),
+    /// The successor to tell, when this node led or claimed as it stopped.
+    Shutdown(Option<NodeId>),
     /// The member of higher priority to hand over to now, if any.
     HandOver(Option<NodeId>),
     /// What the hellos of a new data dir decided.

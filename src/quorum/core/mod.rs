@@ -1,19 +1,16 @@
 //! [`QuorumCore`]: every decision a quorum node makes about its claim, as one state machine
-//! without I/O, a clock or a lock. It owns the claim ([`Lease`]), the probing and going quiet
+//! without I/O, a clock or a lock. It owns the claim ([`Lease`]), the probes and going quiet
 //! ([`Quiet`]), the contact that gates a campaign ([`Contact`]) and the leader a follower
 //! names, the campaign ([`Campaign`]), the pre-vote pledge ([`Pledged`]), the preferred
-//! leader's settle time ([`Settle`]) and a new data dir's confirmation ([`Confirmation`]). It is
-//! driven through two entry points, as tikv/raft-rs's `Raft` is: [`QuorumCore::step`] with what
-//! happened ([`Input`]: a peer's message, openraft's answer, an admin's request) and
-//! [`QuorumCore::tick`] with the time; each returns what to do ([`Action`]), which the node
-//! carries out: its driver task (`driver/mod.rs`), its peers' and admins' handlers
-//! (`node/mod.rs`, `handover.rs`). The claim changes in the lease's own methods only, each
-//! called from one arm here. The lab's model checker (`lab/src/model/`) drives this very type.
-//!
-//! The order the gate enforces between appends and elections (election/mod.rs, rule 1) is kept
-//! by its callers: an append, snapshot or vote is stepped in ([`Input::AppendAccepted`],
-//! [`Input::SnapshotAccepted`], [`Input::VoteAnswered`]) before the handler lets go of the
-//! gate's read side, and [`Input::MayElect`] under its write side (`driver/campaign.rs`).
+//! leader's settle time ([`Settle`]), a resignation's successor and a new data dir's
+//! confirmation ([`Confirmation`]). As tikv/raft-rs's `Raft`, it has two entry points:
+//! [`QuorumCore::step`] with what happened ([`Input`]) and [`QuorumCore::tick`] with the time;
+//! each returns what to do ([`Action`]), which its driver task (`driver/mod.rs`) and its peers'
+//! and admins' handlers (`node/mod.rs`, `handover.rs`) carry out. The claim changes in the
+//! lease's own methods only, each called from one arm here. The lab's model checker
+//! (`lab/src/model/`) drives this very type. The gate's order between appends and elections
+//! (election/mod.rs, rule 1) is kept by the callers: an append, snapshot or vote is stepped in
+//! under the gate's read side, [`Input::MayElect`] under its write side (`driver/campaign.rs`).
 
 use openraft::LogId;
 
@@ -22,17 +19,15 @@ use super::identity::Confirmation;
 use super::preference::Settle;
 use super::quiet::{follower_leader, Quiet};
 use crate::clock::Reading;
-use crate::engine::Judged;
+use crate::engine::{Judged, ResignError};
 use crate::lease::{Claim, Lease};
-use crate::role::{NodeId, Role, View};
+use crate::role::{NodeId, Resigned, Role, View};
 
 mod io;
 
-pub use self::io::{Action, Answer, CoreFlaws, CoreTiming, Input, Observation, RaftRole, RaftView};
+use self::io::HEARTBEAT_EVERY;
 
-/// openraft's own heartbeat (which also pushes missing log entries to a lagging follower)
-/// goes out with every this many probes.
-pub const HEARTBEAT_EVERY: u64 = 4;
+pub use self::io::{Action, Answer, CoreFlaws, CoreTiming, Input, Observation, RaftRole, RaftView};
 
 /// The quorum core of one node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -212,23 +207,29 @@ impl QuorumCore {
                 acked,
                 raft,
             } => Some(self.probe_done(t, term, t0, acked, raft, out)),
-            Input::Resign { raft } => {
-                let answer = match self.claim(t, &raft) {
-                    Some(_) => {
-                        self.lease.resign(raft.term, t);
-                        out.push(Action::Record);
-                        out.push(Action::Wake);
-                        Ok(raft.term)
+            Input::Resign {
+                raft,
+                to,
+                followers,
+            } => Some(Answer::Resign(match self.claim(t, &raft) {
+                None => Err(ResignError::NotLeader(self.id)),
+                Some(_) => followers.successor(to).map(|successor| {
+                    self.lease.resign(raft.term, t);
+                    out.extend([Action::Record, Action::Wake]);
+                    Resigned {
+                        term: raft.term,
+                        successor,
                     }
-                    None => Err(()),
-                };
-                Some(Answer::Resign(answer))
-            }
-            Input::Shutdown { raft } => {
-                let was_claiming = self.lease.current(raft.term, t).is_some();
+                }),
+            })),
+            Input::Shutdown { raft, followers } => {
+                let led = self.lease.current(raft.term, t).is_some();
                 self.lease.close(t);
                 out.push(Action::Record);
-                Some(Answer::Shutdown { was_claiming })
+                let led = led || raft.role == RaftRole::Leader;
+                Some(Answer::Shutdown(
+                    followers.successor(None).ok().filter(|_| led),
+                ))
             }
             _ => None,
         }

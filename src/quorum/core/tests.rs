@@ -4,6 +4,7 @@ use super::*;
 use crate::clock::testing::ManualClock;
 use crate::clock::{ms, Clock};
 use crate::config::Timing;
+use crate::quorum::preference::Followers;
 
 const F: u64 = ms(150);
 
@@ -199,12 +200,32 @@ fn resigning_and_stopping_end_the_claim_for_good() {
     let mut c = core(&clock);
     clock.advance(F);
     claim(&mut c, &clock, 3);
-    let out = c.step(clock.read(), Input::Resign { raft: leader(3) });
-    assert_eq!(answer(&out), Some(&Answer::Resign(Ok(3))));
+    let resign = |to| Input::Resign {
+        raft: leader(3),
+        to,
+        followers: Followers {
+            matched: vec![(2, Some(9)), (3, Some(7))],
+            last: Some(9),
+        },
+    };
+    assert_eq!(
+        answer(&c.step(clock.read(), resign(Some(3)))),
+        Some(&Answer::Resign(Err(ResignError::Unsuitable(
+            3,
+            "its log reaches index 7 of the leader's 9".into()
+        )))),
+        "a successor that lacks the log is refused, and the claim holds"
+    );
+    let out = c.step(clock.read(), resign(None));
+    let resigned = Resigned {
+        term: 3,
+        successor: 2,
+    };
+    assert_eq!(answer(&out), Some(&Answer::Resign(Ok(resigned))));
     assert!(out.contains(&Action::Record));
     assert_eq!(
-        answer(&c.step(clock.read(), Input::Resign { raft: leader(3) })),
-        Some(&Answer::Resign(Err(()))),
+        answer(&c.step(clock.read(), resign(Some(2)))),
+        Some(&Answer::Resign(Err(ResignError::NotLeader(1)))),
         "nothing left to resign"
     );
     assert_eq!(
@@ -213,8 +234,15 @@ fn resigning_and_stopping_end_the_claim_for_good() {
         "a resigned term is not probed"
     );
     claim(&mut c, &clock, 4);
-    let out = c.step(clock.read(), Input::Shutdown { raft: leader(4) });
-    assert_eq!(answer(&out), Some(&Answer::Shutdown { was_claiming: true }));
+    let stop = Input::Shutdown {
+        raft: leader(4),
+        followers: Followers {
+            matched: vec![(2, None), (3, Some(9))],
+            last: Some(9),
+        },
+    };
+    let out = c.step(clock.read(), stop);
+    assert_eq!(answer(&out), Some(&Answer::Shutdown(Some(3))));
     assert_eq!(c.tick(clock.read(), &leader(4)), vec![Action::Record]);
     let prevote = Input::PreVoteAsked {
         from: 2,

@@ -10,9 +10,8 @@ use openraft::{BasicNode, RaftMetrics};
 
 use crate::clock::ms;
 use crate::quorum::core::{Answer, Input, RaftView};
-use crate::quorum::handover::matched_index;
 use crate::quorum::node::QuorumNode;
-use crate::quorum::preference::{Look, Seen};
+use crate::quorum::preference::{Followers, Look, Seen};
 use crate::role::NodeId;
 
 /// Whether the cluster has priorities at all: without, the driver never looks.
@@ -65,15 +64,14 @@ pub(super) async fn hand_over(node: Arc<QuorumNode>, to: NodeId) {
 /// priority, and whether it is ready (has the whole log, was heard within a follower lease).
 fn seen(node: &QuorumNode, m: &RaftMetrics<NodeId, BasicNode>, now: u64) -> Vec<Seen> {
     let f = ms(node.timing.follower_lease_ms);
-    let matched = |id: NodeId| matched_index(m, id);
-    node.voters()
-        .into_iter()
-        .filter(|id| *id != node.id)
-        .map(|id| Seen {
+    let followers = Followers::of(m, &node.voters(), node.id);
+    followers
+        .matched
+        .iter()
+        .map(|&(id, _)| Seen {
             id,
             priority: priority_of(node, id),
-            ready: matched(id).is_some()
-                && matched(id) >= m.last_log_index
+            ready: followers.has_all(id)
                 && node
                     .counters
                     .last_contact_ns(id)
