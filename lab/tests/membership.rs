@@ -515,7 +515,8 @@ fn a_rolling_replacement_of_all_five_keeps_one_child_running() {
             &all,
             Some(&through),
         );
-        tc.start_node(gone);
+        // Started again while its address may still be taken a moment (`restart`).
+        restart(&rt, &mut tc, gone);
         assert!(rt.block_on(until_voters(&tc, ask, &all)), "{gone} back");
     }
     rt.block_on(tc.c.wait_agreed(WAIT))
