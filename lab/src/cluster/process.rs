@@ -129,11 +129,30 @@ impl Cluster {
         false
     }
 
-    /// SIGKILL, then wait until gone.
+    /// SIGKILL, then wait until gone and its address can be bound again.
     pub fn kill(&self, id: NodeId) -> bool {
         let sent = self.signal(id, Signal::KILL);
-        self.wait_exit(id, Duration::from_secs(5));
+        if self.wait_exit(id, Duration::from_secs(5)) {
+            self.wait_address_free(id, Duration::from_secs(5));
+        }
         sent
+    }
+
+    /// Waits until node `id`'s address can be bound as the node binds it (`SO_REUSEADDR`, as
+    /// std and tokio set it), at most `limit`: now and then a killed node's address is still
+    /// taken a moment after its process is gone, and the node started again at once exits
+    /// ("cannot listen on ...: Address already in use"; CI on 3ed567a). `false` at the limit.
+    fn wait_address_free(&self, id: NodeId, limit: Duration) -> bool {
+        let addr = self.member(id).ok().and_then(|m| m.addr.parse().ok());
+        let Some(addr) = addr else { return true };
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if std::net::TcpListener::bind::<std::net::SocketAddr>(addr).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
     }
 
     /// SIGTERM, wait at most `grace`, then SIGKILL what is left.
