@@ -11,6 +11,7 @@ use super::core::{Answer, Input, RaftView};
 use super::node::QuorumNode;
 use super::preference::Followers;
 use super::protocol::{Resign, PATH_RESIGN};
+use super::types::voters_of;
 use crate::engine::ResignError;
 use crate::role::{NodeId, Resigned};
 
@@ -27,7 +28,7 @@ impl QuorumNode {
         let resign = Input::Resign {
             raft: RaftView::of(&m),
             to,
-            followers: Followers::of(&m, &self.voters(), self.id),
+            followers: Followers::of(&m, &voters_of(&m), self.id),
         };
         let resigned = match self.step(resign) {
             Some(Answer::Resign(r)) => r?,
@@ -77,7 +78,7 @@ impl QuorumNode {
         let m = self.raft_metrics();
         let stop = Input::Shutdown {
             raft: RaftView::of(&m),
-            followers: Followers::of(&m, &self.voters(), self.id),
+            followers: Followers::of(&m, &voters_of(&m), self.id),
         };
         if let Some(Answer::Shutdown(Some(successor))) = self.step(stop) {
             let term = m.current_term;

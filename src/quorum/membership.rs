@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::node::QuorumNode;
 use super::preference::Followers;
 use super::protocol::{RemoveRequest, PATH_REMOVE};
-use super::types::{membership_index, sets_of, Command};
+use super::types::{membership_index, sets_of, voters_of, Command};
 use crate::engine::MembershipError;
 use crate::role::NodeId;
 use electd_client::{AddMember, Member, Members};
@@ -51,8 +51,7 @@ impl QuorumNode {
 
     /// Every voter of the sets in force, in id order.
     pub(super) fn voters(&self) -> Vec<NodeId> {
-        let ids: BTreeSet<NodeId> = self.voter_sets().into_iter().flatten().collect();
-        ids.into_iter().collect()
+        voters_of(&self.raft_metrics())
     }
 
     /// The membership in force on this node, as `GET /v1/members` answers it.

@@ -3,7 +3,7 @@
 //! timings, its own elections and heartbeats off). Below storage, network and the node, which
 //! all import it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 
 use openraft::error::{InitializeError, RaftError};
@@ -76,6 +76,13 @@ pub fn sets_of(m: &openraft::Membership<NodeId, BasicNode>) -> Vec<Vec<NodeId>> 
         .iter()
         .map(|set| set.iter().copied().collect())
         .collect()
+}
+
+/// Every voter of the sets in force in `m`, in id order.
+pub fn voters_of(m: &RaftMetrics<NodeId, BasicNode>) -> Vec<NodeId> {
+    let sets = sets_of(m.membership_config.membership());
+    let ids: BTreeSet<NodeId> = sets.into_iter().flatten().collect();
+    ids.into_iter().collect()
 }
 
 /// Bootstraps the membership from the config on a new data dir; a node that joins, or has

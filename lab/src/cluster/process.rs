@@ -141,18 +141,17 @@ impl Cluster {
     /// Waits until node `id`'s address can be bound as the node binds it (`SO_REUSEADDR`, as
     /// std and tokio set it), at most `limit`: now and then a killed node's address is still
     /// taken a moment after its process is gone, and the node started again at once exits
-    /// ("cannot listen on ...: Address already in use"; CI on 3ed567a). `false` at the limit.
-    fn wait_address_free(&self, id: NodeId, limit: Duration) -> bool {
+    /// ("cannot listen on ...: Address already in use"; CI on 3ed567a).
+    fn wait_address_free(&self, id: NodeId, limit: Duration) {
         let addr = self.member(id).ok().and_then(|m| m.addr.parse().ok());
-        let Some(addr) = addr else { return true };
+        let Some(addr) = addr else { return };
         let until = Instant::now() + limit;
         while Instant::now() < until {
             if std::net::TcpListener::bind::<std::net::SocketAddr>(addr).is_ok() {
-                return true;
+                return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        false
     }
 
     /// SIGTERM, wait at most `grace`, then SIGKILL what is left.

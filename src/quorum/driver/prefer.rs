@@ -12,6 +12,7 @@ use crate::clock::ms;
 use crate::quorum::core::{Answer, Input, RaftView};
 use crate::quorum::node::QuorumNode;
 use crate::quorum::preference::{Followers, Look, Seen};
+use crate::quorum::types::voters_of;
 use crate::role::NodeId;
 
 /// Whether the cluster has priorities at all: without, the driver never looks.
@@ -64,7 +65,7 @@ pub(super) async fn hand_over(node: Arc<QuorumNode>, to: NodeId) {
 /// priority, and whether it is ready (has the whole log, was heard within a follower lease).
 fn seen(node: &QuorumNode, m: &RaftMetrics<NodeId, BasicNode>, now: u64) -> Vec<Seen> {
     let f = ms(node.timing.follower_lease_ms);
-    let followers = Followers::of(m, &node.voters(), node.id);
+    let followers = Followers::of(m, &voters_of(m), node.id);
     followers
         .matched
         .iter()
