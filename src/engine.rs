@@ -225,8 +225,8 @@ pub struct Flaws {
     #[cfg(feature = "flaws")]
     pub unlogged_incarnations: bool,
     /// Quorum mode: the preferred leader hands over to a member without asking whether its
-    /// data dir is confirmed (handover.rs, `may_campaign` always true): a wiped voter started
-    /// again with join is handed the role it cannot take, every settle time.
+    /// data dir is confirmed (quorum/driver/prefer.rs, `may_campaign` always true): a wiped
+    /// voter started again with join is handed the role it cannot take, every settle time.
     #[cfg(feature = "flaws")]
     pub handover_to_unconfirmed: bool,
     /// Quorum mode: a snapshot that removed a member does not make this node forget the

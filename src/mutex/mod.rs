@@ -6,10 +6,8 @@
 //! | file | holds |
 //! |---|---|
 //! | `store.rs` | the table, the one statement that takes or renews the row, the client that sends it through the fault set |
-//! | `node.rs` | [`MutexNode`]: the beat, the claim (through the shared lease), the view, resignation and stop; the safety argument |
-//! | `engine.rs` | [`MutexNode`] as the node's `Engine` |
+//! | `node.rs` | [`MutexNode`]: the beat, the claim (through the shared lease), the safety argument; as the node's `Engine`, the view, resignation and stop |
 
-mod engine;
 mod node;
 mod store;
 

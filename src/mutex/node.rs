@@ -42,13 +42,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
+use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::store::{Ask, Row, Store, StoreError};
 use crate::clock::{ms, Clock};
 use crate::config::Timing;
 use crate::counters::Counters;
-use crate::engine::{Judged, LoopGuard, Plumbing, ResignError, Running};
+use crate::engine::{Engine, Judged, LoopGuard, Plumbing, ResignError, Running};
 use crate::events::EventLog;
 use crate::lease::Lease;
 use crate::role::{NodeId, Resigned, Role, View};
@@ -277,30 +279,6 @@ impl MutexNode {
         }
     }
 
-    /// The effective role now: leader while the claim holds; else a follower of the holder the
-    /// store last named, until this node could take the version it last saw.
-    pub(super) fn view(&self) -> Judged {
-        let now = self.clock.boot_ns();
-        let lease = self.lease.lock().expect("lease");
-        let claim = lease.last().and_then(|c| lease.current(c.term, now));
-        if let Some(c) = claim {
-            return Judged::claiming(self.id, &c, now);
-        }
-        let seen = *self.seen.lock().expect("seen");
-        let term = seen
-            .map_or(0, |s| s.row.term)
-            .max(lease.last().map_or(0, |c| c.term));
-        let leader = seen
-            .filter(|s| s.row.holder != 0 && !self.holds(&s.row) && now < s.takeable_at_ns())
-            .map(|s| s.row.holder)
-            .filter(|h| *h != self.id);
-        Judged::unleased(View {
-            role: Role::Follower,
-            term,
-            leader,
-        })
-    }
-
     /// Records an event if (role, term, leader) changed, stamped as quorum mode stamps them.
     fn record_view(&self) {
         self.events.record_leased_view(
@@ -311,37 +289,12 @@ impl MutexNode {
         );
     }
 
-    /// What `/v1/status` shows of the store and the row.
-    pub(super) fn status(&self) -> serde_json::Value {
-        let now = self.clock.boot_ns();
-        let seen = *self.seen.lock().expect("seen");
-        serde_json::json!({
-            "store": self.store.shown(),
-            "instance": format!("{:#x}", self.instance),
-            "store_fsync_off": self.store.fsync_off(),
-            "store_synchronous_commit": self.store.synchronous_commit(),
-            "row": seen.map(|s| serde_json::json!({
-                "holder": s.row.holder,
-                "holder_is_this_process": self.holds(&s.row),
-                "term": s.row.term,
-                "version": s.row.version,
-                "wait_ms": s.row.wait_ms,
-                "unchanged_ms": now.saturating_sub(s.since_ns) / 1_000_000,
-            })),
-            "statements": {
-                "answered": self.answered.load(Relaxed),
-                "unanswered": self.unanswered.load(Relaxed),
-            },
-            "last_error": *self.last_error.lock().expect("error"),
-        })
-    }
-
     /// Releases the row: the claim ends now and its term is fenced (the promises already
     /// answered still run), the row is written as held by nobody with the time those promises
     /// may still run as its wait, and this node takes nothing until the row's lease has passed,
     /// so that another takes it. A named successor cannot be honoured: the next holder is
     /// whichever node takes the row first.
-    pub(super) async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
+    async fn resign_row(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
         if let Some(n) = to {
             return Err(ResignError::Unsuitable(
                 n,
@@ -365,14 +318,82 @@ impl MutexNode {
         self.release().await;
         Ok(Resigned { term, successor: 0 })
     }
+}
+
+/// Mutex mode as the node's [`Engine`]: it has no peer messages (its nodes talk to the store
+/// only), so no routes.
+impl Engine for MutexNode {
+    /// The effective role now: leader while the claim holds; else a follower of the holder the
+    /// store last named, until this node could take the version it last saw.
+    fn view(&self) -> Judged {
+        let now = self.clock.boot_ns();
+        let lease = self.lease.lock().expect("lease");
+        let claim = lease.last().and_then(|c| lease.current(c.term, now));
+        if let Some(c) = claim {
+            return Judged::claiming(self.id, &c, now);
+        }
+        let seen = *self.seen.lock().expect("seen");
+        let term = seen
+            .map_or(0, |s| s.row.term)
+            .max(lease.last().map_or(0, |c| c.term));
+        let leader = seen
+            .filter(|s| s.row.holder != 0 && !self.holds(&s.row) && now < s.takeable_at_ns())
+            .map(|s| s.row.holder)
+            .filter(|h| *h != self.id);
+        Judged::unleased(View {
+            role: Role::Follower,
+            term,
+            leader,
+        })
+    }
+
+    fn routes(self: Arc<Self>) -> Router {
+        Router::new()
+    }
+
+    /// What `/v1/status` shows of the store and the row.
+    fn status(&self) -> serde_json::Value {
+        let now = self.clock.boot_ns();
+        let seen = *self.seen.lock().expect("seen");
+        serde_json::json!({
+            "store": self.store.shown(),
+            "instance": format!("{:#x}", self.instance),
+            "store_fsync_off": self.store.fsync_off(),
+            "store_synchronous_commit": self.store.synchronous_commit(),
+            "row": seen.map(|s| serde_json::json!({
+                "holder": s.row.holder,
+                "holder_is_this_process": self.holds(&s.row),
+                "term": s.row.term,
+                "version": s.row.version,
+                "wait_ms": s.row.wait_ms,
+                "unchanged_ms": now.saturating_sub(s.since_ns) / 1_000_000,
+            })),
+            "statements": {
+                "answered": self.answered.load(Relaxed),
+                "unanswered": self.unanswered.load(Relaxed),
+            },
+            "last_error": *self.last_error.lock().expect("error"),
+        })
+    }
+
+    fn health(&self) -> Result<(), String> {
+        self.running
+            .check("the beat (one statement to the store a heartbeat)")
+    }
+
+    fn resign(&self, to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>> {
+        Box::pin(self.resign_row(to))
+    }
 
     /// Graceful stop: the claim ends for good at once; no statement is sent again.
-    pub(super) fn shutdown(&self) {
+    fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()> {
         self.lease
             .lock()
             .expect("lease")
             .close(self.clock.boot_ns());
         self.record_view();
+        stop.cancel();
+        Box::pin(async {})
     }
 }
 

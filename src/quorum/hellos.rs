@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::election::ElectionTiming;
-use super::identity::Recognition;
+use super::identity::{self, Recognition};
 use super::protocol::{Hello, HelloAnswer, PATH_HELLO};
 use super::storage::Store;
 use super::types::membership_index;
@@ -46,6 +46,37 @@ impl Hellos {
             metrics,
             timing,
         }
+    }
+
+    /// The answer to `from`'s hello (identity.rs): this node's confirmed incarnation, and
+    /// whether it recognises `from`'s, which it records if it knew none. `stranger` says
+    /// whether `from` is no member of the membership in force; it is asked only once this
+    /// node's log is not behind.
+    pub async fn answer(
+        &self,
+        from: NodeId,
+        hello: Hello,
+        stranger: impl FnOnce() -> bool,
+    ) -> Result<HelloAnswer, String> {
+        let mine = HelloAnswer {
+            member: true,
+            incarnation: self
+                .store
+                .identity()
+                .filter(|i| i.confirmed)
+                .map(|i| i.incarnation),
+            ..HelloAnswer::default()
+        };
+        let applied = (self.store.applied_index(), self.store.unapplied());
+        if let Some(answer) = identity::unjudged_hello(from, &hello, applied, stranger, mine) {
+            return Ok(answer);
+        }
+        let r = self
+            .store
+            .recognise_peer(from, hello.incarnation)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(identity::answer_hello(from, hello.incarnation, r, mine))
     }
 
     /// The hello this node says: its incarnation and the membership its log names.
@@ -170,4 +201,27 @@ impl Hellos {
             pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
+}
+
+/// Takes this data dir's incarnation at start: the one it has, or a new one drawn now,
+/// unconfirmed (identity.rs); `members` is how many members the config names.
+pub async fn take_identity(
+    store: &Store,
+    id: NodeId,
+    members: usize,
+    seed: u64,
+    started_ns: u64,
+) -> Result<(), String> {
+    let me = store
+        .take_identity(identity::draw_incarnation(seed, id, started_ns))
+        .await
+        .map_err(|e| format!("cannot record the incarnation: {e}"))?;
+    if !me.confirmed {
+        tracing::info!(
+            incarnation = format!("{:#x}", me.incarnation),
+            need = identity::confirmations_needed(members),
+            "a new data dir: no votes until enough members have recorded its incarnation"
+        );
+    }
+    Ok(())
 }

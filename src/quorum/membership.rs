@@ -5,12 +5,11 @@
 //! - **Add** (`POST /v1/admin/members`): the leader records the address, adds the node as a
 //!   learner, waits until its log has caught up, then makes it a voter (`change_membership`:
 //!   a joint config, then the new one).
-//! - **Remove** (`DELETE /v1/admin/members/{id}`): the leader changes the voters without it.
-//!   Removing the leader itself hands over first (the resign path) and asks the successor to
-//!   remove it (`/peer/raft/remove`).
-//! - Every node learns the addresses of the members its log names ([`QuorumNode::follow_members`], at every turn of the driver),
-//!   and forgets the incarnation of a node that is no longer a member (storage/raft.rs), so that
-//!   a removed node can be added again on a new data dir (identity.rs).
+//! - **Remove** (`DELETE /v1/admin/members/{id}`): the leader changes the voters without it; a
+//!   leader removing itself resigns, then asks its successor to (`/peer/raft/remove`).
+//! - Every node learns the addresses of the members its log names (`follow_members`, at every
+//!   turn of the driver), and forgets the incarnation of a node that is no longer a member
+//!   (storage/raft.rs), so that a removed node can be added again on a new data dir.
 //!
 //! During a joint change, a claim (openraft's read quorum), a vote (openraft) and a pre-vote
 //! (election/mod.rs, `majority_of_each`) need a majority of both voter sets.
@@ -181,6 +180,27 @@ impl QuorumNode {
         let change = self.raft.change_membership(change, false);
         changed(self.id, tokio::time::timeout(left(until), change).await)?;
         Ok(self.members_now())
+    }
+
+    /// Removes `from` at its request (`/peer/raft/remove`): itself only, and only from the
+    /// membership it asked in (one held back until it was removed and added again is older).
+    pub(super) async fn remove_self(
+        &self,
+        from: NodeId,
+        r: RemoveRequest,
+    ) -> Result<Members, String> {
+        if r.id != from {
+            return Err(format!("node {from} may remove only itself this way"));
+        }
+        let now = self.membership_index();
+        if r.membership.is_none() || r.membership != now {
+            return Err(format!(
+                "node {from} asked to be removed from the membership of log index {:?}, and the \
+                 membership in force is of index {now:?}: ask again",
+                r.membership
+            ));
+        }
+        self.remove_member(r.id).await.map_err(|e| e.to_string())
     }
 
     /// The leader removes itself: it resigns (its claim fenced, a successor named), waits for
@@ -365,10 +385,9 @@ impl QuorumNode {
                     self.transport.peers.learn(*id, addr);
                 }
             }
-            // The book follows the log: members removed (and senders learned before this
-            // node's log named them) are forgotten, so no secret holder grows it (issue
-            // 30). Not before the log names a membership (a joining node's config is all it
-            // has).
+            // The book follows the log: members removed (and senders learned before this node's
+            // log named them) are forgotten, so no secret holder grows it (issue 30). Not before
+            // the log names a membership (a joining node's config is all it has).
             if !nodes.is_empty() {
                 let mut keep: BTreeSet<NodeId> = nodes.keys().copied().collect();
                 keep.insert(self.id);

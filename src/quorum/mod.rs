@@ -10,13 +10,11 @@
 //! | `election/` | when a node may campaign: follower-lease gate, pre-vote and pledge, order of candidates, joint majorities (pure logic and the gate; its tests in `tests.rs`) |
 //! | `storage/` | the durable vote and log: the store (`mod.rs`), its two slot files (`slots.rs`), openraft's view of it (`raft.rs`) |
 //! | `identity.rs` | the incarnation of a data dir: a wiped one never votes twice |
-//! | `hellos.rs` | the hellos a node says to its members and the answers it records: how incarnations travel |
+//! | `hellos.rs` | the hellos a node says to its members, the answers it records, and its answers to theirs: how incarnations travel |
 //! | `preference.rs` | the preferred leader: when a leader hands over to a member of higher priority (pure logic) |
 //! | `membership.rs` | the members in force, and adding and removing them at runtime (joint consensus) |
-//! | `node/` | [`QuorumNode`]: start, view, status, the record of role changes, what it does when a peer's message arrives, carrying out what the core says (`mod.rs`; its tests in `tests.rs`) |
+//! | `node/` | [`QuorumNode`] and what it is as the node's `Engine`: start, view, status, the record of role changes, resignation and graceful stop, what it does when a peer's message arrives, carrying out what the core says (`mod.rs`; its tests in `tests.rs`) |
 //! | `driver/` | the one task that turns the core and does the node's own I/O: the role's ticks and probes (`driver/probe.rs`), the campaign (`driver/campaign.rs`), a new data dir's confirmation (`driver/confirm.rs`), the preferred leader (`driver/prefer.rs`) |
-//! | `handover.rs` | resignation and graceful stop |
-//! | `engine.rs` | [`QuorumNode`] as the node's `Engine` |
 //!
 //! We enable openraft's `single-term-leader` feature: a term has at most one leader, so the term
 //! alone is a fencing token, as `docs/design/api-v1.md` promises (`term` in `/v1/leader`). Without it
@@ -25,8 +23,6 @@
 mod core;
 mod driver;
 mod election;
-mod engine;
-mod handover;
 mod hellos;
 mod identity;
 mod membership;
@@ -46,7 +42,6 @@ pub use self::core::{
 pub use self::driver::Driver;
 #[cfg(feature = "flaws")]
 pub use self::election::{Contact, PreVoteRefusal};
-pub use self::handover::RESIGN_TIMEOUT;
 #[cfg(feature = "flaws")]
 pub use self::identity::{hello_answer, recognise, Heard, Recognition, Verdict};
 pub use self::node::{QuorumError, QuorumNode};
@@ -54,7 +49,7 @@ pub use self::node::{QuorumError, QuorumNode};
 pub use self::preference::Followers;
 #[cfg(feature = "flaws")]
 pub use self::protocol::HelloAnswer;
-pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE};
+pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE, RESIGN_TIMEOUT};
 pub use self::storage::{
     Disk, MemDisk, StateFile, Store, StoreError, RECOVERY_TERM_GAP, SLOT_FILES, STATE_FILE,
 };

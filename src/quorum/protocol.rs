@@ -139,6 +139,25 @@ pub struct Resign {
     pub successor: NodeId,
 }
 
+/// How long a resigning leader waits for the followers to take its [`Resign`].
+pub const RESIGN_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Tells each of `others` that its leader resigned (`msg`), waiting at most [`RESIGN_TIMEOUT`]
+/// for each; returns how many took it.
+pub async fn tell_resign(transport: Arc<Transport>, others: Vec<NodeId>, msg: Resign) -> usize {
+    let sends = others.into_iter().map(|to| {
+        let transport = transport.clone();
+        async move {
+            let r: Result<serde_json::Value, _> = transport
+                .call(to, PATH_RESIGN, "resign", &msg, RESIGN_TIMEOUT)
+                .await;
+            r.is_ok()
+        }
+    });
+    let told = futures_util::future::join_all(sends).await;
+    told.iter().filter(|ok| **ok).count()
+}
+
 /// What a quorum node is told when a peer's message arrives, one method per message. The
 /// methods that hand a message to openraft run in a task of their own (the handler spawns
 /// them), so that what they record is recorded even when the request is dropped.

@@ -690,7 +690,7 @@ impl State {
         }
     }
 
-    /// Leader `id` resigns to `to` (handover.rs, `resign`): the core fences its claim, and the
+    /// Leader `id` resigns to `to` (quorum/node/mod.rs, `resign`): the core fences its claim, and the
     /// others are told that the successor it names campaigns first. The model's leader takes
     /// every follower as holding its whole log, so the successor is any other member the admin
     /// names.

@@ -6,7 +6,7 @@
 //! confirmation ([`Confirmation`]). As tikv/raft-rs's `Raft`, it has two entry points:
 //! [`QuorumCore::step`] with what happened ([`Input`]) and [`QuorumCore::tick`] with the time;
 //! each returns what to do ([`Action`]), which its driver task (`driver/mod.rs`) and its peers'
-//! and admins' handlers (`node/mod.rs`, `handover.rs`) carry out. The claim changes in the
+//! and admins' handlers (`node/mod.rs`) carry out. The claim changes in the
 //! lease's own methods only, each called from one arm here. The lab's model checker
 //! (`lab/src/model/`) drives this very type. The gate's order between appends and elections
 //! (election/mod.rs, rule 1) is kept by the callers: an append, snapshot or vote is stepped in

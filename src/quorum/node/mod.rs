@@ -1,14 +1,15 @@
-//! [`QuorumNode`]: a node of quorum mode. It starts openraft (its own elections and
-//! heartbeats off), judges its view and its claim, records role changes, and reacts to what
-//! its peers say ([`QuorumPeer`]: the protocol is `protocol.rs`). What it runs is in files of
-//! their own: the one task that turns its core, probes, campaigns and follows the members
-//! (`driver/mod.rs`), and the handover on resignation and at shutdown (`handover.rs`);
-//! `engine.rs` makes it the node's `Engine`.
+//! [`QuorumNode`], a node of quorum mode, and what it is as the node's [`Engine`]: it starts
+//! openraft (its own elections and heartbeats off), judges its view and its claim, records role
+//! changes, hands leadership over (a resign, a graceful stop), and reacts to what its peers say
+//! ([`QuorumPeer`]; the protocol is `protocol.rs`). The task that turns its core is the driver
+//! (`driver/mod.rs`); the members are `membership.rs`'s.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
+use futures_util::future::BoxFuture;
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -16,25 +17,27 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, Raft, RaftMetrics};
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use super::core::{Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftView};
 use super::election::{self, ElectionTiming, Gate};
 use super::hellos::Hellos;
-use super::identity;
+use super::preference::Followers;
 use super::protocol::{
-    Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet, RemoveRequest, Resign,
+    tell_resign, Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet,
+    RemoveRequest, Resign,
 };
 use super::storage::{LogStore, StateMachine, Store, StoreError};
-use super::types::{raft_config, TypeConfig};
+use super::types::{raft_config, voters_of, TypeConfig};
 use crate::clock::{ms, Clock, Reading};
 use crate::config::{Timing, ValidConfig};
 use crate::counters::Counters;
-use crate::engine::{Flaws, Judged, Plumbing};
+use crate::engine::{Engine, Flaws, Judged, MembershipError, Plumbing, ResignError};
 use crate::events::EventLog;
 use crate::lease::{HoldsLease, Lease};
-use crate::role::NodeId;
+use crate::role::{NodeId, Resigned};
 use crate::transport::Transport;
-use electd_client::Members;
+use electd_client::{AddMember, Members};
 
 /// Why quorum mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -117,7 +120,9 @@ impl QuorumNode {
             .map_err(QuorumError::Start)?;
         let timing = ElectionTiming::from_config(&t);
         let started_ns = clock.boot_ns();
-        take_identity(&store, cfg, seed, started_ns).await?;
+        super::hellos::take_identity(&store, cfg.id, cfg.peers.len(), seed, started_ns)
+            .await
+            .map_err(QuorumError::Start)?;
         let core = QuorumCore::new(cfg.id, CoreTiming::from_config(&t), seed, started_ns);
         #[cfg(feature = "flaws")]
         let core = core.with_vote_while_leading(flaws.vote_while_leading());
@@ -148,30 +153,15 @@ impl QuorumNode {
         self.raft.metrics().borrow().clone()
     }
 
-    /// The answer to a vote request this node refuses before openraft sees it: its own vote
-    /// and log, not granted (the candidate learns nothing that makes it step down).
-    pub(super) fn refuse_vote(&self) -> VoteResponse<NodeId> {
-        VoteResponse {
-            vote: self.raft.metrics().borrow().vote,
-            vote_granted: false,
-            last_log_id: self.store.last_log_id(),
-        }
-    }
-
-    /// The effective role now.
-    pub(super) fn view(&self) -> Judged {
-        self.judge(&self.raft_metrics())
-    }
-
     /// The effective role now, judged from openraft's state and the claim at this moment.
     pub(super) fn judge(&self, m: &RaftMetrics<NodeId, BasicNode>) -> Judged {
         self.with_core(|core, now| core.judge(now, &RaftView::of(m)))
     }
 
     /// The one place the core is locked: `f` gets it and the instant, read under the lock so
-    /// that the core is stepped in the order of its instants. The lock is the core's only
-    /// guard between the node's tasks (the handlers of peers' and admins' requests, the driver); it is
-    /// never held across an `.await` (`f` is not async), so it orders them and blocks none.
+    /// that the core is stepped in the order of its instants. The lock is the core's only guard
+    /// between the node's tasks (the handlers of peers' and admins' requests, the driver); never
+    /// held across an `.await` (`f` is not async), it orders them and blocks none.
     pub(super) fn with_core<R>(&self, f: impl FnOnce(&mut QuorumCore, Reading) -> R) -> R {
         let mut core = self.core.lock().expect("core");
         let now = self.clock.read();
@@ -206,8 +196,97 @@ impl QuorumNode {
         answer
     }
 
+    /// Records an event if (role, term, leader) changed. The one place quorum mode records role
+    /// changes. Stamps err wide: "became leader" at the send time of the probe that started the
+    /// claim, "stopped leading" at the moment the claim ended, never earlier.
+    pub(super) fn record_view(&self) {
+        self.events.record_leased_view(
+            || self.judge(&self.raft_metrics()).view,
+            &self.core,
+            &*self.clock,
+            &self.counters,
+        );
+    }
+
+    /// Hands leadership over (`POST /v1/admin/resign`, and to a preferred leader,
+    /// driver/prefer.rs): one step of the core fences this node's claim in its term for good
+    /// *before* anything else, stops heartbeats and probes, and names the successor (`to`, else
+    /// the follower with the most of the log: preference.rs, `Followers::successor`); the
+    /// followers are then told to let it campaign first ([`Resign`]), and openraft's followers'
+    /// leases run out (openraft 0.9 has no leader transfer).
+    pub(super) async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
+        let m = self.raft_metrics();
+        let resign = Input::Resign {
+            raft: RaftView::of(&m),
+            to,
+            followers: Followers::of(&m, &voters_of(&m), self.id),
+        };
+        let resigned = match self.step(resign) {
+            Some(Answer::Resign(r)) => r?,
+            _ => return Err(ResignError::NotLeader(self.id)),
+        };
+        let msg = Resign {
+            term: resigned.term,
+            successor: resigned.successor,
+        };
+        tokio::spawn(self.tell_followers(msg));
+        Ok(resigned)
+    }
+
+    /// Tells every other voter that this node resigned (protocol.rs, `tell_resign`).
+    fn tell_followers(&self, msg: Resign) -> impl std::future::Future<Output = ()> + 'static {
+        let others = self.voters().into_iter().filter(|id| *id != self.id);
+        let told = tell_resign(self.transport.clone(), others.collect(), msg);
+        async move {
+            let told = told.await;
+            tracing::info!(
+                term = msg.term,
+                successor = msg.successor,
+                told,
+                "resigned: the successor campaigns when the followers' leases end"
+            );
+        }
+    }
+
+    /// Graceful stop (SIGTERM): the claim ends for good at once (no probe in flight can renew
+    /// it), heartbeats stop so that the followers' leases run out, a leader names its
+    /// successor, and openraft stops.
+    pub(super) async fn shutdown(&self) {
+        let m = self.raft_metrics();
+        let stop = Input::Shutdown {
+            raft: RaftView::of(&m),
+            followers: Followers::of(&m, &voters_of(&m), self.id),
+        };
+        if let Some(Answer::Shutdown(Some(successor))) = self.step(stop) {
+            let term = m.current_term;
+            self.tell_followers(Resign { term, successor }).await;
+        }
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "openraft shutdown");
+        }
+    }
+}
+
+/// Quorum mode's lease, inside the core (`record_view`).
+impl HoldsLease for Mutex<QuorumCore> {
+    fn with_lease<R>(&self, f: impl FnOnce(&Lease) -> R) -> R {
+        f(self.lock().expect("core").lease())
+    }
+}
+
+/// Quorum mode as the node's [`Engine`].
+impl Engine for QuorumNode {
+    /// The effective role now.
+    fn view(&self) -> Judged {
+        self.judge(&self.raft_metrics())
+    }
+
+    fn routes(self: Arc<Self>) -> Router {
+        super::protocol::routes(self)
+    }
+
     /// Extra status for `/v1/status`: what openraft itself says, and the campaign.
-    pub(super) fn status(&self) -> serde_json::Value {
+    fn status(&self) -> serde_json::Value {
         let m = self.raft_metrics();
         let (contact, failed_attempts) =
             self.with_core(|core, _| (core.contact(), core.failed_attempts()));
@@ -227,23 +306,35 @@ impl QuorumNode {
         })
     }
 
-    /// Records an event if (role, term, leader) changed. The one place quorum mode records role
-    /// changes. Stamps err wide: "became leader" at the send time of the probe that started the
-    /// claim, "stopped leading" at the moment the claim ended, never earlier.
-    pub(super) fn record_view(&self) {
-        self.events.record_leased_view(
-            || self.judge(&self.raft_metrics()).view,
-            &self.core,
-            &*self.clock,
-            &self.counters,
-        );
+    /// openraft's core stopped (a storage error; the process exits right after).
+    fn health(&self) -> Result<(), String> {
+        let running = self.raft.metrics().borrow().running_state.clone();
+        running.map_err(|e| format!("openraft stopped: {e}"))
     }
-}
 
-/// Quorum mode's lease, inside the core (`record_view`).
-impl HoldsLease for Mutex<QuorumCore> {
-    fn with_lease<R>(&self, f: impl FnOnce(&Lease) -> R) -> R {
-        f(self.lock().expect("core").lease())
+    fn resign(&self, to: Option<NodeId>) -> BoxFuture<'_, Result<Resigned, ResignError>> {
+        Box::pin(QuorumNode::resign(self, to))
+    }
+
+    fn members(&self) -> Result<Members, MembershipError> {
+        Ok(self.members_now())
+    }
+
+    fn add_member(&self, add: AddMember) -> BoxFuture<'_, Result<Members, MembershipError>> {
+        Box::pin(QuorumNode::add_member(self, add))
+    }
+
+    fn remove_member(&self, id: NodeId) -> BoxFuture<'_, Result<Members, MembershipError>> {
+        Box::pin(QuorumNode::remove_member(self, id))
+    }
+
+    /// The claim is closed before the driver is stopped, so that it cannot start a campaign
+    /// on its way out.
+    fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            QuorumNode::shutdown(self).await;
+            stop.cancel();
+        })
     }
 }
 
@@ -292,15 +383,19 @@ impl QuorumPeer for QuorumNode {
             inside_promise,
         }) = self.step(asked)
         else {
-            if confirmed {
-                tracing::debug!(term, "vote refused: a promise of this node can still run");
-            } else {
-                tracing::debug!(
-                    term,
-                    "vote refused: this data dir's incarnation is not confirmed"
-                );
-            }
-            return Ok(self.refuse_vote());
+            let why = match confirmed {
+                true => "a promise of this node can still run",
+                false => "this data dir's incarnation is not confirmed",
+            };
+            tracing::debug!(term, "vote refused: {why}");
+            // Its own vote and log, not granted: nothing the candidate learns makes it step down.
+            let vote = self.raft.metrics().borrow().vote;
+            let last_log_id = self.store.last_log_id();
+            return Ok(VoteResponse {
+                vote,
+                vote_granted: false,
+                last_log_id,
+            });
         };
         // Under the gate's read side, like an append: a campaign sees a vote this
         // node granted before it campaigns itself, or campaigns first and openraft refuses
@@ -385,73 +480,20 @@ impl QuorumPeer for QuorumNode {
         from: NodeId,
         req: RemoveRequest,
     ) -> Result<Members, String> {
-        if req.id != from {
-            return Err(format!("node {from} may remove only itself this way"));
-        }
-        // Only from the membership it asked in: a request held back on the path until the node
-        // was removed and added again names an older one.
-        let now = self.membership_index();
-        if req.membership.is_none() || req.membership != now {
-            return Err(format!(
-                "node {from} asked to be removed from the membership of log index {:?}, and the \
-                 membership in force is of index {now:?}: ask again",
-                req.membership
-            ));
-        }
-        self.remove_member(req.id).await.map_err(|e| e.to_string())
+        self.remove_self(from, req).await
     }
 
     /// Records `from`'s incarnation if this node knows none; refuses another one than it
     /// knows (identity.rs).
     async fn on_hello(self: Arc<Self>, from: NodeId, hello: Hello) -> Result<HelloAnswer, String> {
-        let mine = HelloAnswer {
-            member: true,
-            incarnation: self
-                .store
-                .identity()
-                .filter(|i| i.confirmed)
-                .map(|i| i.incarnation),
-            ..HelloAnswer::default()
-        };
         let stranger = || {
             let members = self.members_now();
             members.committed
                 && !members.voter_sets.is_empty()
                 && !members.members.iter().any(|m| m.id == from)
         };
-        let applied = (self.store.applied_index(), self.store.unapplied());
-        if let Some(answer) = identity::unjudged_hello(from, &hello, applied, stranger, mine) {
-            return Ok(answer);
-        }
-        let r = self
-            .store
-            .recognise_peer(from, hello.incarnation)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(identity::answer_hello(from, hello.incarnation, r, mine))
+        self.hellos.answer(from, hello, stranger).await
     }
-}
-
-/// Takes this data dir's incarnation: the one it has, or a new one drawn now, unconfirmed
-/// (identity.rs).
-async fn take_identity(
-    store: &Store,
-    cfg: &ValidConfig,
-    seed: u64,
-    started_ns: u64,
-) -> Result<(), QuorumError> {
-    let me = store
-        .take_identity(identity::draw_incarnation(seed, cfg.id, started_ns))
-        .await
-        .map_err(|e| QuorumError::Start(format!("cannot record the incarnation: {e}")))?;
-    if !me.confirmed {
-        tracing::info!(
-            incarnation = format!("{:#x}", me.incarnation),
-            need = identity::confirmations_needed(cfg.peers.len()),
-            "a new data dir: no votes until enough members have recorded its incarnation"
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]
