@@ -219,7 +219,7 @@ pub struct Flaws {
     #[cfg(feature = "flaws")]
     pub accept_unsigned_answers: bool,
     /// Quorum mode: a leader changes the membership without writing the voters'
-    /// incarnations into the log first (membership.rs, `log_incarnations` returns at once:
+    /// incarnations into the log first (hellos.rs, `log_incarnations` returns at once:
     /// identity.rs, rule 5 left out): members added later know a voter's data dir only from
     /// its hellos, and may confirm its wiped successor.
     #[cfg(feature = "flaws")]

@@ -3,11 +3,11 @@
 //! node sends goes through [`Hellos::ask`]; the hellos it is said are answered in
 //! `node/mod.rs` (`on_hello`, judged by identity.rs).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::{BasicNode, RaftMetrics};
-use tokio::sync::watch;
+use openraft::Raft;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +15,9 @@ use super::election::ElectionTiming;
 use super::identity::{self, Recognition};
 use super::protocol::{Hello, HelloAnswer, PATH_HELLO};
 use super::storage::Store;
-use super::types::membership_index;
+use super::types::{changed, membership_index, Command, TypeConfig};
+use crate::config::ValidConfig;
+use crate::engine::{Flaws, MembershipError};
 use crate::role::NodeId;
 use crate::transport::{Transport, TransportError};
 
@@ -23,28 +25,35 @@ use crate::transport::{Transport, TransportError};
 /// beat apart to a second apart, about 15 s in all at the default timings.
 const HELLO_ROUNDS: u32 = 20;
 
-/// One node's hellos: what it says, to whom, and what it records of the answers.
+/// One node's hellos: what it says, to whom, what it records of the answers, and the
+/// incarnations a leader writes into the log before a membership change.
 #[derive(Clone)]
 pub struct Hellos {
+    id: NodeId,
     transport: Arc<Transport>,
     store: Arc<Store>,
-    /// openraft's metrics, for the membership entry this node's log names.
-    metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    /// openraft: the membership entry this node's log names, and the log a leader writes.
+    raft: Raft<TypeConfig>,
     timing: ElectionTiming,
+    /// The lab's flaw: a change leaves voters whose incarnations are not in the log.
+    unlogged_incarnations: bool,
 }
 
 impl Hellos {
     pub fn new(
-        transport: Arc<Transport>,
-        store: Arc<Store>,
-        metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
-        timing: ElectionTiming,
+        cfg: &ValidConfig,
+        transport: &Arc<Transport>,
+        store: &Arc<Store>,
+        raft: &Raft<TypeConfig>,
+        flaws: &Flaws,
     ) -> Hellos {
         Hellos {
-            transport,
-            store,
-            metrics,
-            timing,
+            id: cfg.id,
+            transport: transport.clone(),
+            store: store.clone(),
+            raft: raft.clone(),
+            timing: ElectionTiming::from_config(&cfg.timing),
+            unlogged_incarnations: flaws.unlogged_incarnations(),
         }
     }
 
@@ -83,7 +92,7 @@ impl Hellos {
     pub fn own(&self) -> Hello {
         Hello {
             incarnation: self.store.identity().map_or(0, |i| i.incarnation),
-            membership: membership_index(&self.metrics.borrow()),
+            membership: membership_index(&self.raft.metrics().borrow()),
         }
     }
 
@@ -195,11 +204,66 @@ impl Hellos {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(pause) => {}
             }
-            if membership_index(&self.metrics.borrow()) != at {
+            if membership_index(&self.raft.metrics().borrow()) != at {
                 return;
             }
             pause = (pause * 2).min(Duration::from_secs(1));
         }
+    }
+
+    /// Writes into the log the incarnations of `voters` (the voters a change leaves in force)
+    /// that it does not hold yet (identity.rs, rule 5): as this leader recorded them or, for a
+    /// voter it recorded none of, as that voter answers a hello now. Fails, naming them, when
+    /// some voter's incarnation cannot be learnt (down, or on a data dir not confirmed): the
+    /// change would leave a voter whose earlier data dir the new majorities might not know.
+    pub async fn log_incarnations(
+        &self,
+        voters: &BTreeSet<NodeId>,
+        until: Instant,
+    ) -> Result<(), MembershipError> {
+        if self.unlogged_incarnations {
+            return Ok(());
+        }
+        let logged = self.store.logged();
+        let mut write = BTreeMap::new();
+        let mut unknown = Vec::new();
+        for &v in voters.iter().filter(|v| !logged.contains_key(v)) {
+            let incarnation = if v == self.id {
+                self.store
+                    .identity()
+                    .filter(|i| i.confirmed)
+                    .map(|i| i.incarnation)
+            } else {
+                if self.store.recorded(v).is_none() {
+                    let deadline = until
+                        .saturating_duration_since(Instant::now())
+                        .min(Duration::from_nanos(self.timing.heartbeat_ns * 4));
+                    let _ = self.ask(v, &self.own(), deadline).await;
+                }
+                self.store.recorded(v)
+            };
+            match incarnation {
+                Some(i) => {
+                    write.insert(v, i);
+                }
+                None => unknown.push(v),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(MembershipError::Failed(format!(
+                "the incarnations of voters {unknown:?} are not in the log, and they did not \
+                 answer with a confirmed one: a change waits until every voter it leaves can be \
+                 named (start them, or remove them first)"
+            )));
+        }
+        if write.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(?write, "writing the voters' incarnations into the log");
+        let w = self.raft.client_write(Command::Incarnations(write));
+        let left = until.saturating_duration_since(Instant::now());
+        changed(self.id, tokio::time::timeout(left, w).await)?;
+        Ok(())
     }
 }
 

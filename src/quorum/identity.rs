@@ -48,7 +48,7 @@
 //!    incarnations (`types::Command::Incarnations`, applied in `storage/raft.rs`: the first one of
 //!    a member stays, a removal forgets, snapshots carry them): before it changes the
 //!    membership, the leader writes the incarnation of every voter the change leaves that the
-//!    log lacks (membership.rs, `log_incarnations`), or fails the change. A member judges a
+//!    log lacks (hellos.rs, `log_incarnations`), or fails the change. A member judges a
 //!    hello by the applied log before its own record, and abstains while it holds incarnation
 //!    entries not yet applied. Take X confirmed and the first change C after: X's entry came
 //!    before C in the log, so every member holding C holds it, and a majority of each voter set

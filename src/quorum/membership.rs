@@ -15,21 +15,25 @@
 //! (election/mod.rs, `majority_of_each`) need a majority of both voter sets.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::Ordering::Relaxed;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers, LogId, RaftMetrics, ServerState};
+use openraft::{BasicNode, ChangeMembers, LogId, Raft, RaftMetrics, ServerState};
 use tokio_util::sync::CancellationToken;
 
-use super::node::QuorumNode;
+use super::election::ElectionTiming;
+use super::hellos::Hellos;
 use super::preference::Followers;
 use super::protocol::{RemoveRequest, PATH_REMOVE};
-use super::types::{membership_index, sets_of, voters_of, Command};
-use crate::engine::MembershipError;
-use crate::role::NodeId;
+use super::storage::Store;
+use super::types::{changed, membership_index, sets_of, voters_of, TypeConfig};
+use crate::config::ValidConfig;
+use crate::engine::{MembershipError, ResignError};
+use crate::role::{NodeId, Resigned};
+use crate::transport::Transport;
 use electd_client::{AddMember, Member, Members};
 
 /// How long a change may take in all, below the API's request limit (5 s, `src/error.rs`), so
@@ -41,7 +45,47 @@ fn left(until: tokio::time::Instant) -> Duration {
     until.saturating_duration_since(tokio::time::Instant::now())
 }
 
-impl QuorumNode {
+/// One node's view of the members and its part in changing them: the [`QuorumNode`]'s
+/// `members` (node/mod.rs). It reads openraft's membership and proposes changes to it; the
+/// claim is not its business (a leader removing itself resigns through the node first).
+///
+/// [`QuorumNode`]: super::node::QuorumNode
+#[derive(Clone)]
+pub struct Membership {
+    id: NodeId,
+    raft: Raft<TypeConfig>,
+    store: Arc<Store>,
+    transport: Arc<Transport>,
+    /// Asks a voter's incarnation, and whether a learner's is confirmed (hellos.rs).
+    hellos: Hellos,
+    timing: ElectionTiming,
+    /// A completion of a joint membership config is under way.
+    finishing: Arc<AtomicBool>,
+}
+
+impl Membership {
+    pub fn new(
+        cfg: &ValidConfig,
+        raft: &Raft<TypeConfig>,
+        store: &Arc<Store>,
+        transport: &Arc<Transport>,
+        hellos: &Hellos,
+    ) -> Membership {
+        Membership {
+            id: cfg.id,
+            raft: raft.clone(),
+            store: store.clone(),
+            transport: transport.clone(),
+            hellos: hellos.clone(),
+            timing: ElectionTiming::from_config(&cfg.timing),
+            finishing: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn raft_metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
+        self.raft.metrics().borrow().clone()
+    }
+
     /// The voter sets in force: one, or two during a joint change.
     pub(super) fn voter_sets(&self) -> Vec<Vec<NodeId>> {
         let m = self.raft_metrics();
@@ -51,6 +95,22 @@ impl QuorumNode {
     /// Every voter of the sets in force, in id order.
     pub(super) fn voters(&self) -> Vec<NodeId> {
         voters_of(&self.raft_metrics())
+    }
+
+    /// Every voter of the sets in force but this node.
+    pub(super) fn other_voters(&self) -> Vec<NodeId> {
+        let mut voters = self.voters();
+        voters.retain(|v| *v != self.id);
+        voters
+    }
+
+    /// Whether `id` is none of the members of the committed membership in force (once the
+    /// log names one): a stranger, whose hello is not judged (hellos.rs, `answer`).
+    pub(super) fn is_stranger(&self, id: NodeId) -> bool {
+        let members = self.members_now();
+        members.committed
+            && !members.voter_sets.is_empty()
+            && !members.members.iter().any(|m| m.id == id)
     }
 
     /// The membership in force on this node, as `GET /v1/members` answers it.
@@ -139,7 +199,7 @@ impl QuorumNode {
         self.until_confirmed(add.id, until).await?;
         let mut voters: BTreeSet<NodeId> = self.voters().into_iter().collect();
         voters.insert(add.id);
-        self.log_incarnations(&voters, until).await?;
+        self.hellos.log_incarnations(&voters, until).await?;
         tracing::info!(
             member = add.id,
             "learner caught up and confirmed: promoting it to voter"
@@ -152,8 +212,13 @@ impl QuorumNode {
         Ok(self.members_now())
     }
 
-    /// Removes `id`; the leader removing itself hands over first and has its successor do it.
-    pub(super) async fn remove_member(&self, id: NodeId) -> Result<Members, MembershipError> {
+    /// Removes `id`; the leader removing itself hands over first (`resign`, the node's) and has
+    /// its successor do it.
+    pub(super) async fn remove_member(
+        &self,
+        id: NodeId,
+        resign: impl Future<Output = Result<Resigned, ResignError>>,
+    ) -> Result<Members, MembershipError> {
         self.must_lead()?;
         let now = self.members_now();
         let Some(member) = now.members.iter().find(|m| m.id == id) else {
@@ -167,10 +232,10 @@ impl QuorumNode {
         }
         let until = tokio::time::Instant::now() + CHANGE_TIME;
         if id == self.id {
-            return self.hand_over_and_remove_self(until).await;
+            return self.hand_over_and_remove_self(resign, until).await;
         }
         let staying: BTreeSet<NodeId> = self.voters().into_iter().filter(|v| *v != id).collect();
-        self.log_incarnations(&staying, until).await?;
+        self.hellos.log_incarnations(&staying, until).await?;
         let change = if member.voter {
             ChangeMembers::RemoveVoters(BTreeSet::from([id]))
         } else {
@@ -188,6 +253,7 @@ impl QuorumNode {
         &self,
         from: NodeId,
         r: RemoveRequest,
+        resign: impl Future<Output = Result<Resigned, ResignError>>,
     ) -> Result<Members, String> {
         if r.id != from {
             return Err(format!("node {from} may remove only itself this way"));
@@ -200,17 +266,18 @@ impl QuorumNode {
                 r.membership
             ));
         }
-        self.remove_member(r.id).await.map_err(|e| e.to_string())
+        let removed = self.remove_member(r.id, resign).await;
+        removed.map_err(|e| e.to_string())
     }
 
     /// The leader removes itself: it resigns (its claim fenced, a successor named), waits for
     /// the next leader, and asks it to do the removal.
     async fn hand_over_and_remove_self(
         &self,
+        resign: impl Future<Output = Result<Resigned, ResignError>>,
         until: tokio::time::Instant,
     ) -> Result<Members, MembershipError> {
-        let resigned = self
-            .resign(None)
+        let resigned = resign
             .await
             .map_err(|e| MembershipError::Failed(format!("could not hand over first: {e}")))?;
         tracing::info!(
@@ -282,59 +349,6 @@ impl QuorumNode {
         )))
     }
 
-    /// Writes into the log the incarnations of `voters` (the voters a change leaves in force)
-    /// that it does not hold yet (identity.rs, rule 5): as this leader recorded them or, for a
-    /// voter it recorded none of, as that voter answers a hello now. Fails, naming them, when
-    /// some voter's incarnation cannot be learnt (down, or on a data dir not confirmed): the
-    /// change would leave a voter whose earlier data dir the new majorities might not know.
-    async fn log_incarnations(
-        &self,
-        voters: &BTreeSet<NodeId>,
-        until: tokio::time::Instant,
-    ) -> Result<(), MembershipError> {
-        if self.flaws.unlogged_incarnations() {
-            return Ok(());
-        }
-        let logged = self.store.logged();
-        let mut write = BTreeMap::new();
-        let mut unknown = Vec::new();
-        for &v in voters.iter().filter(|v| !logged.contains_key(v)) {
-            let incarnation = if v == self.id {
-                self.store
-                    .identity()
-                    .filter(|i| i.confirmed)
-                    .map(|i| i.incarnation)
-            } else {
-                if self.store.recorded(v).is_none() {
-                    let deadline =
-                        left(until).min(Duration::from_nanos(self.election.heartbeat_ns * 4));
-                    let _ = self.hellos.ask(v, &self.hellos.own(), deadline).await;
-                }
-                self.store.recorded(v)
-            };
-            match incarnation {
-                Some(i) => {
-                    write.insert(v, i);
-                }
-                None => unknown.push(v),
-            }
-        }
-        if !unknown.is_empty() {
-            return Err(MembershipError::Failed(format!(
-                "the incarnations of voters {unknown:?} are not in the log, and they did not \
-                 answer with a confirmed one: a change waits until every voter it leaves can be \
-                 named (start them, or remove them first)"
-            )));
-        }
-        if write.is_empty() {
-            return Ok(());
-        }
-        tracing::info!(?write, "writing the voters' incarnations into the log");
-        let w = self.raft.client_write(Command::Incarnations(write));
-        changed(self.id, tokio::time::timeout(left(until), w).await)?;
-        Ok(())
-    }
-
     /// Waits until the leader's replication to `id` has reached its last log entry.
     async fn until_caught_up(
         &self,
@@ -365,7 +379,7 @@ impl QuorumNode {
     /// each of its turns (driver/mod.rs) and runs the work it returns: a confirmed node's
     /// hellos to a changed membership, and the completion of a joint config.
     pub(super) fn follow_members(
-        self: &Arc<Self>,
+        &self,
         m: &RaftMetrics<NodeId, BasicNode>,
         seen: &mut Option<Option<LogId<NodeId>>>,
         stop: &CancellationToken,
@@ -410,9 +424,7 @@ impl QuorumNode {
         }
         work
     }
-}
 
-impl QuorumNode {
     /// The log index of the joint membership in force, when this node leads, the entry is
     /// committed and no completion is under way: openraft's leader that appended a joint
     /// config goes on to the new one itself, but a leader elected while a joint config is in
@@ -430,8 +442,8 @@ impl QuorumNode {
     /// After a follower lease, if the same joint config (at log index `at`) is still in force
     /// and this node still leads, changes to its new voter set: the second half of the change
     /// that an earlier leader began.
-    async fn finish_joint(self: Arc<Self>, at: u64) {
-        tokio::time::sleep(Duration::from_nanos(self.election.follower_lease_ns)).await;
+    async fn finish_joint(self, at: u64) {
+        tokio::time::sleep(Duration::from_nanos(self.timing.follower_lease_ns)).await;
         let m = self.raft_metrics();
         let eff = &m.membership_config;
         let configs = eff.membership().get_joint_config();
@@ -444,7 +456,7 @@ impl QuorumNode {
             .unwrap_or_default();
         let until = tokio::time::Instant::now() + CHANGE_TIME;
         let logged = still && {
-            match self.log_incarnations(&goal, until).await {
+            match self.hellos.log_incarnations(&goal, until).await {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::warn!("cannot finish the membership change yet: {e}");
@@ -467,34 +479,5 @@ impl QuorumNode {
             }
         }
         self.finishing.store(false, Relaxed);
-    }
-}
-
-/// One step of a change as openraft answers it, within its time limit.
-type Step<T> = Result<
-    Result<T, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>,
-    tokio::time::error::Elapsed,
->;
-
-/// A change's step, as a membership error: openraft's refusal, or the time limit.
-fn changed<T>(me: NodeId, r: Step<T>) -> Result<T, MembershipError> {
-    match r {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-            Err(MembershipError::NotLeader {
-                me,
-                leader: f.leader_id.map(|id| {
-                    let addr = f.leader_node.map(|n| n.addr).unwrap_or_default();
-                    (id, addr)
-                }),
-            })
-        }
-        Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
-            ChangeMembershipError::InProgress(_),
-        )))) => Err(MembershipError::InProgress),
-        Ok(Err(e)) => Err(MembershipError::Failed(e.to_string())),
-        Err(_) => Err(MembershipError::Failed(
-            "timed out (the change may still complete: see GET /v1/members)".into(),
-        )),
     }
 }

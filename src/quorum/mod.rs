@@ -10,9 +10,9 @@
 //! | `election/` | when a node may campaign: follower-lease gate, pre-vote and pledge, order of candidates, joint majorities (pure logic and the gate; its tests in `tests.rs`) |
 //! | `storage/` | the durable vote and log: the store (`mod.rs`), its two slot files (`slots.rs`), openraft's view of it (`raft.rs`) |
 //! | `identity.rs` | the incarnation of a data dir: a wiped one never votes twice |
-//! | `hellos.rs` | the hellos a node says to its members, the answers it records, and its answers to theirs: how incarnations travel |
+//! | `hellos.rs` | [`Hellos`](hellos::Hellos): the hellos a node says to its members, the answers it records, its answers to theirs, and the incarnations a leader writes into the log before a change: how incarnations travel |
 //! | `preference.rs` | the preferred leader: when a leader hands over to a member of higher priority (pure logic) |
-//! | `membership.rs` | the members in force, and adding and removing them at runtime (joint consensus) |
+//! | `membership.rs` | [`Membership`](membership::Membership): the members in force, and adding and removing them at runtime (joint consensus) |
 //! | `node/` | [`QuorumNode`] and what it is as the node's `Engine`: start, view, status, the record of role changes, resignation and graceful stop, what it does when a peer's message arrives, carrying out what the core says (`mod.rs`; its tests in `tests.rs`) |
 //! | `driver/` | the one task that turns the core and does the node's own I/O: the role's ticks and probes (`driver/probe.rs`), the campaign (`driver/campaign.rs`), a new data dir's confirmation (`driver/confirm.rs`), the preferred leader (`driver/prefer.rs`) |
 //!

@@ -1,17 +1,19 @@
 //! openraft's configuration for electd: its types (elections, and one kind of application
 //! entry, the members' incarnations: identity.rs, rule 5) and its runtime config (electd's
-//! timings, its own elections and heartbeats off). Below storage, network and the node, which
-//! all import it.
+//! timings, its own elections and heartbeats off); and how electd reads what openraft says: the
+//! membership its metrics name, and a membership change's answer (`changed`). Below storage,
+//! network and the node, which all import it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 
-use openraft::error::{InitializeError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, ConfigError, Raft, RaftMetrics, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
 use super::election;
 use crate::config::{Timing, ValidConfig};
+use crate::engine::MembershipError;
 use crate::role::NodeId;
 
 /// The application entries of electd's log.
@@ -115,6 +117,35 @@ pub async fn bootstrap(raft: &Raft<TypeConfig>, cfg: &ValidConfig) -> Result<(),
         Err(e) => tracing::warn!(error = %e, "initialize failed"),
     }
     Ok(())
+}
+
+/// One step of a change as openraft answers it, within its time limit.
+pub type Step<T> = Result<
+    Result<T, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>,
+    tokio::time::error::Elapsed,
+>;
+
+/// A change's step, as a membership error: openraft's refusal, or the time limit.
+pub fn changed<T>(me: NodeId, r: Step<T>) -> Result<T, MembershipError> {
+    match r {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+            Err(MembershipError::NotLeader {
+                me,
+                leader: f.leader_id.map(|id| {
+                    let addr = f.leader_node.map(|n| n.addr).unwrap_or_default();
+                    (id, addr)
+                }),
+            })
+        }
+        Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(_),
+        )))) => Err(MembershipError::InProgress),
+        Ok(Err(e)) => Err(MembershipError::Failed(e.to_string())),
+        Err(_) => Err(MembershipError::Failed(
+            "timed out (the change may still complete: see GET /v1/members)".into(),
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub(super) async fn turn(node: Arc<QuorumNode>, stop: CancellationToken) {
     let m = metrics.borrow_and_update().clone();
     // A leader, a stopped openraft, a learner (joining) or a node removed from the
     // cluster never campaigns: it waits for openraft to change.
-    let voters = node.voters();
+    let voters = node.members.voters();
     if m.state == ServerState::Leader || m.running_state.is_err() || !voters.contains(&node.id) {
         tokio::select! {
             _ = stop.cancelled() => {}
@@ -119,7 +119,7 @@ async fn pre_vote_round(node: &QuorumNode, term: u64) -> Result<(), Option<Durat
         term,
         last_log_id: node.store.last_log_id(),
     };
-    let sets = node.voter_sets();
+    let sets = node.members.voter_sets();
     let timing = node.election;
     let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
     // This node's own round counts as its pledge: it refuses other candidates meanwhile
@@ -128,9 +128,9 @@ async fn pre_vote_round(node: &QuorumNode, term: u64) -> Result<(), Option<Durat
         return Err(None);
     }
     let mut asks: futures_util::stream::FuturesUnordered<_> = node
-        .voters()
+        .members
+        .other_voters()
         .into_iter()
-        .filter(|id| *id != node.id)
         .map(|to| async move {
             let r: Result<PreVoteResponse, _> = node
                 .transport

@@ -37,7 +37,7 @@ pub(super) async fn confirm_identity(
     let recorded = loop {
         // The members as the log names them (a joining node learns them from the leader),
         // this node counted as a voter.
-        let mut members = node.voters();
+        let mut members = node.members.voters();
         let known = !members.is_empty();
         if !members.contains(&node.id) {
             members.push(node.id);
@@ -87,7 +87,7 @@ async fn hello_round(
     let deadline = Duration::from_nanos(node.election.follower_lease_ns);
     let hello = &Hello {
         incarnation,
-        membership: node.membership_index(),
+        membership: node.members.membership_index(),
     };
     let mut asks: futures_util::stream::FuturesUnordered<_> = ask
         .iter()

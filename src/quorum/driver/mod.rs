@@ -238,6 +238,7 @@ impl Driver {
     fn follow_members(&mut self, m: &RaftMetrics<NodeId, BasicNode>) {
         let work = self
             .node
+            .members
             .follow_members(m, &mut self.members_seen, &self.stop);
         self.work.extend(work);
     }

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::core::{Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftView};
 use super::election::{self, ElectionTiming, Gate};
 use super::hellos::Hellos;
+use super::membership::Membership;
 use super::preference::Followers;
 use super::protocol::{
     tell_resign, Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet,
@@ -68,8 +69,6 @@ pub struct QuorumNode {
     pub(super) gate: Gate,
     /// The campaign's timings (from the config; the core's campaign holds a copy).
     pub(super) election: ElectionTiming,
-    /// A completion of a joint membership config is under way (membership.rs).
-    pub(super) finishing: std::sync::atomic::AtomicBool,
     /// Started with `join`: a member's refusal of its incarnation is not final (driver/confirm.rs).
     pub(super) joins: bool,
     pub(super) events: Arc<EventLog>,
@@ -79,6 +78,8 @@ pub struct QuorumNode {
     pub(super) transport: Arc<Transport>,
     /// The hellos it says, and what it records of the answers (hellos.rs).
     pub(super) hellos: Hellos,
+    /// The members in force, and the changes this node makes to them (membership.rs).
+    pub(super) members: Membership,
     /// Deliberate flaws (the lab's), and how often their paths were taken.
     pub(super) flaws: Flaws,
 }
@@ -124,11 +125,13 @@ impl QuorumNode {
             .await
             .map_err(QuorumError::Start)?;
         let core = QuorumCore::new(cfg.id, CoreTiming::from_config(&t), seed, started_ns);
+        let hellos = Hellos::new(cfg, &transport, &store, &raft, &flaws);
         #[cfg(feature = "flaws")]
         let core = core.with_vote_while_leading(flaws.vote_while_leading());
         Ok(Arc::new(QuorumNode {
-            // First, while the parts it shares are not yet moved in.
-            hellos: Hellos::new(transport.clone(), store.clone(), raft.metrics(), timing),
+            // First, while the parts they share are not yet moved in.
+            members: Membership::new(cfg, &raft, &store, &transport, &hellos),
+            hellos,
             id: cfg.id,
             priorities: cfg.peers.iter().map(|p| (p.id, p.priority)).collect(),
             settle_ns: ms(cfg.effective_priority_settle_ms()),
@@ -137,7 +140,6 @@ impl QuorumNode {
             store,
             gate: Gate::default(),
             core: Mutex::new(core),
-            finishing: std::sync::atomic::AtomicBool::new(false),
             joins: cfg.join.is_some(),
             election: timing,
             clock,
@@ -235,8 +237,8 @@ impl QuorumNode {
 
     /// Tells every other voter that this node resigned (protocol.rs, `tell_resign`).
     fn tell_followers(&self, msg: Resign) -> impl std::future::Future<Output = ()> + 'static {
-        let others = self.voters().into_iter().filter(|id| *id != self.id);
-        let told = tell_resign(self.transport.clone(), others.collect(), msg);
+        let others = self.members.other_voters();
+        let told = tell_resign(self.transport.clone(), others, msg);
         async move {
             let told = told.await;
             tracing::info!(
@@ -317,15 +319,15 @@ impl Engine for QuorumNode {
     }
 
     fn members(&self) -> Result<Members, MembershipError> {
-        Ok(self.members_now())
+        Ok(self.members.members_now())
     }
 
     fn add_member(&self, add: AddMember) -> BoxFuture<'_, Result<Members, MembershipError>> {
-        Box::pin(QuorumNode::add_member(self, add))
+        Box::pin(self.members.add_member(add))
     }
 
     fn remove_member(&self, id: NodeId) -> BoxFuture<'_, Result<Members, MembershipError>> {
-        Box::pin(QuorumNode::remove_member(self, id))
+        Box::pin(self.members.remove_member(id, self.resign(None)))
     }
 
     /// The claim is closed before the driver is stopped, so that it cannot start a campaign
@@ -480,18 +482,13 @@ impl QuorumPeer for QuorumNode {
         from: NodeId,
         req: RemoveRequest,
     ) -> Result<Members, String> {
-        self.remove_self(from, req).await
+        self.members.remove_self(from, req, self.resign(None)).await
     }
 
     /// Records `from`'s incarnation if this node knows none; refuses another one than it
     /// knows (identity.rs).
     async fn on_hello(self: Arc<Self>, from: NodeId, hello: Hello) -> Result<HelloAnswer, String> {
-        let stranger = || {
-            let members = self.members_now();
-            members.committed
-                && !members.voter_sets.is_empty()
-                && !members.members.iter().any(|m| m.id == from)
-        };
+        let stranger = || self.members.is_stranger(from);
         self.hellos.answer(from, hello, stranger).await
     }
 }

@@ -501,7 +501,7 @@ async fn a_removal_from_another_membership_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (q, stop) = single_node(dir.path()).await;
     assert!(until_claiming(&q).await, "node 1 leads");
-    let now = q.membership_index();
+    let now = q.members.membership_index();
     for stale in [None, now.map(|i| i + 7)] {
         let e = q
             .clone()
@@ -516,6 +516,6 @@ async fn a_removal_from_another_membership_is_refused() {
             .expect_err("refused");
         assert!(e.contains("ask again"), "{e}");
     }
-    assert_eq!(q.membership_index(), now, "nothing removed");
+    assert_eq!(q.members.membership_index(), now, "nothing removed");
     stop.cancel();
 }
