@@ -56,6 +56,11 @@ fn the_core_breaks_nothing_breadth_first() {
     // The members' records refuse a wiped data dir (a crash, the wipe, a restart, its hello
     // and the answer): the core's `Confirmation` is walked, not only built.
     assert!(found(&r, "a wiped data dir is refused").is_some(), "{r:?}");
+    // A follower takes a leader's snapshot (the core's `SnapshotAccepted`) within the depth.
+    assert!(
+        found(&r, "a follower installs a snapshot").is_some(),
+        "{r:?}"
+    );
 }
 
 #[test]

@@ -1,7 +1,9 @@
-//! The hellos a quorum node says to its members, and the answers it records: how it tells them
-//! its incarnation and learns theirs from them (identity.rs, rules 3 and 4). Every hello this
-//! node sends goes through [`Hellos::ask`]; the hellos it is said are answered in
-//! `node/mod.rs` (`on_hello`, judged by identity.rs).
+//! How incarnations travel: the hellos a quorum node says to its members and the answers it
+//! records, by which it tells them its incarnation and learns theirs (identity.rs, rules 3 and
+//! 4); its answers to the hellos it is said ([`Hellos::answer`], judged by identity.rs); and the
+//! voters' incarnations a leader writes into the log before it changes the members
+//! ([`Hellos::log_incarnations`], rule 5). Every hello this node sends goes through
+//! [`Hellos::ask`]; its data dir's incarnation is taken at start ([`take_identity`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -8,7 +8,9 @@
 //! members recorded the data dir (it may vote from then on), and when a refusal stops the node.
 //!
 //! What can happen at each step ([`Act`]): a message delivered (in any order: the network is a
-//! multiset), lost or duplicated; a node's tick (or none: a stalled host skips ticks); a
+//! multiset), lost or duplicated, or a leader's append delivered as a snapshot (openraft sends
+//! one to a follower whose log entries it no longer holds: the core takes `SnapshotAccepted`,
+//! and the answer acknowledges no probe); a node's tick (or none: a stalled host skips ticks); a
 //! campaign once the core says it is due, a pre-vote round or an election given up, a probe
 //! failed; a claiming leader resigning to any other member (`POST /v1/admin/resign`: the core
 //! fences its claim, the followers are told who campaigns first); the one clock advanced to
@@ -19,7 +21,8 @@
 //! node's promise (each node's promise is the end of the longest claim it answered, kept past
 //! its crash), one leader per term, a node never votes for two candidates in one term (across
 //! its data dirs), and, as reachability, that a node claims, that a second term is claimed,
-//! that a term is claimed after a resignation, and that a wiped data dir is refused.
+//! that a term is claimed after a resignation, that a follower installs a snapshot, and that a
+//! wiped data dir is refused.
 //! [`Variant`] breaks the core the ways the simulator's flaws do; each must yield a
 //! counterexample path.
 
@@ -80,6 +83,8 @@ pub struct QuorumModel {
     pub max_resigns: u8,
     /// Messages duplicated at most.
     pub max_dups: u8,
+    /// Appends delivered as snapshots at most.
+    pub max_snapshots: u8,
     /// The clock never passes this (ns after the start).
     pub horizon_ns: u64,
     /// How many of the next instants the clock may advance to from a state.
@@ -109,6 +114,7 @@ impl QuorumModel {
             max_wipes: 1,
             max_resigns: 1,
             max_dups: 1,
+            max_snapshots: 1,
             horizon_ns: ms(1500),
             advances: 3,
         }
@@ -276,6 +282,8 @@ pub struct Ghost {
     pub claimed_after_resign: bool,
     /// A wiped data dir's confirmation was refused (a member knows the earlier one).
     pub refused: bool,
+    /// A follower installed a leader's snapshot.
+    pub snapshot_installed: bool,
     /// This step: a node claims inside another node's promise.
     pub two_claims: bool,
     /// This step: openraft's model made a second leader in a term.
@@ -296,6 +304,7 @@ pub struct State {
     pub wipes: u8,
     pub resigns: u8,
     pub dups: u8,
+    pub snapshots: u8,
     pub ghost: Ghost,
 }
 
@@ -304,6 +313,8 @@ pub struct State {
 pub enum Act {
     Deliver(Msg),
     Duplicate(Msg),
+    /// A leader's `Msg::Append` delivered as a snapshot.
+    Snapshot(Msg),
     Tick(NodeId),
     Campaign(NodeId),
     GiveUpRound(NodeId),
@@ -430,6 +441,59 @@ impl State {
         }
     }
 
+    /// `msg`, a leader's append, delivered: as openraft takes an append, or (`snapshot`) the
+    /// leader's snapshot of the same log. Either renews openraft's vote (its `accept_vote`)
+    /// when the sender's term is not below this node's; the core takes `AppendAccepted` or
+    /// `SnapshotAccepted` as the node's handlers step it (node/mod.rs, `on_append`,
+    /// `on_snapshot`); an installed snapshot's answer acknowledges no probe (a probe counts
+    /// heartbeat answers only).
+    fn append(&mut self, m: &QuorumModel, msg: Msg, snapshot: bool) {
+        let Msg::Append {
+            from,
+            to,
+            term,
+            log,
+            commit,
+            t0,
+        } = msg
+        else {
+            return;
+        };
+        let ok = term >= self.node(to).disk.term;
+        if ok {
+            self.adopt_term(to, term);
+            let now = self.now;
+            let n = self.node_mut(to);
+            n.disk.log = log;
+            n.disk.voted_for = Some(from);
+            n.disk.committed = true;
+            let l = n.live.as_mut().expect("live");
+            l.role = RaftRole::Follower;
+            l.leader = Some(from);
+            l.commit = commit;
+            l.vote_utime = now;
+            let taken = if snapshot {
+                self.ghost.snapshot_installed = true;
+                Input::SnapshotAccepted { leader: Some(from) }
+            } else {
+                Input::AppendAccepted {
+                    leader: from,
+                    commit: Some(commit),
+                }
+            };
+            self.step(to, taken);
+        }
+        let term = self.node(to).disk.term;
+        let answer = Msg::AppendAnswer {
+            from: to,
+            to: from,
+            term,
+            ok: ok && !snapshot,
+            t0,
+        };
+        self.send(m, answer);
+    }
+
     /// `voter` votes for `candidate` in `term`: the ghost remembers it across data dirs.
     fn note_vote(&mut self, voter: NodeId, term: u64, candidate: NodeId) {
         match self.ghost.votes.insert((voter, term), candidate) {
@@ -531,47 +595,7 @@ impl State {
                     }
                 }
             }
-            Msg::Append {
-                from,
-                to,
-                term,
-                log,
-                commit,
-                t0,
-            } => {
-                let ok = term >= self.node(to).disk.term;
-                if ok {
-                    self.adopt_term(to, term);
-                    let now = self.now;
-                    let n = self.node_mut(to);
-                    n.disk.log = log;
-                    n.disk.voted_for = Some(from);
-                    n.disk.committed = true;
-                    let l = n.live.as_mut().expect("live");
-                    l.role = RaftRole::Follower;
-                    l.leader = Some(from);
-                    l.commit = commit;
-                    l.vote_utime = now;
-                    self.step(
-                        to,
-                        Input::AppendAccepted {
-                            leader: from,
-                            commit: Some(commit),
-                        },
-                    );
-                }
-                let term = self.node(to).disk.term;
-                self.send(
-                    m,
-                    Msg::AppendAnswer {
-                        from: to,
-                        to: from,
-                        term,
-                        ok,
-                        t0,
-                    },
-                );
-            }
+            Msg::Append { .. } => self.append(m, msg, false),
             Msg::AppendAnswer {
                 from,
                 to,
@@ -962,6 +986,7 @@ impl Model for QuorumModel {
             wipes: 0,
             resigns: 0,
             dups: 0,
+            snapshots: 0,
             ghost: Ghost::default(),
         }]
     }
@@ -978,6 +1003,10 @@ impl Model for QuorumModel {
             }
             if s.dups < self.max_dups && s.net.len() < self.max_in_flight {
                 acts.push(Act::Duplicate(msg.clone()));
+            }
+            let append = matches!(msg, Msg::Append { .. });
+            if append && s.snapshots < self.max_snapshots && s.live(msg.to()).is_some() {
+                acts.push(Act::Snapshot(msg.clone()));
             }
         }
         for id in self.ids() {
@@ -1042,6 +1071,11 @@ impl Model for QuorumModel {
                 s.dups += 1;
                 s.send(self, msg);
             }
+            Act::Snapshot(msg) => {
+                s.take(&msg);
+                s.snapshots += 1;
+                s.append(self, msg, true);
+            }
             Act::Tick(id) => s.tick(self, id),
             Act::Campaign(id) => s.campaign(self, id),
             Act::GiveUpRound(id) => {
@@ -1102,6 +1136,9 @@ impl Model for QuorumModel {
             }),
             Property::sometimes("a term is claimed after a resignation", |_, s: &State| {
                 s.ghost.claimed_after_resign
+            }),
+            Property::sometimes("a follower installs a snapshot", |_, s: &State| {
+                s.ghost.snapshot_installed
             }),
             Property::sometimes("a wiped data dir is refused", |_, s: &State| {
                 s.ghost.refused
