@@ -270,22 +270,21 @@ impl Hellos {
 }
 
 /// Takes this data dir's incarnation at start: the one it has, or a new one drawn now,
-/// unconfirmed (identity.rs); `members` is how many members the config names.
+/// unconfirmed (identity.rs).
 pub async fn take_identity(
     store: &Store,
-    id: NodeId,
-    members: usize,
+    cfg: &ValidConfig,
     seed: u64,
     started_ns: u64,
 ) -> Result<(), String> {
     let me = store
-        .take_identity(identity::draw_incarnation(seed, id, started_ns))
+        .take_identity(identity::draw_incarnation(seed, cfg.id, started_ns))
         .await
         .map_err(|e| format!("cannot record the incarnation: {e}"))?;
     if !me.confirmed {
         tracing::info!(
             incarnation = format!("{:#x}", me.incarnation),
-            need = identity::confirmations_needed(members),
+            need = identity::confirmations_needed(cfg.peers.len()),
             "a new data dir: no votes until enough members have recorded its incarnation"
         );
     }

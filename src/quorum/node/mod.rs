@@ -119,18 +119,16 @@ impl QuorumNode {
         super::types::bootstrap(&raft, cfg)
             .await
             .map_err(QuorumError::Start)?;
-        let timing = ElectionTiming::from_config(&t);
         let started_ns = clock.boot_ns();
-        super::hellos::take_identity(&store, cfg.id, cfg.peers.len(), seed, started_ns)
-            .await
-            .map_err(QuorumError::Start)?;
+        let taken = super::hellos::take_identity(&store, cfg, seed, started_ns).await;
+        taken.map_err(QuorumError::Start)?;
         let core = QuorumCore::new(cfg.id, CoreTiming::from_config(&t), seed, started_ns);
-        let hellos = Hellos::new(cfg, &transport, &store, &raft, &flaws);
         #[cfg(feature = "flaws")]
         let core = core.with_vote_while_leading(flaws.vote_while_leading());
+        let hellos = Hellos::new(cfg, &transport, &store, &raft, &flaws);
+        let members = Membership::new(cfg, &raft, &store, &transport, &hellos);
         Ok(Arc::new(QuorumNode {
-            // First, while the parts they share are not yet moved in.
-            members: Membership::new(cfg, &raft, &store, &transport, &hellos),
+            members,
             hellos,
             id: cfg.id,
             priorities: cfg.peers.iter().map(|p| (p.id, p.priority)).collect(),
@@ -141,7 +139,7 @@ impl QuorumNode {
             gate: Gate::default(),
             core: Mutex::new(core),
             joins: cfg.join.is_some(),
-            election: timing,
+            election: ElectionTiming::from_config(&t),
             clock,
             events,
             counters,
