@@ -63,7 +63,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "quorum::driver::prefer",
     ],
     &["quorum::driver", "quorum::node::tests"],
-    &["quorum::engine", "quorum", "legacy", "mutex"],
+    &["quorum", "legacy", "mutex"],
     &["node"],
     &["watch", "page", "metrics", "server", "fuzzing"],
     &["api"],

@@ -8,9 +8,9 @@
 //! members recorded the data dir (it may vote from then on), and when a refusal stops the node.
 //!
 //! What can happen at each step ([`Act`]): a message delivered (in any order: the network is a
-//! multiset), lost or duplicated, or a leader's append delivered as a snapshot (openraft sends
-//! one to a follower whose log entries it no longer holds: the core takes `SnapshotAccepted`,
-//! and the answer acknowledges no probe); a node's tick (or none: a stalled host skips ticks); a
+//! multiset), lost or duplicated, or a leader's append delivered as a snapshot of its log to
+//! its commit (openraft sends one to a follower whose log entries it no longer holds: the core
+//! takes `SnapshotAccepted`, and the answer acknowledges no probe); a node's tick (or none: a stalled host skips ticks); a
 //! campaign once the core says it is due, a pre-vote round or an election given up, a probe
 //! failed; a claiming leader resigning to any other member (`POST /v1/admin/resign`: the core
 //! fences its claim, the followers are told who campaigns first); the one clock advanced to
@@ -442,7 +442,7 @@ impl State {
     }
 
     /// `msg`, a leader's append, delivered: as openraft takes an append, or (`snapshot`) the
-    /// leader's snapshot of the same log. Either renews openraft's vote (its `accept_vote`)
+    /// leader's snapshot of its log to its commit. Either renews openraft's vote (its `accept_vote`)
     /// when the sender's term is not below this node's; the core takes `AppendAccepted` or
     /// `SnapshotAccepted` as the node's handlers step it (node/mod.rs, `on_append`,
     /// `on_snapshot`); an installed snapshot's answer acknowledges no probe (a probe counts
@@ -464,13 +464,25 @@ impl State {
             self.adopt_term(to, term);
             let now = self.now;
             let n = self.node_mut(to);
-            n.disk.log = log;
+            let l = n.live.as_mut().expect("live");
+            if !snapshot {
+                n.disk.log = log;
+                l.commit = commit;
+            } else if commit > l.commit {
+                // openraft's `install_full_snapshot` (its engine's following handler): the snapshot
+                // holds the leader's log to its commit, and is ignored when it is no newer than
+                // what this node committed; a log that holds the snapshot's last entry keeps
+                // what follows it, one that conflicts or is shorter ends there.
+                let upto = commit as usize;
+                if n.disk.log.get(upto - 1) != log.get(upto - 1) {
+                    n.disk.log = log[..upto].to_vec();
+                }
+                l.commit = commit;
+            }
             n.disk.voted_for = Some(from);
             n.disk.committed = true;
-            let l = n.live.as_mut().expect("live");
             l.role = RaftRole::Follower;
             l.leader = Some(from);
-            l.commit = commit;
             l.vote_utime = now;
             let taken = if snapshot {
                 self.ghost.snapshot_installed = true;
@@ -769,9 +781,13 @@ impl State {
                 if !leased {
                     self.adopt_term(to, term);
                 }
+                // A committed vote (the leader's, taken with an append or a snapshot) outranks
+                // every request of its term: openraft's `update_vote` grants only a vote at
+                // least as high, and an uncommitted vote of the same term is lower.
                 let d = &self.node(to).disk;
                 let grant = !leased
                     && term == d.term
+                    && !d.committed
                     && d.voted_for.is_none_or(|v| v == from)
                     && last >= d.last();
                 if grant {
@@ -1004,8 +1020,9 @@ impl Model for QuorumModel {
             if s.dups < self.max_dups && s.net.len() < self.max_in_flight {
                 acts.push(Act::Duplicate(msg.clone()));
             }
-            let append = matches!(msg, Msg::Append { .. });
-            if append && s.snapshots < self.max_snapshots && s.live(msg.to()).is_some() {
+            // A leader has a snapshot only of what it applied: none before its first commit.
+            let snapshot = matches!(msg, Msg::Append { commit, .. } if *commit > 0);
+            if snapshot && s.snapshots < self.max_snapshots && s.live(msg.to()).is_some() {
                 acts.push(Act::Snapshot(msg.clone()));
             }
         }
