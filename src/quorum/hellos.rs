@@ -71,11 +71,7 @@ impl Hellos {
     ) -> Result<HelloAnswer, String> {
         let mine = HelloAnswer {
             member: true,
-            incarnation: self
-                .store
-                .identity()
-                .filter(|i| i.confirmed)
-                .map(|i| i.incarnation),
+            incarnation: self.store.confirmed_incarnation(),
             ..HelloAnswer::default()
         };
         let applied = (self.store.applied_index(), self.store.unapplied());
@@ -231,10 +227,7 @@ impl Hellos {
         let mut unknown = Vec::new();
         for &v in voters.iter().filter(|v| !logged.contains_key(v)) {
             let incarnation = if v == self.id {
-                self.store
-                    .identity()
-                    .filter(|i| i.confirmed)
-                    .map(|i| i.incarnation)
+                self.store.confirmed_incarnation()
             } else {
                 if self.store.recorded(v).is_none() {
                     let deadline = until

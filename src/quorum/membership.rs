@@ -410,12 +410,12 @@ impl Membership {
             // A confirmed node tells a changed membership its incarnation again: a member
             // added since records it, and so does every member again after this node was
             // removed and added back (they forgot it then).
-            if let Some(me) = self.store.identity().filter(|i| i.confirmed) {
+            if let Some(incarnation) = self.store.confirmed_incarnation() {
                 let index = at.map(|l| l.index);
                 let say = self
                     .hellos
                     .clone()
-                    .say(others, me.incarnation, index, stop.clone());
+                    .say(others, incarnation, index, stop.clone());
                 work.push(Box::pin(say));
             }
         }

@@ -10,12 +10,12 @@
 //! What can happen at each step ([`Act`]): a message delivered (in any order: the network is a
 //! multiset), lost or duplicated, or a leader's append delivered as a snapshot of its log to
 //! its commit (openraft sends one to a follower whose log entries it no longer holds: the core
-//! takes `SnapshotAccepted`, and the answer acknowledges no probe); a node's tick (or none: a stalled host skips ticks); a
-//! campaign once the core says it is due, a pre-vote round or an election given up, a probe
-//! failed; a claiming leader resigning to any other member (`POST /v1/admin/resign`: the core
-//! fences its claim, the followers are told who campaigns first); the one clock advanced to
-//! the next instant some node waits for (so a message can be delayed past any deadline); a
-//! crash, a restart with the durable state, a wipe of the disk.
+//! takes `SnapshotAccepted`, and the answer acknowledges no probe); a node's tick (or none: a
+//! stalled host skips ticks); a campaign once the core says it is due, a pre-vote round or an
+//! election given up, a probe failed; a claiming leader resigning to any other member (the
+//! admin's resign: the core fences its claim, the followers are told who campaigns first); the
+//! one clock advanced to the next instant some node waits for (so a message can be delayed past
+//! any deadline); a crash, a restart with the durable state, a wipe of the disk.
 //!
 //! The properties, judged on every state reached ([`Ghost`]): no node claims inside another
 //! node's promise (each node's promise is the end of the longest claim it answered, kept past
@@ -442,10 +442,10 @@ impl State {
     }
 
     /// `msg`, a leader's append, delivered: as openraft takes an append, or (`snapshot`) the
-    /// leader's snapshot of its log to its commit. Either renews openraft's vote (its `accept_vote`)
-    /// when the sender's term is not below this node's; the core takes `AppendAccepted` or
-    /// `SnapshotAccepted` as the node's handlers step it (node/mod.rs, `on_append`,
-    /// `on_snapshot`); an installed snapshot's answer acknowledges no probe (a probe counts
+    /// leader's snapshot of its log to its commit. Either renews openraft's vote (its
+    /// `accept_vote`) when the sender's term is not below this node's; the core takes
+    /// `AppendAccepted` or `SnapshotAccepted` as the node's handlers step it (node/mod.rs,
+    /// `on_append`, `on_snapshot`); a snapshot's answer acknowledges no probe (a probe counts
     /// heartbeat answers only).
     fn append(&mut self, m: &QuorumModel, msg: Msg, snapshot: bool) {
         let Msg::Append {
@@ -726,8 +726,8 @@ impl State {
         }
     }
 
-    /// Leader `id` resigns to `to` (quorum/node/mod.rs, `resign`): the core fences its claim, and the
-    /// others are told that the successor it names campaigns first. The model's leader takes
+    /// Leader `id` resigns to `to` (quorum/node/mod.rs, `resign`): the core fences its claim, and
+    /// the others are told that the successor it names campaigns first. The model's leader takes
     /// every follower as holding its whole log, so the successor is any other member the admin
     /// names.
     fn resign(&mut self, m: &QuorumModel, id: NodeId, to: NodeId) {

@@ -279,6 +279,14 @@ impl Store {
         self.identity().is_some_and(|i| i.confirmed)
     }
 
+    /// This data dir's incarnation once it is confirmed (the one its hellos tell, and a leader
+    /// writes into the log).
+    pub fn confirmed_incarnation(&self) -> Option<u64> {
+        self.identity()
+            .filter(|i| i.confirmed)
+            .map(|i| i.incarnation)
+    }
+
     /// Marks the incarnation confirmed, durably.
     pub async fn confirm_identity(&self) -> std::io::Result<()> {
         self.mutate(|s| {
