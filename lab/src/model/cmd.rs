@@ -51,6 +51,7 @@ pub fn main(args: ModelArgs) -> ExitCode {
             Variant::VoteWhileLeading,
             Variant::LongLease,
             Variant::TrustNewIncarnation,
+            Variant::RecordBetweenProbes,
         ],
     };
     let walks = Search::Walks {

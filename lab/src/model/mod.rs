@@ -17,14 +17,20 @@
 //! one clock advanced to the next instant some node waits for (so a message can be delayed past
 //! any deadline); a crash, a restart with the durable state, a wipe of the disk.
 //!
+//! What each node's event log tells a watcher is its driver's: a step of the core that asks
+//! to record is recorded, and after every step each running node records its view as it
+//! stands, as the driver does at a claim's end and at each change of openraft's (also while a
+//! probe is out: driver/probe.rs, `probe_recording`).
+//!
 //! The properties, judged on every state reached ([`Ghost`]): no node claims inside another
 //! node's promise (each node's promise is the end of the longest claim it answered, kept past
 //! its crash), one leader per term, a node never votes for two candidates in one term (across
-//! its data dirs), and, as reachability, that a node claims, that a second term is claimed,
-//! that a term is claimed after a resignation, that a follower installs a snapshot, and that a
-//! wiped data dir is refused.
-//! [`Variant`] breaks the core the ways the simulator's flaws do; each must yield a
-//! counterexample path.
+//! its data dirs), no running node's event log tells of its claim inside another node's
+//! promise, and each tells whether it leads as its answers do; and, as reachability, that a
+//! node claims, that a second term is claimed, that a term is claimed after a resignation,
+//! that a follower installs a snapshot, and that a wiped data dir is refused.
+//! [`Variant`] breaks the core, or the driver's recording, the ways the simulator's flaws do;
+//! each must yield a counterexample path.
 
 use std::collections::BTreeMap;
 
@@ -34,7 +40,7 @@ use electd::quorum::{
     Input, LogId, QuorumCore, RaftRole, RaftView, Recognition, Verdict,
 };
 use electd::Timing;
-use electd_client::Resigned;
+use electd_client::{Resigned, Role};
 use stateright::{Model, Property};
 
 pub mod cmd;
@@ -66,6 +72,9 @@ pub enum Variant {
     LongLease,
     /// A wiped disk's new incarnation is taken as confirmed at once (`trust_new_incarnation`).
     TrustNewIncarnation,
+    /// The driver records a change of view only between probes (`record_between_probes`):
+    /// while a probe is out, only what a step of the core asks to record is recorded.
+    RecordBetweenProbes,
 }
 
 /// The cluster and the bounds of the search.
@@ -183,6 +192,10 @@ pub struct Live {
 pub struct Node {
     pub disk: Disk,
     pub live: Option<Live>,
+    /// What its event log tells a watcher (`/v1/events`, `/v1/watch`): that it leads, as its
+    /// last recorded view says. The file outlives a crash and a wiped disk; a restarted node
+    /// records its view at once (driver/mod.rs, `turns`).
+    pub logged_leading: bool,
 }
 
 /// A message between two nodes.
@@ -290,6 +303,11 @@ pub struct Ghost {
     pub two_leaders: bool,
     /// This step: a node voted for a second candidate in a term.
     pub double_vote: bool,
+    /// This step: a running node's event log tells of its claim while another node's promise
+    /// runs.
+    pub log_inside_promise: bool,
+    /// This step: a running node's event log tells another role than the node answers.
+    pub log_trails: bool,
     /// The step before broke a property: nothing is explored past it.
     pub halted: bool,
 }
@@ -367,18 +385,34 @@ impl State {
         })
     }
 
-    /// Steps `id`'s core; its answer (the other actions are the node's I/O: records, wakes,
-    /// counts, which the model has no use for; probes come from ticks only).
+    /// Steps `id`'s core; its answer. A record it asks for is made (node/mod.rs, `carry_out`);
+    /// its other actions are the node's I/O the model has no use for (wakes, counts), and
+    /// probes come from ticks only.
     fn step(&mut self, id: NodeId, input: Input) -> Option<Answer> {
         let now = self.reading();
         let live = self.node_mut(id).live.as_mut()?;
-        live.core
-            .step(now, input)
-            .into_iter()
-            .find_map(|a| match a {
-                electd::quorum::Action::Answer(x) => Some(x),
-                _ => None,
-            })
+        let mut answer = None;
+        let mut record = false;
+        for a in live.core.step(now, input) {
+            match a {
+                electd::quorum::Action::Answer(x) => answer = Some(x),
+                electd::quorum::Action::Record => record = true,
+                _ => {}
+            }
+        }
+        if record {
+            self.record(id);
+        }
+        answer
+    }
+
+    /// `id` records its view as judged now in its event log (events.rs, `record_leased_view`).
+    fn record(&mut self, id: NodeId) {
+        let (Some(view), Some(live)) = (self.view(id), self.live(id)) else {
+            return;
+        };
+        let leading = live.core.judge(self.reading(), &view).view.role == Role::Leader;
+        self.node_mut(id).logged_leading = leading;
     }
 
     fn send(&mut self, m: &QuorumModel, msg: Msg) {
@@ -414,13 +448,27 @@ impl State {
     }
 
     /// Judges every running node at this instant, as `/v1/leader` would: a claim while another
-    /// node's promise runs is the violation; a claim makes a promise to its end.
-    fn judge(&mut self) {
-        for id in 1..=self.nodes.len() as u64 {
+    /// node's promise runs is the violation; a claim makes a promise to its end. Then the
+    /// driver's recording: each running node records its view as it stands, as the driver does
+    /// at once on each change (the role turn wakes at a claim's end and on openraft's every
+    /// change, and while a probe is out `probe_recording` does the same); the variant
+    /// `RecordBetweenProbes` leaves a node with a probe out alone. Last, what a watcher is
+    /// told: a running node's event log must say that it leads exactly when its answers do (the
+    /// simulator's check of each event log against its answers), and never while another
+    /// node's promise runs (the chaos checker C6 over the event logs, at the instant).
+    fn judge(&mut self, m: &QuorumModel) {
+        let mut leads = Vec::with_capacity(self.nodes.len());
+        for id in m.ids() {
             let (Some(view), Some(live)) = (self.view(id), self.live(id)) else {
                 continue;
             };
             let judged = live.core.judge(self.reading(), &view);
+            let deferred = m.variant == Variant::RecordBetweenProbes && live.probe.is_some();
+            let leading = judged.view.role == Role::Leader;
+            leads.push((id, leading));
+            if !deferred {
+                self.node_mut(id).logged_leading = leading;
+            }
             let Some(left) = judged.lease_remaining_ns.filter(|l| *l > 0) else {
                 continue;
             };
@@ -438,6 +486,16 @@ impl State {
             if g.resigned_term.is_some_and(|t| judged.view.term > t) {
                 g.claimed_after_resign = true;
             }
+        }
+        for (id, leading) in leads {
+            let logged = self.node(id).logged_leading;
+            let now = self.now;
+            let g = &mut self.ghost;
+            g.log_trails |= logged != leading;
+            g.log_inside_promise |= logged
+                && g.promised_until
+                    .iter()
+                    .any(|(other, until)| *other != id && *until > now);
         }
     }
 
@@ -992,6 +1050,7 @@ impl Model for QuorumModel {
                     known: self.ids().filter(|p| *p != id).map(|p| (p, 0)).collect(),
                 },
                 live: Some(self.live(id, START_NS)),
+                logged_leading: false,
             })
             .collect();
         vec![State {
@@ -1077,8 +1136,10 @@ impl Model for QuorumModel {
     fn next_state(&self, last: &State, act: Act) -> Option<State> {
         let mut s = last.clone();
         let g = &mut s.ghost;
-        g.halted = g.two_claims || g.two_leaders || g.double_vote;
+        g.halted =
+            g.two_claims || g.two_leaders || g.double_vote || g.log_inside_promise || g.log_trails;
         (g.two_claims, g.two_leaders, g.double_vote) = (false, false, false);
+        (g.log_inside_promise, g.log_trails) = (false, false);
         match act {
             Act::Deliver(msg) => {
                 s.take(&msg);
@@ -1129,7 +1190,7 @@ impl Model for QuorumModel {
                 s.wipes += 1;
             }
         }
-        s.judge();
+        s.judge(self);
         Some(s)
     }
 
@@ -1146,6 +1207,14 @@ impl Model for QuorumModel {
             Property::always(
                 "no node votes twice in a term, across its data dirs",
                 |_, s: &State| !s.ghost.double_vote,
+            ),
+            Property::always(
+                "no event log tells of a claim inside another node's promise",
+                |_, s: &State| !s.ghost.log_inside_promise,
+            ),
+            Property::always(
+                "every running node's event log tells what it answers",
+                |_, s: &State| !s.ghost.log_trails,
             ),
             Property::sometimes("a node claims", |_, s: &State| s.ghost.claimed_terms != 0),
             Property::sometimes("a second term is claimed", |_, s: &State| {

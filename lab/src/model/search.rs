@@ -47,7 +47,7 @@ fn enabled(model: &QuorumModel, state: &State, act: &Act, buf: &mut Vec<Act>) ->
 
 /// Plays `acts` from the start, skipping any action not enabled where it comes, until
 /// `property` first fails: the actions played, and whether it failed.
-fn play(model: &QuorumModel, acts: &[Act], property: &'static str) -> (Vec<Act>, bool) {
+pub fn play(model: &QuorumModel, acts: &[Act], property: &'static str) -> (Vec<Act>, bool) {
     let prop = model.properties().into_iter().find(|p| p.name == property);
     let (Some(prop), Some(mut state)) = (prop, model.init_states().pop()) else {
         return (Vec::new(), false);
