@@ -3,11 +3,13 @@
 # QuorumCore, 3 of them by default, with openraft's vote and log as a small Raft, every
 # interleaving of messages delivered, delayed, reordered and duplicated, crashes, restarts,
 # wiped disks and clock steps. The core as built is checked breadth first to a depth, then
-# along seeded random walks; each broken variant walks until its first counterexample, which
-# is then made short. Prints states explored, depth and time for each, and each property's
-# verdict with its path length.
-#   scripts/model.sh                               depth 10, 60 s of walks, then each broken
-#                                                  variant until its counterexample (600 s at most)
+# along seeded random walks, then for liveness (every state of the walks healed: a node must
+# claim within three follower leases); each broken variant walks until its first
+# counterexample, which is then made short. Prints states explored, depth and time for each,
+# and each property's verdict with its path length.
+#   scripts/model.sh                               depth 10, 60 s of walks, 30 s of heals,
+#                                                  then each broken variant until its
+#                                                  counterexample (600 s at most)
 #   scripts/model.sh --depth 11 --walk-s 600       the deep run
 #   scripts/model.sh --nodes 5 …                   five nodes
 #   scripts/model.sh --variant long-lease --paths  one variant, with its counterexample

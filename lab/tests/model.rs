@@ -341,3 +341,38 @@ fn the_record_between_probes_counterexample_breaks_the_flaw_and_not_the_driver()
         None
     );
 }
+
+/// Liveness where the model allows it (liveness.rs): from every state of random walks, faults
+/// and all, the faults end and a node claims within three follower leases, breaking nothing on
+/// the way.
+#[test]
+fn after_the_faults_end_a_node_claims_within_three_follower_leases() {
+    use electd_lab::model::liveness;
+    let model = QuorumModel::new(3, Variant::Sound);
+    let r = liveness::check(&model, seed(), 60, Duration::from_secs(20));
+    electd_lab::model::cmd::print_liveness(&r, 3, 60, true);
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    // Debug builds heal about 200,000 states in 20 s here; a check that ran is one that healed.
+    assert!(r.healed >= 1_000, "{r:?}");
+}
+
+/// A cluster that has just started claims no sooner than a follower lease (openraft refuses
+/// every vote for F after its start, and the followers wait out their lease from the start)
+/// and within three; a bound shorter than the lease is reported broken.
+#[test]
+fn a_cold_start_claims_after_one_follower_lease_and_within_three() {
+    use electd_lab::model::liveness::{bound_ns, heal};
+    use stateright::Model;
+    let model = QuorumModel::new(3, Variant::Sound);
+    let start = model.init_states().pop().expect("a start");
+    let f = model.timing.election.follower_lease_ns;
+    assert_eq!(bound_ns(&model), 3 * f);
+    let healed = heal(&model, &start, bound_ns(&model), None).expect("a claim");
+    assert!(
+        (f..=3 * f).contains(&healed.took_ns),
+        "claimed {} ms after the start",
+        healed.took_ns / 1_000_000
+    );
+    let why = heal(&model, &start, f / 2, None).expect_err("no claim within F/2");
+    assert!(why.contains("no node claimed within 75 ms"), "{why}");
+}

@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::liveness::{self, LiveReport};
 use super::search::{check, Report, Search};
 use super::{QuorumModel, Variant};
 
@@ -23,6 +24,10 @@ pub struct ModelArgs {
     /// Seconds of random walks on the sound core.
     #[arg(long, default_value_t = 60)]
     pub walk_s: u64,
+    /// Seconds of the liveness check on the sound core: every state of random walks healed,
+    /// and a node must claim within the bound (liveness.rs).
+    #[arg(long, default_value_t = 30)]
+    pub live_s: u64,
     /// Seconds each broken variant may walk before its first counterexample (the search
     /// stops at it).
     #[arg(long, default_value_t = 600)]
@@ -82,6 +87,12 @@ pub fn main(args: ModelArgs) -> ExitCode {
         let r = check(model(), walks, time);
         print(&r, args.paths);
         ok &= verdict(&r);
+        if v == Variant::Sound {
+            let depth = args.walk_depth;
+            let r = liveness::check(&model(), seed, depth, Duration::from_secs(args.live_s));
+            print_liveness(&r, args.nodes, depth, args.paths);
+            ok &= r.failed.is_none();
+        }
     }
     println!(
         "model: {}",
@@ -124,6 +135,39 @@ pub fn print(r: &Report, paths: bool) {
         println!("  {}: {what}", f.property);
         if let (true, true, Some(p)) = (paths, f.always, &f.path) {
             println!("  {p}");
+        }
+    }
+}
+
+pub fn print_liveness(r: &LiveReport, nodes: u64, depth: usize, paths: bool) {
+    let slowest = r.slowest.as_ref().map_or(0, |(h, _)| h.took_ns);
+    println!(
+        "model Sound, {nodes} nodes, liveness from random walks of {depth} steps, seed {}: \
+         {} states of {} walks healed, the slowest claimed {} ms after its heal (bound {} ms), \
+         {:.1} s",
+        r.seed,
+        r.healed,
+        r.walks,
+        slowest / 1_000_000,
+        r.bound_ns / 1_000_000,
+        r.took.as_secs_f64()
+    );
+    match &r.failed {
+        None => println!("  after the faults end, a node claims within the bound: holds"),
+        Some((why, path, heal)) => {
+            println!(
+                "  after the faults end, a node claims within the bound: BROKEN after {} steps: {why}",
+                path.len()
+            );
+            if paths {
+                for a in path {
+                    println!("  {a:?}");
+                }
+                println!("  the heal:");
+                for a in heal {
+                    println!("  {a:?}");
+                }
+            }
         }
     }
 }

@@ -30,7 +30,9 @@
 //! node claims, that a second term is claimed, that a term is claimed after a resignation,
 //! that a follower installs a snapshot, and that a wiped data dir is refused.
 //! [`Variant`] breaks the core, or the driver's recording, the ways the simulator's flaws do;
-//! each must yield a counterexample path.
+//! each must yield a counterexample path. Liveness, where the model allows it, is
+//! [`liveness`]'s: from the states the walks reach, the faults end and a node must claim
+//! within a bound.
 
 use std::collections::BTreeMap;
 
@@ -44,6 +46,7 @@ use electd_client::{Resigned, Role};
 use stateright::{Model, Property};
 
 pub mod cmd;
+pub mod liveness;
 pub mod search;
 
 pub type NodeId = u64;
@@ -345,6 +348,10 @@ pub enum Act {
     Wipe(NodeId),
     /// The first resigns, naming the second its successor.
     Resign(NodeId, NodeId),
+    /// openraft's own replication: leader `.0` sends its log to `.1`, which lacks it (openraft
+    /// retries a failed send after `RaftNet`'s backoff, whatever the probes do). Only a heal
+    /// takes it (liveness.rs): the search leaves replication to the probes' appends.
+    Replicate(NodeId, NodeId),
 }
 
 fn bit(id: NodeId) -> u8 {
@@ -816,6 +823,23 @@ impl State {
         }
     }
 
+    /// Leader `id`'s log sent to `to` by openraft's replication: an append no probe counts.
+    fn replicate(&mut self, m: &QuorumModel, id: NodeId, to: NodeId) {
+        let n = self.node(id);
+        let Some(l) = n.live.as_ref().filter(|l| l.role == RaftRole::Leader) else {
+            return;
+        };
+        let append = Msg::Append {
+            from: id,
+            to,
+            term: n.disk.term,
+            log: n.disk.log.clone(),
+            commit: l.commit,
+            t0: 0,
+        };
+        self.send(m, append);
+    }
+
     /// A vote request, as the node's handler takes it: the core first, then openraft's vote
     /// (one per term, to a log at least as long), then the core again.
     fn vote(&mut self, m: &QuorumModel, from: NodeId, to: NodeId, term: u64, last: (u64, u64)) {
@@ -1168,6 +1192,7 @@ impl Model for QuorumModel {
             Act::SayHello(id) => s.confirm_round(self, id, true),
             Act::AdvanceTo(t) => s.now = t,
             Act::Resign(id, successor) => s.resign(self, id, successor),
+            Act::Replicate(id, to) => s.replicate(self, id, to),
             Act::Crash(id) => {
                 s.node_mut(id).live = None;
                 s.crashes += 1;
