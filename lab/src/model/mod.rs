@@ -11,7 +11,8 @@
 //! multiset), lost or duplicated, or a leader's append delivered as a snapshot of its log to
 //! its commit (openraft sends one to a follower whose log entries it no longer holds: the core
 //! takes `SnapshotAccepted`, and the answer acknowledges no probe); a node's tick (or none: a
-//! stalled host skips ticks); a campaign once the core says it is due, a pre-vote round or an
+//! stalled host skips ticks); openraft's replication apart from the probes (a leader's log sent
+//! to a follower that lacks it); a campaign once the core says it is due, a pre-vote round or an
 //! election given up, a probe failed; a claiming leader resigning to any other member (the
 //! admin's resign: the core fences its claim, the followers are told who campaigns first); the
 //! one clock advanced to the next instant some node waits for (so a message can be delayed past
@@ -348,9 +349,9 @@ pub enum Act {
     Wipe(NodeId),
     /// The first resigns, naming the second its successor.
     Resign(NodeId, NodeId),
-    /// openraft's own replication: leader `.0` sends its log to `.1`, which lacks it (openraft
-    /// retries a failed send after `RaftNet`'s backoff, whatever the probes do). Only a heal
-    /// takes it (liveness.rs): the search leaves replication to the probes' appends.
+    /// openraft's own replication, apart from the probes: leader `.0` sends its log to `.1`,
+    /// which lacks it, one send in flight at a time (openraft retries a failed send after
+    /// `RaftNet`'s backoff). An append no probe counts.
     Replicate(NodeId, NodeId),
 }
 
@@ -1145,6 +1146,17 @@ impl Model for QuorumModel {
             }
             if s.crashes < self.max_crashes {
                 acts.push(Act::Crash(id));
+            }
+            if l.role == RaftRole::Leader {
+                let lacks = |to: &NodeId| {
+                    *to != id
+                        && s.node(*to).disk.log != n.disk.log
+                        && !s.net.iter().any(|m| {
+                            matches!(m, Msg::Append { from, to: t, t0: 0, .. }
+                                if *from == id && t == to)
+                        })
+                };
+                acts.extend(self.ids().filter(lacks).map(|to| Act::Replicate(id, to)));
             }
             let claims = s
                 .view(id)
