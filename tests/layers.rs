@@ -108,7 +108,7 @@ const LAB_LAYERS: &[&[&str]] = &[
     &["chaos::record"],
     &["chaos::checkers", "chaos::fixtures"],
     &["chaos::verdict", "sim::quorum", "model"],
-    &["model::search"],
+    &["model::search", "model::liveness"],
     &[
         "bench",
         "crashloop",
