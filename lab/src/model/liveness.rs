@@ -18,10 +18,11 @@ use super::{Act, NodeId, QuorumModel, RaftRole, State, START_NS};
 
 /// How long after the heal a node must claim at the latest: three follower leases, what
 /// docs/operations.md calls a failover that took too long (`ElectdLeaderlessStretchLong`).
-/// The followers wait out their lease of F from their last contact (a restarted node's
-/// openraft refuses votes for F after its start), the campaign slots add a stagger step per
-/// rank, and a round refused or split is tried again a stagger step and up to F/2 later
-/// (election/mod.rs, `failed`); the model's messages take no time.
+/// A threshold measured against, not derived: the followers wait out their lease of F from
+/// their last contact (a restarted node's openraft refuses votes for F after its start), the
+/// campaign slots add a stagger step per rank, and each election a split vote loses costs up
+/// to its timeout (F/2, `outcome_ns`), a stagger step and up to F/2 of jitter (election/mod.rs,
+/// `failed`), so that two lost in a row would pass it. The model's messages take no time.
 pub fn bound_ns(model: &QuorumModel) -> u64 {
     3 * model.timing.election.follower_lease_ns
 }
@@ -72,9 +73,11 @@ pub fn heal(
     model: &QuorumModel,
     from: &State,
     bound: u64,
+    seed: u64,
     mut steps_taken: Option<&mut Vec<Act>>,
 ) -> Result<Healed, String> {
     let m = healing(model);
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut s = from.clone();
     let start = s.now;
     let mut ticked: Vec<u64> = vec![0; model.nodes as usize];
@@ -100,7 +103,7 @@ pub fn heal(
                 bound / 1_000_000
             ));
         }
-        let Some(act) = fair(&m, &s, &mut ticked, &mut restarted) else {
+        let Some(act) = fair(&m, &s, &mut ticked, &mut restarted, &mut rng) else {
             return Err("nothing is left to happen, and no node claims".into());
         };
         if let Some(t) = steps_taken.as_mut() {
@@ -141,13 +144,20 @@ fn claims(m: &QuorumModel, s: &State) -> bool {
 }
 
 /// The next step of a world without faults: a stopped node restarts (once: a node whose
-/// data dir the members refuse stops again, for good, as the node exits); a message in flight is
-/// delivered (in the network's order); openraft's replication of a leader's log to a follower
-/// that lacks it; a round, an election or a probe that no answer can
-/// complete any more is given up, as its timeout would; a leader's role turn, once at each
+/// data dir the members refuse stops again, for good, as the node exits); a message in flight
+/// delivered (one drawn from `rng`: the network does not keep order); openraft's replication
+/// of a leader's log to a follower that lacks it; a pre-vote round whose answers are all in
+/// and did not win ends (driver/campaign.rs, `pre_vote`); a leader's role turn, once at each
 /// instant; a campaign or a hello that is due; else the clock moves to the next instant some
-/// node waits for.
-fn fair(m: &QuorumModel, s: &State, ticked: &mut [u64], restarted: &mut u8) -> Option<Act> {
+/// node waits for. A probe or an election out ends when it is answered, or at its deadline
+/// (`AdvanceTo` stops there: mod.rs, `deadlines_passed`).
+fn fair(
+    m: &QuorumModel,
+    s: &State,
+    ticked: &mut [u64],
+    restarted: &mut u8,
+    rng: &mut StdRng,
+) -> Option<Act> {
     let stopped = |id: &NodeId| s.live(*id).is_none() && *restarted & super::bit(*id) == 0;
     if let Some(id) = m.ids().find(stopped) {
         *restarted |= super::bit(id);
@@ -156,7 +166,13 @@ fn fair(m: &QuorumModel, s: &State, ticked: &mut [u64], restarted: &mut u8) -> O
     let mut acts = Vec::new();
     m.actions(s, &mut acts);
     // A message to a node that stopped for good is never delivered.
-    if let Some(msg) = s.net.iter().find(|msg| s.live(msg.to()).is_some()) {
+    let deliverable: Vec<_> = s
+        .net
+        .iter()
+        .filter(|msg| s.live(msg.to()).is_some())
+        .collect();
+    if !deliverable.is_empty() {
+        let msg = deliverable[rng.gen_range(0..deliverable.len())];
         return Some(Act::Deliver(msg.clone()));
     }
     // openraft's replication: a leader's log reaches every running follower that lacks it.
@@ -176,9 +192,7 @@ fn fair(m: &QuorumModel, s: &State, ticked: &mut [u64], restarted: &mut u8) -> O
         let slot = &mut ticked[(id - 1) as usize];
         let turn = l.role == RaftRole::Leader && l.probe.is_none() && *slot != s.now;
         let candidates = [
-            (l.probe.is_some(), Act::FailProbe(id)),
             (l.round.is_some(), Act::GiveUpRound(id)),
-            (l.electing.is_some(), Act::GiveUpElection(id)),
             (turn, Act::Tick(id)),
             (true, Act::Campaign(id)),
             (true, Act::SayHello(id)),
@@ -218,7 +232,8 @@ pub fn check(model: &QuorumModel, seed: u64, depth: usize, timeout: Duration) ->
         };
         let mut path = Vec::new();
         for _ in 0..=depth {
-            match heal(model, &s, report.bound_ns, None) {
+            let order = rng.gen();
+            match heal(model, &s, report.bound_ns, order, None) {
                 Ok(h) => {
                     report.healed += 1;
                     if report
@@ -231,7 +246,7 @@ pub fn check(model: &QuorumModel, seed: u64, depth: usize, timeout: Duration) ->
                 }
                 Err(why) => {
                     let mut steps = Vec::new();
-                    let _ = heal(model, &s, report.bound_ns, Some(&mut steps));
+                    let _ = heal(model, &s, report.bound_ns, order, Some(&mut steps));
                     report.failed = Some((why, path, steps));
                     break 'walks;
                 }

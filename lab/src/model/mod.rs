@@ -16,12 +16,14 @@
 //! election given up, a probe failed; a claiming leader resigning to any other member (the
 //! admin's resign: the core fences its claim, the followers are told who campaigns first); the
 //! one clock advanced to the next instant some node waits for (so a message can be delayed past
-//! any deadline); a crash, a restart with the durable state, a wipe of the disk.
+//! any deadline but a probe's or an election's: there the probe gives up and the election
+//! counts as failed, as the driver's timeouts end them); a crash, a restart with the durable
+//! state, a wipe of the disk.
 //!
-//! What each node's event log tells a watcher is its driver's: a step of the core that asks
-//! to record is recorded, and after every step each running node records its view as it
-//! stands, as the driver does at a claim's end and at each change of openraft's (also while a
-//! probe is out: driver/probe.rs, `probe_recording`).
+//! What each node's event log tells a watcher is its driver's, recorded when the driver wakes
+//! to record (`State::record_woken`): a step of the core that asks to, its start, its role
+//! turn, the end of its probe, a change of openraft's state, and the end of its claim (also
+//! while a probe is out: driver/probe.rs, `probe_recording`).
 //!
 //! The properties, judged on every state reached ([`Ghost`]): no node claims inside another
 //! node's promise (each node's promise is the end of the longest claim it answered, kept past
@@ -182,14 +184,17 @@ pub struct Live {
     pub commit: u64,
     /// Votes for this candidate (bit per node).
     pub votes: u8,
-    /// The probe out: its term and send instant, and who acknowledged it (bit per node).
+    /// The probe out: its term and send instant, and who acknowledged it (bit per node). It
+    /// gives up a probe timeout after its send instant at the latest (driver/probe.rs, `probe`).
     pub probe: Option<(u64, u64, u8)>,
     /// The pre-vote round out: its number, the contact sequence it was due at, and the
     /// grants (an answer to an earlier round counts nothing).
     pub round: Option<(u8, u64, u8)>,
     pub rounds: u8,
-    /// The election this node started and watches.
-    pub electing: Option<u64>,
+    /// The election this node started and watches: its term and when it started. It counts
+    /// as failed an election timeout (`outcome_ns`) after its start at the latest
+    /// (driver/campaign.rs, `await_outcome`).
+    pub electing: Option<(u64, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -330,6 +335,17 @@ pub struct State {
     pub ghost: Ghost,
 }
 
+/// What wakes a node's driver to record its view, as it stood before a step
+/// (`State::record_woken`).
+#[derive(Clone, Copy, Debug)]
+struct Woken {
+    /// openraft's role, term and leader.
+    raft: (RaftRole, u64, Option<NodeId>),
+    probing: bool,
+    /// The end of its last claim.
+    claim_end: Option<u64>,
+}
+
 /// One step of the world.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Act {
@@ -455,15 +471,48 @@ impl State {
         }
     }
 
+    /// What wakes `id`'s driver to record, as it stood before a step ([`Woken`]).
+    fn woken(&self, id: NodeId) -> Option<Woken> {
+        let (l, raft) = (self.live(id)?, self.view(id)?);
+        Some(Woken {
+            raft: (raft.role, raft.term, raft.leader),
+            probing: l.probe.is_some(),
+            claim_end: l.core.lease().last().map(|c| c.until_ns),
+        })
+    }
+
+    /// The driver's recording after `act` (a step of the core that asks to record has recorded
+    /// already: `step`). `id` records its view when its driver wakes to: its start (the first
+    /// role turn, driver/mod.rs `turns`), its role turn (`Tick`: the view is recorded before
+    /// the probe goes out, driver/probe.rs `probe_recording`), the end of its probe (the
+    /// turn's record, carried out after it), a change of openraft's state (the role turn's
+    /// `Woke::Raft`), and the end of its claim (the role turn's timer). While a probe is out,
+    /// the last two wake `probe_recording` instead; the variant `RecordBetweenProbes` does not
+    /// wake for them then.
+    fn record_woken(&mut self, m: &QuorumModel, before: &[Option<Woken>], act: &Act, was_now: u64) {
+        for id in m.ids() {
+            let Some(now) = self.woken(id) else { continue };
+            let was = before[(id - 1) as usize];
+            let started = was.is_none();
+            let turn = *act == Act::Tick(id);
+            let probe_ended = was.is_some_and(|w| w.probing) && !now.probing;
+            let raft_changed = was.is_some_and(|w| w.raft != now.raft);
+            let claim_ended = was
+                .and_then(|w| w.claim_end)
+                .is_some_and(|end| was_now < end && end <= self.now);
+            let deferred = m.variant == Variant::RecordBetweenProbes && now.probing;
+            if started || turn || probe_ended || (!deferred && (raft_changed || claim_ended)) {
+                self.record(id);
+            }
+        }
+    }
+
     /// Judges every running node at this instant, as `/v1/leader` would: a claim while another
-    /// node's promise runs is the violation; a claim makes a promise to its end. Then the
-    /// driver's recording: each running node records its view as it stands, as the driver does
-    /// at once on each change (the role turn wakes at a claim's end and on openraft's every
-    /// change, and while a probe is out `probe_recording` does the same); the variant
-    /// `RecordBetweenProbes` leaves a node with a probe out alone. Last, what a watcher is
-    /// told: a running node's event log must say that it leads exactly when its answers do (the
-    /// simulator's check of each event log against its answers), and never while another
-    /// node's promise runs (the chaos checker C6 over the event logs, at the instant).
+    /// node's promise runs is the violation; a claim makes a promise to its end. Then what a
+    /// watcher is told: a running node's event log must say that it leads exactly when its
+    /// answers do (the simulator's check of each event log against its answers), and never
+    /// while another node's promise runs (the chaos checker C6 over the event logs, at the
+    /// instant).
     fn judge(&mut self, m: &QuorumModel) {
         let mut leads = Vec::with_capacity(self.nodes.len());
         for id in m.ids() {
@@ -471,12 +520,7 @@ impl State {
                 continue;
             };
             let judged = live.core.judge(self.reading(), &view);
-            let deferred = m.variant == Variant::RecordBetweenProbes && live.probe.is_some();
-            let leading = judged.view.role == Role::Leader;
-            leads.push((id, leading));
-            if !deferred {
-                self.node_mut(id).logged_leading = leading;
-            }
+            leads.push((id, judged.view.role == Role::Leader));
             let Some(left) = judged.lease_remaining_ns.filter(|l| *l > 0) else {
                 continue;
             };
@@ -913,6 +957,7 @@ impl State {
         let Some(Answer::Elect(Some(term))) = self.step(id, Input::MayElect { seq, raft }) else {
             return;
         };
+        let now = self.now;
         let n = self.node_mut(id);
         n.disk.term = term;
         n.disk.voted_for = Some(id);
@@ -922,7 +967,7 @@ impl State {
         l.role = RaftRole::Candidate;
         l.leader = None;
         l.votes = bit(id);
-        l.electing = Some(term);
+        l.electing = Some((term, now));
         self.note_vote(id, term, id);
         for to in m.ids().filter(|to| *to != id) {
             self.send(
@@ -1031,7 +1076,37 @@ impl State {
         }
     }
 
-    /// The instants some node waits for, after now: where the clock may jump to.
+    /// The earliest deadline of `id`'s work out: its probe's (a probe timeout after its send
+    /// instant) or its election's (an election timeout after its start).
+    fn deadline(&self, m: &QuorumModel, id: NodeId) -> Option<u64> {
+        let l = self.live(id)?;
+        let e = m.timing.election;
+        let probe = l.probe.map(|(_, t0, _)| t0 + e.probe_timeout_ns);
+        let election = l.electing.map(|(_, at)| at + e.outcome_ns);
+        probe.into_iter().chain(election).min()
+    }
+
+    /// The clock came to `id`'s deadlines: a probe out gives up, an election out counts as
+    /// failed (driver/probe.rs, `probe`; driver/campaign.rs, `await_outcome`).
+    fn deadlines_passed(&mut self, m: &QuorumModel, id: NodeId) {
+        let Some(l) = self.live(id) else { return };
+        let e = m.timing.election;
+        if l.probe
+            .is_some_and(|(_, t0, _)| self.now >= t0 + e.probe_timeout_ns)
+        {
+            self.probe_done(id, false);
+        }
+        let l = self.live(id).expect("live");
+        if l.electing
+            .is_some_and(|(_, at)| self.now >= at + e.outcome_ns)
+        {
+            self.node_mut(id).live.as_mut().expect("live").electing = None;
+            self.step(id, Input::ElectionOver { won: false });
+        }
+    }
+
+    /// The instants some node waits for, after now: where the clock may jump to, none past
+    /// the first deadline of a probe or an election out.
     fn next_instants(&self, m: &QuorumModel) -> Vec<u64> {
         let f = m.timing.election.follower_lease_ns;
         let mut at = Vec::new();
@@ -1049,7 +1124,11 @@ impl State {
             at.push(l.core.contact().at_ns + f);
         }
         at.extend(self.ghost.promised_until.values().copied());
-        at.retain(|t| *t > self.now && *t <= START_NS + m.horizon_ns);
+        // A probe or an election out ends at its deadline at the latest: the clock stops there.
+        let deadline = m.ids().filter_map(|id| self.deadline(m, id)).min();
+        at.extend(deadline);
+        let last = deadline.unwrap_or(u64::MAX).min(START_NS + m.horizon_ns);
+        at.retain(|t| *t > self.now && *t <= last);
         at.sort_unstable();
         at.dedup();
         at.truncate(m.advances);
@@ -1171,6 +1250,9 @@ impl Model for QuorumModel {
 
     fn next_state(&self, last: &State, act: Act) -> Option<State> {
         let mut s = last.clone();
+        let before: Vec<Option<Woken>> = self.ids().map(|id| s.woken(id)).collect();
+        let act_seen = act.clone();
+        let was_now = s.now;
         let g = &mut s.ghost;
         g.halted =
             g.two_claims || g.two_leaders || g.double_vote || g.log_inside_promise || g.log_trails;
@@ -1202,7 +1284,12 @@ impl Model for QuorumModel {
             }
             Act::FailProbe(id) => s.probe_done(id, false),
             Act::SayHello(id) => s.confirm_round(self, id, true),
-            Act::AdvanceTo(t) => s.now = t,
+            Act::AdvanceTo(t) => {
+                s.now = t;
+                for id in self.ids() {
+                    s.deadlines_passed(self, id);
+                }
+            }
             Act::Resign(id, successor) => s.resign(self, id, successor),
             Act::Replicate(id, to) => s.replicate(self, id, to),
             Act::Crash(id) => {
@@ -1227,6 +1314,7 @@ impl Model for QuorumModel {
                 s.wipes += 1;
             }
         }
+        s.record_woken(self, &before, &act_seen, was_now);
         s.judge(self);
         Some(s)
     }

@@ -35,10 +35,15 @@ pub struct Report {
 }
 
 /// Whether `act` may come in `state`: one of its actions, or the clock set to any later
-/// instant within the horizon (a delay is a delay, whichever instant it ends at).
+/// instant within the horizon and not past a deadline of a probe or an election out (a delay
+/// is a delay, whichever instant it ends at).
 fn enabled(model: &QuorumModel, state: &State, act: &Act, buf: &mut Vec<Act>) -> bool {
     if let Act::AdvanceTo(t) = act {
-        return *t > state.now && *t <= START_NS + model.horizon_ns;
+        let deadline = model.ids().filter_map(|id| state.deadline(model, id)).min();
+        let last = deadline
+            .unwrap_or(u64::MAX)
+            .min(START_NS + model.horizon_ns);
+        return *t > state.now && *t <= last;
     }
     buf.clear();
     model.actions(state, buf);
