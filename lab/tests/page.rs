@@ -71,6 +71,10 @@ impl Chrome {
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg("about:blank")
+        // Chromium's singleton socket goes to a directory of its own under TMPDIR, which a
+        // killed browser leaves behind (one /tmp/org.chromium.Chromium.* a run): inside the
+        // profile, it goes with it.
+        .env("TMPDIR", profile.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
