@@ -83,7 +83,7 @@ pub fn heal(
     let mut ticked: Vec<u64> = vec![0; model.nodes as usize];
     let mut restarted = 0u8;
     for steps in 0..10_000 {
-        if let Some(broke) = broken(&s) {
+        if let Some(broke) = s.ghost.broken() {
             return Err(format!("{broke} while healing, {steps} steps in"));
         }
         if claims(&m, &s) {
@@ -114,23 +114,6 @@ pub fn heal(
             .ok_or("a step of the heal was refused")?;
     }
     Err("the heal took 10,000 steps without a claim".into())
-}
-
-/// A property of the model broken in `s`.
-fn broken(s: &State) -> Option<&'static str> {
-    let g = &s.ghost;
-    [
-        (g.two_claims, "a claim inside another node's promise"),
-        (g.two_leaders, "two leaders in a term"),
-        (g.double_vote, "a second vote in a term"),
-        (
-            g.log_inside_promise,
-            "an event log told of a claim inside a promise",
-        ),
-        (g.log_trails, "an event log trailed its node's answers"),
-    ]
-    .into_iter()
-    .find_map(|(b, what)| b.then_some(what))
 }
 
 /// Some running node claims now.

@@ -321,6 +321,24 @@ pub struct Ghost {
     pub halted: bool,
 }
 
+impl Ghost {
+    /// The property this step broke, if one did.
+    pub fn broken(&self) -> Option<&'static str> {
+        [
+            (self.two_claims, "a claim inside another node's promise"),
+            (self.two_leaders, "two leaders in a term"),
+            (self.double_vote, "a second vote in a term"),
+            (
+                self.log_inside_promise,
+                "an event log told of a claim inside a promise",
+            ),
+            (self.log_trails, "an event log trailed its node's answers"),
+        ]
+        .into_iter()
+        .find_map(|(b, what)| b.then_some(what))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     pub now: u64,
@@ -1086,6 +1104,13 @@ impl State {
         probe.into_iter().chain(election).min()
     }
 
+    /// The latest instant the clock may move to: the horizon, or before it the first deadline
+    /// of a probe or an election out (it ends there at the latest: the clock stops there).
+    fn last_instant(&self, m: &QuorumModel) -> u64 {
+        let deadline = m.ids().filter_map(|id| self.deadline(m, id)).min();
+        deadline.unwrap_or(u64::MAX).min(START_NS + m.horizon_ns)
+    }
+
     /// The clock came to `id`'s deadlines: a probe out gives up, an election out counts as
     /// failed (driver/probe.rs, `probe`; driver/campaign.rs, `await_outcome`).
     fn deadlines_passed(&mut self, m: &QuorumModel, id: NodeId) {
@@ -1125,9 +1150,8 @@ impl State {
         }
         at.extend(self.ghost.promised_until.values().copied());
         // A probe or an election out ends at its deadline at the latest: the clock stops there.
-        let deadline = m.ids().filter_map(|id| self.deadline(m, id)).min();
-        at.extend(deadline);
-        let last = deadline.unwrap_or(u64::MAX).min(START_NS + m.horizon_ns);
+        at.extend(m.ids().filter_map(|id| self.deadline(m, id)).min());
+        let last = self.last_instant(m);
         at.retain(|t| *t > self.now && *t <= last);
         at.sort_unstable();
         at.dedup();
@@ -1254,8 +1278,7 @@ impl Model for QuorumModel {
         let act_seen = act.clone();
         let was_now = s.now;
         let g = &mut s.ghost;
-        g.halted =
-            g.two_claims || g.two_leaders || g.double_vote || g.log_inside_promise || g.log_trails;
+        g.halted = g.broken().is_some();
         (g.two_claims, g.two_leaders, g.double_vote) = (false, false, false);
         (g.log_inside_promise, g.log_trails) = (false, false);
         match act {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use stateright::{Checker, Expectation, HasDiscoveries, Model, UniformChooser};
 
-use super::{Act, QuorumModel, State, Variant, START_NS};
+use super::{Act, QuorumModel, State, Variant};
 
 /// What a check found for one property.
 #[derive(Debug)]
@@ -39,11 +39,7 @@ pub struct Report {
 /// is a delay, whichever instant it ends at).
 fn enabled(model: &QuorumModel, state: &State, act: &Act, buf: &mut Vec<Act>) -> bool {
     if let Act::AdvanceTo(t) = act {
-        let deadline = model.ids().filter_map(|id| state.deadline(model, id)).min();
-        let last = deadline
-            .unwrap_or(u64::MAX)
-            .min(START_NS + model.horizon_ns);
-        return *t > state.now && *t <= last;
+        return *t > state.now && *t <= state.last_instant(model);
     }
     buf.clear();
     model.actions(state, buf);
