@@ -133,7 +133,7 @@ pub fn print(r: &Report, paths: bool) {
             (false, Some(n)) => format!("reached in {n} steps"),
         };
         println!("  {}: {what}", f.property);
-        if let (true, true, Some(p)) = (paths, f.always, &f.path) {
+        if let (true, Some(p)) = (paths, &f.path) {
             println!("  {p}");
         }
     }

@@ -17,8 +17,9 @@
 //! admin's resign: the core fences its claim, the followers are told who campaigns first); the
 //! one clock advanced to the next instant some node waits for (so a message can be delayed past
 //! any deadline but a probe's or an election's: there the probe gives up and the election
-//! counts as failed, as the driver's timeouts end them); a crash, a restart with the durable
-//! state, a wipe of the disk.
+//! counts as failed, as the driver's timeouts end them); a crash, a graceful stop (the claim
+//! closed for good, a successor named to the others, as on SIGTERM), a restart with the
+//! durable state, a wipe of the disk.
 //!
 //! What each node's event log tells a watcher is its driver's, recorded when the driver wakes
 //! to record (`State::record_woken`): a step of the core that asks to, its start, its role
@@ -29,9 +30,10 @@
 //! node's promise (each node's promise is the end of the longest claim it answered, kept past
 //! its crash), one leader per term, a node never votes for two candidates in one term (across
 //! its data dirs), no running node's event log tells of its claim inside another node's
-//! promise, and each tells whether it leads as its answers do; and, as reachability, that a
-//! node claims, that a second term is claimed, that a term is claimed after a resignation,
-//! that a follower installs a snapshot, and that a wiped data dir is refused.
+//! promise (at each instant, and back to the claim's start as the log stamps it), and each
+//! tells whether it leads as its answers do; and, as reachability, that a node claims, that a
+//! second term is claimed, that a term is claimed after a resignation and after a graceful
+//! stop, that a follower installs a snapshot, and that a wiped data dir is refused.
 //! [`Variant`] breaks the core, or the driver's recording, the ways the simulator's flaws do;
 //! each must yield a counterexample path. Liveness, where the model allows it, is
 //! [`liveness`]'s: from the states the walks reach, the faults end and a node must claim
@@ -302,6 +304,10 @@ pub struct Ghost {
     /// The highest term a leader resigned, and whether a higher one was claimed since.
     pub resigned_term: Option<u64>,
     pub claimed_after_resign: bool,
+    /// The highest term whose leader stopped gracefully naming a successor, and whether a
+    /// higher one was claimed since.
+    pub stopped_term: Option<u64>,
+    pub claimed_after_stop: bool,
     /// A wiped data dir's confirmation was refused (a member knows the earlier one).
     pub refused: bool,
     /// A follower installed a leader's snapshot.
@@ -383,10 +389,27 @@ pub enum Act {
     Wipe(NodeId),
     /// The first resigns, naming the second its successor.
     Resign(NodeId, NodeId),
+    /// A graceful stop (SIGTERM; quorum/node/mod.rs, `shutdown`): the claim ends for good, a
+    /// node that led names its successor to the others, and the node stops. It counts as one of
+    /// the `max_crashes` stops; a stopped node may restart like a crashed one.
+    Shutdown(NodeId),
     /// openraft's own replication, apart from the probes: leader `.0` sends its log to `.1`,
     /// which lacks it, one send in flight at a time (openraft retries a failed send after
     /// `RaftNet`'s backoff). An append no probe counts.
     Replicate(NodeId, NodeId),
+}
+
+/// The model's clock at one instant, for what the node stamps (BOOTTIME and MONOTONIC are one
+/// clock here: the model never suspends).
+struct At(u64);
+
+impl electd::clock::Clock for At {
+    fn mono_ns(&self) -> u64 {
+        self.0
+    }
+    fn boot_ns(&self) -> u64 {
+        self.0
+    }
 }
 
 fn bit(id: NodeId) -> u8 {
@@ -449,11 +472,28 @@ impl State {
     }
 
     /// `id` records its view as judged now in its event log (events.rs, `record_leased_view`).
+    /// A claim's start is stamped as the node stamps it (lease.rs, `stamp_change`): back at the
+    /// send instant of the probe that started it. The chaos checker C6 judges the logs as
+    /// intervals, so that stamp must lie past every promise of another node, not only the
+    /// instant it is recorded at.
     fn record(&mut self, id: NodeId) {
         let (Some(view), Some(live)) = (self.view(id), self.live(id)) else {
             return;
         };
-        let leading = live.core.judge(self.reading(), &view).view.role == Role::Leader;
+        let judged = live.core.judge(self.reading(), &view).view;
+        let leading = judged.role == Role::Leader;
+        if leading && !self.node(id).logged_leading {
+            let clock = At(self.now);
+            let since =
+                live.core
+                    .lease()
+                    .stamp_change(Role::Follower, Role::Leader, judged.term, &clock);
+            let g = &mut self.ghost;
+            g.log_inside_promise |= g
+                .promised_until
+                .iter()
+                .any(|(other, until)| *other != id && *until > since);
+        }
         self.node_mut(id).logged_leading = leading;
     }
 
@@ -555,6 +595,9 @@ impl State {
             g.claimed_terms |= 1 << judged.view.term.min(31);
             if g.resigned_term.is_some_and(|t| judged.view.term > t) {
                 g.claimed_after_resign = true;
+            }
+            if g.stopped_term.is_some_and(|t| judged.view.term > t) {
+                g.claimed_after_stop = true;
             }
         }
         for (id, leading) in leads {
@@ -855,17 +898,11 @@ impl State {
     }
 
     /// Leader `id` resigns to `to` (quorum/node/mod.rs, `resign`): the core fences its claim, and
-    /// the others are told that the successor it names campaigns first. The model's leader takes
-    /// every follower as holding its whole log, so the successor is any other member the admin
-    /// names.
+    /// the others are told that the successor it names campaigns first.
     fn resign(&mut self, m: &QuorumModel, id: NodeId, to: NodeId) {
         self.resigns += 1;
         let Some(raft) = self.view(id) else { return };
-        let last = raft.last_log_index;
-        let followers = Followers {
-            matched: m.ids().filter(|o| *o != id).map(|o| (o, last)).collect(),
-            last,
-        };
+        let followers = self.followers(m, id, raft.last_log_index);
         let resign = Input::Resign {
             raft,
             to: Some(to),
@@ -875,6 +912,39 @@ impl State {
             return;
         };
         self.ghost.resigned_term = self.ghost.resigned_term.max(Some(term));
+        self.tell_resign(m, id, term, successor);
+    }
+
+    /// `id` stops gracefully (quorum/node/mod.rs, `shutdown`): the core closes its claim for
+    /// good; a node that led tells the others the successor it names, in openraft's term; then
+    /// the node is gone (openraft stops, the process exits). The few instants between the step
+    /// and the exit, while the node still answers peers with its claim closed, are not modelled.
+    fn shutdown(&mut self, m: &QuorumModel, id: NodeId) {
+        self.crashes += 1;
+        if let Some(raft) = self.view(id) {
+            let term = raft.term;
+            let followers = self.followers(m, id, raft.last_log_index);
+            let stop = Input::Shutdown { raft, followers };
+            if let Some(Answer::Shutdown(Some(successor))) = self.step(id, stop) {
+                self.ghost.stopped_term = self.ghost.stopped_term.max(Some(term));
+                self.tell_resign(m, id, term, successor);
+            }
+        }
+        self.node_mut(id).live = None;
+    }
+
+    /// What leader `id` knows of its followers' logs: the model's leader takes every follower
+    /// as holding its whole log, so any other member may succeed it.
+    fn followers(&self, m: &QuorumModel, id: NodeId, last: Option<u64>) -> Followers {
+        Followers {
+            matched: m.ids().filter(|o| *o != id).map(|o| (o, last)).collect(),
+            last,
+        }
+    }
+
+    /// `id` tells every other member that it resigned in `term`, naming `successor`
+    /// (protocol.rs, `tell_resign`).
+    fn tell_resign(&mut self, m: &QuorumModel, id: NodeId, term: u64, successor: NodeId) {
         for to in m.ids().filter(|to| *to != id) {
             let notice = Msg::Resign {
                 from: id,
@@ -1249,6 +1319,7 @@ impl Model for QuorumModel {
             }
             if s.crashes < self.max_crashes {
                 acts.push(Act::Crash(id));
+                acts.push(Act::Shutdown(id));
             }
             if l.role == RaftRole::Leader {
                 let lacks = |to: &NodeId| {
@@ -1314,6 +1385,7 @@ impl Model for QuorumModel {
                 }
             }
             Act::Resign(id, successor) => s.resign(self, id, successor),
+            Act::Shutdown(id) => s.shutdown(self, id),
             Act::Replicate(id, to) => s.replicate(self, id, to),
             Act::Crash(id) => {
                 s.node_mut(id).live = None;
@@ -1370,6 +1442,9 @@ impl Model for QuorumModel {
             }),
             Property::sometimes("a term is claimed after a resignation", |_, s: &State| {
                 s.ghost.claimed_after_resign
+            }),
+            Property::sometimes("a term is claimed after a graceful stop", |_, s: &State| {
+                s.ghost.claimed_after_stop
             }),
             Property::sometimes("a follower installs a snapshot", |_, s: &State| {
                 s.ghost.snapshot_installed

@@ -1,6 +1,6 @@
 //! How the model is checked ([`check`]): breadth first to a depth, or by seeded random walks;
-//! and how a walk's counterexample is made short ([`shrink`]) by playing it again without one
-//! action after another ([`replay`]).
+//! and how a walk's counterexample, or its example of a reachability, is made short
+//! ([`shrink`]) by playing it again without one action after another ([`replay`]).
 
 use std::time::{Duration, Instant};
 
@@ -47,12 +47,14 @@ fn enabled(model: &QuorumModel, state: &State, act: &Act, buf: &mut Vec<Act>) ->
 }
 
 /// Plays `acts` from the start, skipping any action not enabled where it comes, until
-/// `property` first fails: the actions played, and whether it failed.
+/// `property` is first settled (an `always` fails, a `sometimes` is reached): the actions
+/// played, and whether it was settled.
 pub fn play(model: &QuorumModel, acts: &[Act], property: &'static str) -> (Vec<Act>, bool) {
     let prop = model.properties().into_iter().find(|p| p.name == property);
     let (Some(prop), Some(mut state)) = (prop, model.init_states().pop()) else {
         return (Vec::new(), false);
     };
+    let always = matches!(prop.expectation, Expectation::Always);
     let mut played = Vec::new();
     let mut buf = Vec::new();
     for act in acts {
@@ -64,22 +66,23 @@ pub fn play(model: &QuorumModel, acts: &[Act], property: &'static str) -> (Vec<A
         };
         state = next;
         played.push(act.clone());
-        if !(prop.condition)(model, &state) {
+        if (prop.condition)(model, &state) != always {
             return (played, true);
         }
     }
     (played, false)
 }
 
-/// The number of actions of `acts` played when `property` first fails, if it does ([`play`]).
+/// The number of actions of `acts` played when `property` is first settled, if it is
+/// ([`play`]).
 pub fn replay(model: &QuorumModel, acts: &[Act], property: &'static str) -> Option<usize> {
     let (played, broke) = play(model, acts, property);
     broke.then_some(played.len())
 }
 
-/// The counterexample `acts` made short: actions are left out, one at a time, for as long as
-/// what is left still breaks `property` (as a shrinking property test does). Returns the
-/// actions that are played.
+/// The counterexample (or example) `acts` made short: actions are left out, one at a time, for
+/// as long as what is left still breaks (or reaches) `property`, as a shrinking property test
+/// does. Returns the actions that are played.
 pub fn shrink(model: &QuorumModel, mut acts: Vec<Act>, property: &'static str) -> Vec<Act> {
     if replay(model, &acts, property).is_none() {
         return acts;
@@ -149,7 +152,7 @@ pub fn check(model: QuorumModel, search: Search, timeout: Duration) -> Report {
             let path = checker.discovery(property).map(|p| p.into_actions());
             // A walk's path is as long as the walk: made short. Breadth first, it is already.
             let path = match (path, search) {
-                (Some(p), Search::Walks { .. }) if always => Some(shrink(&shrinker, p, property)),
+                (Some(p), Search::Walks { .. }) => Some(shrink(&shrinker, p, property)),
                 (p, _) => p,
             };
             Found {
