@@ -126,8 +126,9 @@ fn claims(m: &QuorumModel, s: &State) -> bool {
     })
 }
 
-/// The next step of a world without faults: a stopped node restarts (once: a node whose
-/// data dir the members refuse stops again, for good, as the node exits); a message in flight
+/// The next step of a world without faults: a stopping node exits, a stopped node restarts
+/// (once: a node whose data dir the members refuse stops again, for good, as the node exits);
+/// a message in flight
 /// delivered (one drawn from `rng`: the network does not keep order); openraft's replication
 /// of a leader's log to a follower that lacks it; a pre-vote round whose answers are all in
 /// and did not win ends (driver/campaign.rs, `pre_vote`); a leader's role turn, once at each
@@ -141,6 +142,10 @@ fn fair(
     restarted: &mut u8,
     rng: &mut StdRng,
 ) -> Option<Act> {
+    // A graceful stop under way ends first: the node exits, and restarts below.
+    if let Some(id) = m.ids().find(|id| s.live(*id).is_some_and(|l| l.stopping)) {
+        return Some(Act::Exit(id));
+    }
     let stopped = |id: &NodeId| s.live(*id).is_none() && *restarted & super::bit(*id) == 0;
     if let Some(id) = m.ids().find(stopped) {
         *restarted |= super::bit(id);

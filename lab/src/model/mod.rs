@@ -18,8 +18,8 @@
 //! one clock advanced to the next instant some node waits for (so a message can be delayed past
 //! any deadline but a probe's or an election's: there the probe gives up and the election
 //! counts as failed, as the driver's timeouts end them); a crash, a graceful stop (the claim
-//! closed for good, a successor named to the others, as on SIGTERM), a restart with the
-//! durable state, a wipe of the disk.
+//! closed for good, a successor named to the others, as on SIGTERM; openraft runs on until the
+//! node exits, a step later), a restart with the durable state, a wipe of the disk.
 //!
 //! What each node's event log tells a watcher is its driver's, recorded when the driver wakes
 //! to record (`State::record_woken`): a step of the core that asks to, its start, its role
@@ -106,6 +106,9 @@ pub struct QuorumModel {
     pub horizon_ns: u64,
     /// How many of the next instants the clock may advance to from a state.
     pub advances: usize,
+    /// For the checker's own test: every claim's start stamped this much earlier than the node
+    /// stamps it (0: as the node does), so that the stamp check is seen to fail.
+    pub stamp_early_ns: u64,
 }
 
 impl QuorumModel {
@@ -134,6 +137,7 @@ impl QuorumModel {
             max_snapshots: 1,
             horizon_ns: ms(1500),
             advances: 3,
+            stamp_early_ns: 0,
         }
     }
 
@@ -197,6 +201,9 @@ pub struct Live {
     /// as failed an election timeout (`outcome_ns`) after its start at the latest
     /// (driver/campaign.rs, `await_outcome`).
     pub electing: Option<(u64, u64)>,
+    /// A graceful stop under way (`Act::Shutdown` done): the claim is closed and the notices
+    /// are out, while openraft still runs until `Act::Exit`.
+    pub stopping: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -389,10 +396,13 @@ pub enum Act {
     Wipe(NodeId),
     /// The first resigns, naming the second its successor.
     Resign(NodeId, NodeId),
-    /// A graceful stop (SIGTERM; quorum/node/mod.rs, `shutdown`): the claim ends for good, a
-    /// node that led names its successor to the others, and the node stops. It counts as one of
-    /// the `max_crashes` stops; a stopped node may restart like a crashed one.
+    /// A graceful stop begins (SIGTERM; quorum/node/mod.rs, `shutdown`): the claim ends for
+    /// good, and a node that led names its successor to the others. It counts as one of the
+    /// `max_crashes` stops.
     Shutdown(NodeId),
+    /// A stopping node's openraft stops and its process exits: it may restart like a crashed
+    /// one.
+    Exit(NodeId),
     /// openraft's own replication, apart from the probes: leader `.0` sends its log to `.1`,
     /// which lacks it, one send in flight at a time (openraft retries a failed send after
     /// `RaftNet`'s backoff). An append no probe counts.
@@ -453,7 +463,7 @@ impl State {
     /// Steps `id`'s core; its answer. A record it asks for is made (node/mod.rs, `carry_out`);
     /// its other actions are the node's I/O the model has no use for (wakes, counts), and
     /// probes come from ticks only.
-    fn step(&mut self, id: NodeId, input: Input) -> Option<Answer> {
+    fn step(&mut self, m: &QuorumModel, id: NodeId, input: Input) -> Option<Answer> {
         let now = self.reading();
         let live = self.node_mut(id).live.as_mut()?;
         let mut answer = None;
@@ -466,7 +476,7 @@ impl State {
             }
         }
         if record {
-            self.record(id);
+            self.record(m, id);
         }
         answer
     }
@@ -476,7 +486,7 @@ impl State {
     /// send instant of the probe that started it. The chaos checker C6 judges the logs as
     /// intervals, so that stamp must lie past every promise of another node, not only the
     /// instant it is recorded at.
-    fn record(&mut self, id: NodeId) {
+    fn record(&mut self, m: &QuorumModel, id: NodeId) {
         let (Some(view), Some(live)) = (self.view(id), self.live(id)) else {
             return;
         };
@@ -484,10 +494,11 @@ impl State {
         let leading = judged.role == Role::Leader;
         if leading && !self.node(id).logged_leading {
             let clock = At(self.now);
-            let since =
-                live.core
-                    .lease()
-                    .stamp_change(Role::Follower, Role::Leader, judged.term, &clock);
+            let since = live
+                .core
+                .lease()
+                .stamp_change(Role::Follower, Role::Leader, judged.term, &clock)
+                .saturating_sub(m.stamp_early_ns);
             let g = &mut self.ghost;
             g.log_inside_promise |= g
                 .promised_until
@@ -560,7 +571,7 @@ impl State {
                 .is_some_and(|end| was_now < end && end <= self.now);
             let deferred = m.variant == Variant::RecordBetweenProbes && now.probing;
             if started || turn || probe_ended || (!deferred && (raft_changed || claim_ended)) {
-                self.record(id);
+                self.record(m, id);
             }
         }
     }
@@ -664,7 +675,7 @@ impl State {
                     commit: Some(commit),
                 }
             };
-            self.step(to, taken);
+            self.step(m, to, taken);
         }
         let term = self.node(to).disk.term;
         let answer = Msg::AppendAnswer {
@@ -702,7 +713,7 @@ impl State {
                     confirmed,
                 };
                 let granted = matches!(
-                    self.step(to, asked),
+                    self.step(m, to, asked),
                     Some(Answer::PreVote {
                         verdict: Ok(()),
                         ..
@@ -774,7 +785,7 @@ impl State {
                     }
                     if self.live(to).is_some_and(|l| l.electing.is_some()) {
                         self.node_mut(to).live.as_mut().expect("live").electing = None;
-                        self.step(to, Input::ElectionOver { won: true });
+                        self.step(m, to, Input::ElectionOver { won: true });
                     }
                 }
             }
@@ -797,7 +808,7 @@ impl State {
                 let acks = acks | bit(from);
                 self.node_mut(to).live.as_mut().expect("live").probe = Some((pterm, pt0, acks));
                 if m.majority(acks) {
-                    self.probe_done(to, true);
+                    self.probe_done(m, to, true);
                 }
             }
             Msg::Hello {
@@ -836,7 +847,7 @@ impl State {
                     successor,
                     raft,
                 };
-                self.step(to, told);
+                self.step(m, to, told);
             }
             Msg::HelloAnswer {
                 from,
@@ -860,7 +871,7 @@ impl State {
                     members: m.nodes as usize,
                     joins: false,
                 };
-                match self.step(to, Input::Heard(heard)) {
+                match self.step(m, to, Input::Heard(heard)) {
                     // The node stops (driver/confirm.rs): a restart says hello again.
                     Some(Answer::Heard(Verdict::Refused(_))) => {
                         self.node_mut(to).live = None;
@@ -880,7 +891,7 @@ impl State {
             members: m.ids().collect(),
             known: true,
         };
-        match self.step(id, Input::Heard(round)) {
+        match self.step(m, id, Input::Heard(round)) {
             Some(Answer::Heard(Verdict::Confirmed(_))) => self.node_mut(id).disk.confirmed = true,
             Some(Answer::Heard(Verdict::Ask(ask))) if say => {
                 let incarnation = self.node(id).disk.incarnation;
@@ -908,36 +919,50 @@ impl State {
             to: Some(to),
             followers,
         };
-        let Some(Answer::Resign(Ok(Resigned { term, successor }))) = self.step(id, resign) else {
+        let Some(Answer::Resign(Ok(Resigned { term, successor }))) = self.step(m, id, resign)
+        else {
             return;
         };
         self.ghost.resigned_term = self.ghost.resigned_term.max(Some(term));
         self.tell_resign(m, id, term, successor);
     }
 
-    /// `id` stops gracefully (quorum/node/mod.rs, `shutdown`): the core closes its claim for
-    /// good; a node that led tells the others the successor it names, in openraft's term; then
-    /// the node is gone (openraft stops, the process exits). The few instants between the step
-    /// and the exit, while the node still answers peers with its claim closed, are not modelled.
+    /// `id` begins a graceful stop (quorum/node/mod.rs, `shutdown`): the core closes its claim
+    /// for good; a node that led tells the others the successor it names, in openraft's term.
+    /// openraft runs on while the notices are out (up to `RESIGN_TIMEOUT`): until `Act::Exit`
+    /// the node answers its peers (votes, appends) with its claim closed, and its driver starts
+    /// no campaign (driver/mod.rs, `campaign_turn`).
     fn shutdown(&mut self, m: &QuorumModel, id: NodeId) {
         self.crashes += 1;
-        if let Some(raft) = self.view(id) {
-            let term = raft.term;
-            let followers = self.followers(m, id, raft.last_log_index);
-            let stop = Input::Shutdown { raft, followers };
-            if let Some(Answer::Shutdown(Some(successor))) = self.step(id, stop) {
-                self.ghost.stopped_term = self.ghost.stopped_term.max(Some(term));
-                self.tell_resign(m, id, term, successor);
-            }
+        let Some(raft) = self.view(id) else { return };
+        let term = raft.term;
+        let followers = self.followers(m, id, raft.last_log_index);
+        let stop = Input::Shutdown { raft, followers };
+        if let Some(Answer::Shutdown(Some(successor))) = self.step(m, id, stop) {
+            self.ghost.stopped_term = self.ghost.stopped_term.max(Some(term));
+            self.tell_resign(m, id, term, successor);
         }
-        self.node_mut(id).live = None;
+        if let Some(l) = self.node_mut(id).live.as_mut() {
+            l.stopping = true;
+        }
     }
 
-    /// What leader `id` knows of its followers' logs: the model's leader takes every follower
-    /// as holding its whole log, so any other member may succeed it.
+    /// How much of leader `id`'s log each follower holds (openraft's replication progress, as
+    /// `Followers::of` reads it): the model's leader knows each follower's log at once, where
+    /// openraft learns it from the answers to its appends.
     fn followers(&self, m: &QuorumModel, id: NodeId, last: Option<u64>) -> Followers {
+        let log = &self.node(id).disk.log;
+        let matched = |o: NodeId| {
+            let same = self.node(o).disk.log.iter().zip(log);
+            let n = same.take_while(|(a, b)| a == b).count() as u64;
+            (n > 0).then_some(n)
+        };
         Followers {
-            matched: m.ids().filter(|o| *o != id).map(|o| (o, last)).collect(),
+            matched: m
+                .ids()
+                .filter(|o| *o != id)
+                .map(|o| (o, matched(o)))
+                .collect(),
             last,
         }
     }
@@ -982,7 +1007,7 @@ impl State {
             current_term: d.term,
             confirmed: d.confirmed,
         };
-        let granted = match self.step(to, asked) {
+        let granted = match self.step(m, to, asked) {
             Some(Answer::PassVote {
                 higher,
                 inside_promise,
@@ -1012,6 +1037,7 @@ impl State {
                     self.note_vote(to, term, from);
                 }
                 self.step(
+                    m,
                     to,
                     Input::VoteAnswered {
                         term,
@@ -1040,9 +1066,10 @@ impl State {
     /// The pre-vote round of `id` won: the core's gate is asked, and openraft campaigns.
     fn round_won(&mut self, m: &QuorumModel, id: NodeId, seq: u64) {
         self.node_mut(id).live.as_mut().expect("live").round = None;
-        self.step(id, Input::RoundEnded { failed: false });
+        self.step(m, id, Input::RoundEnded { failed: false });
         let Some(raft) = self.view(id) else { return };
-        let Some(Answer::Elect(Some(term))) = self.step(id, Input::MayElect { seq, raft }) else {
+        let Some(Answer::Elect(Some(term))) = self.step(m, id, Input::MayElect { seq, raft })
+        else {
             return;
         };
         let now = self.now;
@@ -1070,7 +1097,7 @@ impl State {
         }
     }
 
-    fn probe_done(&mut self, id: NodeId, acked: bool) {
+    fn probe_done(&mut self, m: &QuorumModel, id: NodeId, acked: bool) {
         let Some((term, t0, _)) = self.live(id).and_then(|l| l.probe) else {
             return;
         };
@@ -1087,6 +1114,7 @@ impl State {
             mono_ns: t0,
         };
         self.step(
+            m,
             id,
             Input::ProbeDone {
                 term,
@@ -1129,7 +1157,10 @@ impl State {
     fn campaign_due(&self, m: &QuorumModel, id: NodeId) -> Option<(u64, u64)> {
         let n = self.node(id);
         let l = n.live.as_ref()?;
-        let free = l.round.is_none() && l.electing.is_none() && l.role != RaftRole::Leader;
+        let free = l.round.is_none()
+            && l.electing.is_none()
+            && l.role != RaftRole::Leader
+            && !l.core.lease().is_closed();
         if !free || !n.disk.confirmed || n.disk.term >= m.max_term {
             return None;
         }
@@ -1142,8 +1173,8 @@ impl State {
         let Some((_, seq)) = self.campaign_due(m, id) else {
             return;
         };
-        if self.step(id, Input::RoundStarting) != Some(Answer::Round(true)) {
-            self.step(id, Input::RoundEnded { failed: true });
+        if self.step(m, id, Input::RoundStarting) != Some(Answer::Round(true)) {
+            self.step(m, id, Input::RoundEnded { failed: true });
             return;
         }
         let l = self.node_mut(id).live.as_mut().expect("live");
@@ -1189,14 +1220,14 @@ impl State {
         if l.probe
             .is_some_and(|(_, t0, _)| self.now >= t0 + e.probe_timeout_ns)
         {
-            self.probe_done(id, false);
+            self.probe_done(m, id, false);
         }
         let l = self.live(id).expect("live");
         if l.electing
             .is_some_and(|(_, at)| self.now >= at + e.outcome_ns)
         {
             self.node_mut(id).live.as_mut().expect("live").electing = None;
-            self.step(id, Input::ElectionOver { won: false });
+            self.step(m, id, Input::ElectionOver { won: false });
         }
     }
 
@@ -1317,7 +1348,9 @@ impl Model for QuorumModel {
             if !n.disk.confirmed && !hello_out {
                 acts.push(Act::SayHello(id));
             }
-            if s.crashes < self.max_crashes {
+            if l.stopping {
+                acts.push(Act::Exit(id));
+            } else if s.crashes < self.max_crashes {
                 acts.push(Act::Crash(id));
                 acts.push(Act::Shutdown(id));
             }
@@ -1370,13 +1403,13 @@ impl Model for QuorumModel {
             Act::Campaign(id) => s.campaign(self, id),
             Act::GiveUpRound(id) => {
                 s.node_mut(id).live.as_mut()?.round = None;
-                s.step(id, Input::RoundEnded { failed: true });
+                s.step(self, id, Input::RoundEnded { failed: true });
             }
             Act::GiveUpElection(id) => {
                 s.node_mut(id).live.as_mut()?.electing = None;
-                s.step(id, Input::ElectionOver { won: false });
+                s.step(self, id, Input::ElectionOver { won: false });
             }
-            Act::FailProbe(id) => s.probe_done(id, false),
+            Act::FailProbe(id) => s.probe_done(self, id, false),
             Act::SayHello(id) => s.confirm_round(self, id, true),
             Act::AdvanceTo(t) => {
                 s.now = t;
@@ -1386,6 +1419,7 @@ impl Model for QuorumModel {
             }
             Act::Resign(id, successor) => s.resign(self, id, successor),
             Act::Shutdown(id) => s.shutdown(self, id),
+            Act::Exit(id) => s.node_mut(id).live = None,
             Act::Replicate(id, to) => s.replicate(self, id, to),
             Act::Crash(id) => {
                 s.node_mut(id).live = None;
@@ -1469,6 +1503,7 @@ impl QuorumModel {
             round: None,
             rounds: 0,
             electing: None,
+            stopping: false,
         }
     }
 }

@@ -47,8 +47,9 @@ fn enabled(model: &QuorumModel, state: &State, act: &Act, buf: &mut Vec<Act>) ->
 }
 
 /// Plays `acts` from the start, skipping any action not enabled where it comes, until
-/// `property` is first settled (an `always` fails, a `sometimes` is reached): the actions
-/// played, and whether it was settled.
+/// `property` is first settled (an `always` fails, a `sometimes` is reached), or another
+/// property breaks (the checker goes no further): the actions played, and whether it was
+/// settled.
 pub fn play(model: &QuorumModel, acts: &[Act], property: &'static str) -> (Vec<Act>, bool) {
     let prop = model.properties().into_iter().find(|p| p.name == property);
     let (Some(prop), Some(mut state)) = (prop, model.init_states().pop()) else {
@@ -68,6 +69,10 @@ pub fn play(model: &QuorumModel, acts: &[Act], property: &'static str) -> (Vec<A
         played.push(act.clone());
         if (prop.condition)(model, &state) != always {
             return (played, true);
+        }
+        // Another property broke here: the checker explores nothing past it.
+        if state.ghost.broken().is_some() {
+            return (played, false);
         }
     }
     (played, false)
