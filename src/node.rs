@@ -152,8 +152,8 @@ async fn start_engine(
         Mode::Quorum => {
             let disk = disk.unwrap_or_else(|| Arc::new(StateFile::new(&cfg.data_dir)));
             let store = Store::open_on(disk, cfg.id, &cfg.cluster_id).map_err(QuorumError::from)?;
-            let q = QuorumNode::start(cfg, store, plumbing, seed, flaws).await?;
-            Driver::spawn(q.clone(), stop.clone(), fatal);
+            let (q, core) = QuorumNode::start(cfg, store, plumbing, seed, flaws).await?;
+            Driver::spawn(q.clone(), core, stop.clone(), fatal);
             q
         }
         Mode::Bully => {

@@ -42,6 +42,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "quorum::preference",
         "quorum::core::io",
         "quorum::core",
+        "quorum::inbox",
         "legacy::core",
         "legacy::epoch_file",
         "legacy::bully",

@@ -6,6 +6,7 @@
 //! | `types.rs` | openraft's configuration: its types, and its runtime config from electd's timings |
 //! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
 //! | `core/` | [`QuorumCore`](core::QuorumCore): every decision about the claim, the campaign and the contact, as a state machine without I/O (`step`, `tick`) |
+//! | `inbox.rs` | who may step the core: its one owner, the driver ([`CoreOwner`](inbox::CoreOwner)), and everyone else through the [`Inbox`](inbox::Inbox) (ask, read) |
 //! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
 //! | `election/` | when a node may campaign: follower-lease gate, pre-vote and pledge, order of candidates, joint majorities (pure logic and the gate; its tests in `tests.rs`) |
 //! | `storage/` | the durable vote and log: the store (`mod.rs`), its two slot files (`slots.rs`), openraft's view of it (`raft.rs`) |
@@ -25,6 +26,7 @@ mod driver;
 mod election;
 mod hellos;
 mod identity;
+mod inbox;
 mod membership;
 mod node;
 mod preference;

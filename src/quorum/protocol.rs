@@ -183,9 +183,13 @@ pub trait QuorumPeer: Send + Sync + 'static {
         Output = Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     > + Send;
     /// Would this node vote for `from` in its next term?
-    fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse;
+    fn on_prevote_request(
+        &self,
+        from: NodeId,
+        req: PreVoteRequest,
+    ) -> impl Future<Output = PreVoteResponse> + Send;
     /// `from` says it resigned.
-    fn on_resign_notice(&self, from: NodeId, notice: Resign);
+    fn on_resign_notice(&self, from: NodeId, notice: Resign) -> impl Future<Output = ()> + Send;
     /// `from`, the leader before this one, asks this node to remove it (membership.rs).
     fn on_remove(
         self: Arc<Self>,
@@ -269,7 +273,7 @@ async fn prevote<P: QuorumPeer>(
 ) -> Result<Response, ApiError> {
     let req: PreVoteRequest = decode_peer(p.counters(), &body)?;
     p.counters().received("prevote");
-    Ok(Json(p.on_prevote_request(from, req)).into_response())
+    Ok(Json(p.on_prevote_request(from, req).await).into_response())
 }
 
 async fn resign<P: QuorumPeer>(
@@ -279,7 +283,7 @@ async fn resign<P: QuorumPeer>(
 ) -> Result<Response, ApiError> {
     let notice: Resign = decode_peer(p.counters(), &body)?;
     p.counters().received("resign");
-    p.on_resign_notice(from, notice);
+    p.on_resign_notice(from, notice).await;
     Ok(Json(serde_json::json!({"ok": true})).into_response())
 }
 

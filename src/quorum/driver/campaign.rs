@@ -42,7 +42,7 @@ pub(super) async fn turn(node: Arc<QuorumNode>, stop: CancellationToken) {
         }
         return;
     }
-    let (due, contact) = node.with_core(|core, _| core.campaign_due(&RaftView::of(&m), &voters));
+    let (due, contact) = node.core.read().campaign_due(&RaftView::of(&m), &voters);
     let now = node.clock.boot_ns();
     if now < due {
         sleep_to_slot(node, due, &mut metrics, &stop).await;
@@ -66,7 +66,7 @@ pub(super) async fn turn(node: Arc<QuorumNode>, stop: CancellationToken) {
     };
     node.counters.election_started();
     let won = await_outcome(node, term, contact.seq, &stop).await;
-    node.step(Input::ElectionOver { won });
+    node.ask(Input::ElectionOver { won }).await;
 }
 
 /// Sleeps until the campaign slot `due` (BOOTTIME), or a contact, or a change of openraft's
@@ -106,9 +106,10 @@ async fn sleep_to_slot(
 /// `Err(None)` when it was lost for good (a live leader, a longer log, no answer).
 async fn pre_vote(node: &QuorumNode, term: u64) -> Result<(), Option<Duration>> {
     let res = pre_vote_round(node, term).await;
-    node.step(Input::RoundEnded {
+    node.ask(Input::RoundEnded {
         failed: res == Err(None),
-    });
+    })
+    .await;
     res
 }
 
@@ -124,7 +125,7 @@ async fn pre_vote_round(node: &QuorumNode, term: u64) -> Result<(), Option<Durat
     let deadline = Duration::from_nanos(timing.prevote_timeout_ns);
     // This node's own round counts as its pledge: it refuses other candidates meanwhile
     // (core/mod.rs); not while it is pledged to another.
-    if node.step(Input::RoundStarting) != Some(Answer::Round(true)) {
+    if node.ask(Input::RoundStarting).await != Some(Answer::Round(true)) {
         return Err(None);
     }
     let mut asks: futures_util::stream::FuturesUnordered<_> = node
@@ -173,10 +174,11 @@ async fn pre_vote_round(node: &QuorumNode, term: u64) -> Result<(), Option<Durat
 async fn elect_if_still_due(node: &QuorumNode, seen_seq: u64) -> Option<u64> {
     let _exclusive = node.gate.exclusive().await;
     let raft = RaftView::of(&node.raft_metrics());
-    let Some(Answer::Elect(Some(term))) = node.step(Input::MayElect {
+    let asked = node.ask(Input::MayElect {
         seq: seen_seq,
         raft,
-    }) else {
+    });
+    let Some(Answer::Elect(Some(term))) = asked.await else {
         return None;
     };
     tracing::info!(term, "follower lease over and pre-vote won: campaigning");
@@ -200,7 +202,7 @@ async fn await_outcome(node: &QuorumNode, term: u64, seq: u64, stop: &Cancellati
                 return false;
             }
         }
-        if node.with_core(|core, _| core.contact().seq) != seq {
+        if node.core.read().contact().seq != seq {
             return false;
         }
         tokio::select! {

@@ -43,7 +43,7 @@ pub(super) async fn confirm_identity(
             members.push(node.id);
         }
         let n = members.len();
-        let ask = match heard(node, Heard::Round { members, known }) {
+        let ask = match heard(node, Heard::Round { members, known }).await {
             Verdict::Confirmed(by) => break by,
             Verdict::Ask(ask) => ask,
             other => return Err(format!("the core answered a round with {other:?}")),
@@ -101,7 +101,7 @@ async fn hello_round(
             members,
             joins: node.joins,
         };
-        match heard(node, answered) {
+        match heard(node, answered).await {
             Verdict::Refused(why) => return Err(why),
             Verdict::Waits(why) => tracing::warn!(
                 member = from,
@@ -114,8 +114,8 @@ async fn hello_round(
 }
 
 /// The core's verdict on `heard`.
-fn heard(node: &QuorumNode, heard: Heard) -> Verdict {
-    match node.step(Input::Heard(heard)) {
+async fn heard(node: &QuorumNode, heard: Heard) -> Verdict {
+    match node.ask(Input::Heard(heard)).await {
         Some(Answer::Heard(v)) => v,
         other => Verdict::Refused(format!("the core answered a hello with {other:?}")),
     }

@@ -11,11 +11,14 @@
 //!
 //! Work a turn starts runs inside this task, polled beside the next turns (one `select!`), so
 //! every reason to act is in one place and no two of the node's own tasks interleave. The
-//! peers' requests are the other way into the core: their handlers step it themselves
-//! (node/mod.rs, `QuorumPeer`), each under the gate's read side (election/mod.rs, `Gate`) while
-//! openraft processes the request; a campaign enqueues openraft's election under its write side
-//! (`campaign.rs`, `elect_if_still_due`). That is the order between appends and elections the
-//! safety argument states (docs/safety.md, "Why two nodes never claim at once").
+//! driver owns the core (inbox.rs, `CoreOwner`): it alone steps it. What the node's other
+//! tasks ask of it (the peers' requests: node/mod.rs, `QuorumPeer`; an admin's resign; the
+//! stop) arrives in its inbox, and is stepped, and what the step says carried out, in the
+//! order it arrives, beside the turns; the work the turns started asks the same way. A peer's
+//! append or vote is handed to openraft under the gate's read side (election/mod.rs, `Gate`);
+//! a campaign enqueues openraft's election under its write side (`campaign.rs`,
+//! `elect_if_still_due`). That is the order between appends and elections the safety argument
+//! states (docs/safety.md, "Why two nodes never claim at once").
 
 mod campaign;
 mod confirm;
@@ -32,13 +35,16 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::core::{Action, RaftView};
+use super::core::{Action, Answer, Input, RaftView};
+use super::inbox::CoreOwner;
 use super::node::QuorumNode;
 use crate::role::NodeId;
 
 /// The driver's state between turns: the work under way, and what the turns remember.
 pub struct Driver {
     node: Arc<QuorumNode>,
+    /// The core, which only this task steps.
+    core: CoreOwner,
     stop: CancellationToken,
     metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
     /// The config's beat (`heartbeat_ms`): the preference looks once a beat.
@@ -69,7 +75,7 @@ enum Woke {
     Role,
     /// The preference's beat.
     Look,
-    /// Work it started ended.
+    /// Work it started ended, or it stepped what was asked.
     Done,
 }
 
@@ -77,8 +83,13 @@ impl Driver {
     /// Runs the driver in the background. When it ends with an error (openraft stopped on its
     /// own: a storage error; a member knows this node by an earlier data dir) or panics, the
     /// reason is logged and `fatal` is cancelled, which stops the process.
-    pub fn spawn(node: Arc<QuorumNode>, stop: CancellationToken, fatal: CancellationToken) {
-        let run = tokio::spawn(Self::run(node, stop));
+    pub fn spawn(
+        node: Arc<QuorumNode>,
+        core: CoreOwner,
+        stop: CancellationToken,
+        fatal: CancellationToken,
+    ) {
+        let run = tokio::spawn(Self::run(node, core, stop));
         tokio::spawn(async move {
             let why = match run.await {
                 Ok(Ok(())) => return,
@@ -94,7 +105,20 @@ impl Driver {
 
     /// The driver's task: turns until `stop` is cancelled, or ends with an error when openraft
     /// stops on its own or a member knows this node by an earlier data dir (identity.rs).
-    pub async fn run(node: Arc<QuorumNode>, stop: CancellationToken) -> Result<(), String> {
+    pub async fn run(
+        node: Arc<QuorumNode>,
+        core: CoreOwner,
+        stop: CancellationToken,
+    ) -> Result<(), String> {
+        Self::run_owning(node, core, stop).await.0
+    }
+
+    /// [`Driver::run`], and the core it owned, once it stops (the node's tests step it then).
+    pub(crate) async fn run_owning(
+        node: Arc<QuorumNode>,
+        core: CoreOwner,
+        stop: CancellationToken,
+    ) -> (Result<(), String>, CoreOwner) {
         let beat = Duration::from_millis(node.timing.heartbeat_ms);
         let confirming: BoxFuture<'static, Result<(), String>> = {
             let (node, stop) = (node.clone(), stop.clone());
@@ -111,18 +135,15 @@ impl Driver {
             members_seen: None,
             work: FuturesUnordered::new(),
             node: node.clone(),
+            core,
             stop,
         };
         node.store.set_flaws(&node.flaws);
         let res = driver.turns().await;
         // openraft stopping after this node closed its claim is the node's own shutdown.
-        res.or_else(|e| {
-            if node.with_core(|core, _| core.lease().is_closed()) {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })
+        let closed = driver.core.read().lease().is_closed();
+        let res = res.or_else(|e| if closed { Ok(()) } else { Err(e) });
+        (res, driver.core)
     }
 
     /// The driver's loop: waits for a reason to act, then takes the turns it calls for.
@@ -163,10 +184,9 @@ impl Driver {
         // end of a running claim, whichever comes first; none while a probe is out.
         let role_in = self.probe.is_none().then(|| {
             let raft = RaftView::of(&self.metrics.borrow());
-            node.with_core(|core, now| {
-                let next = core.next_tick_ns(now.boot_ns, &raft);
-                Duration::from_nanos(next.saturating_sub(now.boot_ns))
-            })
+            let now = node.clock.boot_ns();
+            let next = self.core.read().next_tick_ns(now, &raft);
+            Duration::from_nanos(next.saturating_sub(now))
         });
         let beat = self.beat;
         // Work under way first: each branch ends at most once for each piece of work started,
@@ -176,6 +196,12 @@ impl Driver {
         Ok(tokio::select! {
             biased;
             _ = self.stop.cancelled() => Woke::Stop,
+            Some(ask) = self.core.asked() => {
+                let answer = self.step(ask.input);
+                // The asker may have gone (a dropped request): the step stands.
+                let _ = ask.answer.send(answer);
+                Woke::Done
+            }
             _ = under_way(&mut self.probe) => {
                 self.probe = None;
                 Woke::Done
@@ -208,9 +234,8 @@ impl Driver {
     /// The role's turn: ticks the core and carries out what it says. A probe it asks for goes
     /// out now, and what the core said after it is carried out once the probe is back.
     fn role_turn(&mut self, m: &RaftMetrics<NodeId, BasicNode>) {
-        let mut actions = self
-            .node
-            .with_core(|core, now| core.tick(now, &RaftView::of(m)));
+        let clock = &self.node.clock;
+        let mut actions = self.core.tick(|| clock.read(), &RaftView::of(m));
         let at = actions
             .iter()
             .position(|a| matches!(a, Action::Probe { .. }));
@@ -249,7 +274,7 @@ impl Driver {
         if self.campaign.is_some()
             || self.confirming.is_some()
             || self.stop.is_cancelled()
-            || self.node.with_core(|core, _| core.lease().is_closed())
+            || self.core.read().lease().is_closed()
         {
             return;
         }
@@ -260,9 +285,44 @@ impl Driver {
     /// The preference's turn: one look, and the handover it calls for.
     fn look(&mut self) {
         self.next_look = Some(Instant::now() + self.beat);
-        if let Some(to) = prefer::look(&self.node) {
+        let look = prefer::look(&self.node);
+        if let Some(Answer::HandOver(Some(to))) = self.step(look) {
             self.next_look = None;
             self.handing_over = Some(Box::pin(prefer::hand_over(self.node.clone(), to)));
+        }
+    }
+}
+
+impl Driver {
+    /// Steps the core with `input` now and carries out what it says; its answer.
+    fn step(&mut self, input: Input) -> Option<Answer> {
+        step(&self.node, &mut self.core, input)
+    }
+}
+
+/// Steps `core` with `input` now and carries out what it says; its answer.
+fn step(node: &QuorumNode, core: &mut CoreOwner, input: Input) -> Option<Answer> {
+    let actions = core.step(|| node.clock.read(), input);
+    node.carry_out(actions)
+}
+
+/// Runs `work` while stepping what is asked of `core`, as the driver does (the node's tests,
+/// once its driver stopped).
+#[cfg(test)]
+pub(crate) async fn serve<T>(
+    node: &QuorumNode,
+    core: &mut CoreOwner,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut work => return out,
+            Some(ask) = core.asked() => {
+                let answer = step(node, core, ask.input);
+                let _ = ask.answer.send(answer);
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use openraft::{BasicNode, RaftMetrics};
 
 use crate::clock::ms;
-use crate::quorum::core::{Answer, Input, RaftView};
+use crate::quorum::core::{Input, RaftView};
 use crate::quorum::node::QuorumNode;
 use crate::quorum::preference::{Followers, Look, Seen};
 use crate::quorum::types::voters_of;
@@ -20,9 +20,9 @@ pub(super) fn wanted(node: &QuorumNode) -> bool {
     node.priorities.values().any(|p| *p != 0)
 }
 
-/// One look, a beat after the last: the member to hand over to, as the core judges it (once one
-/// of higher priority has been ready for the settle time while this node claims).
-pub(super) fn look(node: &QuorumNode) -> Option<NodeId> {
+/// One look, a beat after the last, for the core to judge: it answers the member to hand over
+/// to (once one of higher priority has been ready for the settle time while this node claims).
+pub(super) fn look(node: &QuorumNode) -> Input {
     let m = node.raft_metrics();
     let look = Look {
         mine: priority_of(node, node.id),
@@ -30,10 +30,7 @@ pub(super) fn look(node: &QuorumNode) -> Option<NodeId> {
         settle_ns: node.settle_ns,
     };
     let raft = RaftView::of(&m);
-    match node.step(Input::Look { raft, look }) {
-        Some(Answer::HandOver(to)) => to,
-        _ => None,
-    }
+    Input::Look { raft, look }
 }
 
 /// Hands over to `to`, the member [`look`] chose, if it can campaign; else tells the core,
@@ -47,7 +44,7 @@ pub(super) async fn hand_over(node: Arc<QuorumNode>, to: NodeId) {
             successor = to,
             "no handover to the preferred leader: its data dir is not confirmed"
         );
-        node.step(Input::CannotTakeOver);
+        node.ask(Input::CannotTakeOver).await;
         return;
     }
     match node.resign(Some(to)).await {

@@ -37,10 +37,12 @@ pub(crate) async fn probe_recording(
     tokio::pin!(probe);
     let mut raft_running = true;
     loop {
-        let left = node.with_core(|core, now| {
-            let claim = core.lease().current(term, now.boot_ns);
-            claim.map(|c| c.left_ns(now.boot_ns))
-        });
+        let left = {
+            let core = node.core.read();
+            let now = node.clock.boot_ns();
+            let claim = core.lease().current(term, now);
+            claim.map(|c| c.left_ns(now))
+        };
         tokio::select! {
             biased;
             granted = &mut probe => return granted,
@@ -63,12 +65,14 @@ pub(crate) async fn probe(node: &QuorumNode, term: u64) -> bool {
         Ok(Ok(_))
     );
     let raft = RaftView::of(&node.raft_metrics());
-    let answer = node.step(Input::ProbeDone {
-        term,
-        t0,
-        acked,
-        raft,
-    });
+    let answer = node
+        .ask(Input::ProbeDone {
+            term,
+            t0,
+            acked,
+            raft,
+        })
+        .await;
     let took = node.clock.boot_ns().saturating_sub(t0.boot_ns);
     let Some(Answer::Probe {
         granted,

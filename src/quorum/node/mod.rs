@@ -5,7 +5,7 @@
 //! (`driver/mod.rs`); the members are `membership.rs`'s.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::core::{Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftView};
 use super::election::{self, ElectionTiming, Gate};
 use super::hellos::Hellos;
+use super::inbox::{self, CoreOwner, Inbox};
 use super::membership::Membership;
 use super::preference::Followers;
 use super::protocol::{
@@ -30,12 +31,11 @@ use super::protocol::{
 };
 use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::{raft_config, voters_of, TypeConfig};
-use crate::clock::{ms, Clock, Reading};
+use crate::clock::{ms, Clock};
 use crate::config::{Timing, ValidConfig};
 use crate::counters::Counters;
 use crate::engine::{Engine, Flaws, Judged, MembershipError, Plumbing, ResignError};
 use crate::events::EventLog;
-use crate::lease::{HoldsLease, Lease};
 use crate::role::{NodeId, Resigned};
 use crate::transport::Transport;
 use electd_client::{AddMember, Members};
@@ -62,9 +62,9 @@ pub struct QuorumNode {
     pub(super) raft: Raft<TypeConfig>,
     pub(super) store: Arc<Store>,
     pub(super) clock: Arc<dyn Clock>,
-    /// Every decision about the claim, the campaign and the contact (core/mod.rs). Locked only to
-    /// step it, never across an `.await`; the one lock of the node's state.
-    pub(super) core: Mutex<QuorumCore>,
+    /// Every decision about the claim, the campaign and the contact (core/mod.rs): stepped by
+    /// the driver alone, which owns it; asked and read through here (inbox.rs).
+    pub(super) core: Inbox,
     /// The follower-lease gate: orders appends and votes against an election (election/mod.rs).
     pub(super) gate: Gate,
     /// The campaign's timings (from the config; the core's campaign holds a copy).
@@ -93,7 +93,7 @@ impl QuorumNode {
         plumbing: Plumbing,
         seed: u64,
         flaws: Flaws,
-    ) -> Result<Arc<QuorumNode>, QuorumError> {
+    ) -> Result<(Arc<QuorumNode>, CoreOwner), QuorumError> {
         let Plumbing {
             transport,
             events,
@@ -127,7 +127,8 @@ impl QuorumNode {
         let core = core.with_vote_while_leading(flaws.vote_while_leading());
         let hellos = Hellos::new(cfg, &transport, &store, &raft, &flaws);
         let members = Membership::new(cfg, &raft, &store, &transport, &hellos);
-        Ok(Arc::new(QuorumNode {
+        let (core, owner) = inbox::own(core);
+        let node = Arc::new(QuorumNode {
             members,
             hellos,
             id: cfg.id,
@@ -137,7 +138,7 @@ impl QuorumNode {
             raft,
             store,
             gate: Gate::default(),
-            core: Mutex::new(core),
+            core,
             joins: cfg.join.is_some(),
             election: ElectionTiming::from_config(&t),
             clock,
@@ -146,32 +147,25 @@ impl QuorumNode {
             wake: Notify::new(),
             transport,
             flaws,
-        }))
+        });
+        Ok((node, owner))
     }
 
     pub(super) fn raft_metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
         self.raft.metrics().borrow().clone()
     }
 
-    /// The effective role now, judged from openraft's state and the claim at this moment.
+    /// The effective role now, judged from openraft's state and the claim at this moment (read
+    /// while the core is held, so that no step comes between: inbox.rs).
     pub(super) fn judge(&self, m: &RaftMetrics<NodeId, BasicNode>) -> Judged {
-        self.with_core(|core, now| core.judge(now, &RaftView::of(m)))
+        let core = self.core.read();
+        core.judge(self.clock.read(), &RaftView::of(m))
     }
 
-    /// The one place the core is locked: `f` gets it and the instant, read under the lock so
-    /// that the core is stepped in the order of its instants. The lock is the core's only guard
-    /// between the node's tasks (the handlers of peers' and admins' requests, the driver); never
-    /// held across an `.await` (`f` is not async), it orders them and blocks none.
-    pub(super) fn with_core<R>(&self, f: impl FnOnce(&mut QuorumCore, Reading) -> R) -> R {
-        let mut core = self.core.lock().expect("core");
-        let now = self.clock.read();
-        f(&mut core, now)
-    }
-
-    /// Steps the core with `input` now and carries out what it says; returns its answer.
-    pub(super) fn step(&self, input: Input) -> Option<Answer> {
-        let actions = self.with_core(|core, now| core.step(now, input));
-        self.carry_out(actions)
+    /// Has the driver step the core with `input`, and carry out what it says; its answer
+    /// (`None`: none, or the driver has stopped).
+    pub(super) async fn ask(&self, input: Input) -> Option<Answer> {
+        self.core.ask(input).await
     }
 
     /// Carries out what the core said, but probes (the driver's own): records the view,
@@ -221,7 +215,7 @@ impl QuorumNode {
             to,
             followers: Followers::of(&m, &voters_of(&m), self.id),
         };
-        let resigned = match self.step(resign) {
+        let resigned = match self.ask(resign).await {
             Some(Answer::Resign(r)) => r?,
             _ => return Err(ResignError::NotLeader(self.id)),
         };
@@ -257,20 +251,13 @@ impl QuorumNode {
             raft: RaftView::of(&m),
             followers: Followers::of(&m, &voters_of(&m), self.id),
         };
-        if let Some(Answer::Shutdown(Some(successor))) = self.step(stop) {
+        if let Some(Answer::Shutdown(Some(successor))) = self.ask(stop).await {
             let term = m.current_term;
             self.tell_followers(Resign { term, successor }).await;
         }
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "openraft shutdown");
         }
-    }
-}
-
-/// Quorum mode's lease, inside the core (`record_view`).
-impl HoldsLease for Mutex<QuorumCore> {
-    fn with_lease<R>(&self, f: impl FnOnce(&Lease) -> R) -> R {
-        f(self.lock().expect("core").lease())
     }
 }
 
@@ -288,8 +275,10 @@ impl Engine for QuorumNode {
     /// Extra status for `/v1/status`: what openraft itself says, and the campaign.
     fn status(&self) -> serde_json::Value {
         let m = self.raft_metrics();
-        let (contact, failed_attempts) =
-            self.with_core(|core, _| (core.contact(), core.failed_attempts()));
+        let (contact, failed_attempts) = {
+            let core = self.core.read();
+            (core.contact(), core.failed_attempts())
+        };
         let since_contact = self.clock.boot_ns().saturating_sub(contact.at_ns) / 1_000_000;
         serde_json::json!({
             "raft_state": format!("{:?}", m.state),
@@ -358,7 +347,7 @@ impl QuorumPeer for QuorumNode {
         let res = self.raft.append_entries(req).await;
         if let (Ok(r), Some(l)) = (&res, leader) {
             if l == from && !matches!(r, AppendEntriesResponse::HigherVote(_)) {
-                self.step(Input::AppendAccepted { leader: l, commit });
+                self.ask(Input::AppendAccepted { leader: l, commit }).await;
             }
         }
         res
@@ -381,7 +370,7 @@ impl QuorumPeer for QuorumNode {
         let Some(Answer::PassVote {
             higher,
             inside_promise,
-        }) = self.step(asked)
+        }) = self.ask(asked).await
         else {
             let why = match confirmed {
                 true => "a promise of this node can still run",
@@ -402,13 +391,14 @@ impl QuorumPeer for QuorumNode {
         // the request (one vote per term).
         let admitted = self.gate.admit().await;
         let res = self.raft.vote(req).await;
-        self.step(Input::VoteAnswered {
+        self.ask(Input::VoteAnswered {
             term,
             higher,
             granted: matches!(&res, Ok(r) if r.vote_granted),
             failed: res.is_err(),
             inside_promise,
-        });
+        })
+        .await;
         drop(admitted);
         res
     }
@@ -425,14 +415,14 @@ impl QuorumPeer for QuorumNode {
         let _admitted = self.gate.admit().await;
         let res = self.raft.install_snapshot(req).await;
         if matches!(&res, Ok(r) if r.vote <= vote) {
-            self.step(Input::SnapshotAccepted { leader });
+            self.ask(Input::SnapshotAccepted { leader }).await;
         }
         res
     }
 
     /// Judged by the core (core/mod.rs, `prevote_asked`): its follower lease, its log and the
     /// pre-vote it pledged last, changing nothing durable; a grant is a pledge to `from`.
-    fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse {
+    async fn on_prevote_request(&self, from: NodeId, req: PreVoteRequest) -> PreVoteResponse {
         let term = self.raft.metrics().borrow().current_term;
         let asked = Input::PreVoteAsked {
             from,
@@ -440,7 +430,7 @@ impl QuorumPeer for QuorumNode {
             mine: self.store.last_log_id(),
             confirmed: self.store.confirmed(),
         };
-        let (verdict, lease_left_us) = match self.step(asked) {
+        let (verdict, lease_left_us) = match self.ask(asked).await {
             Some(Answer::PreVote {
                 verdict,
                 lease_left_us,
@@ -457,7 +447,7 @@ impl QuorumPeer for QuorumNode {
 
     /// Its leader resigned: the named successor campaigns first, as soon as the followers'
     /// leases allow, everyone else one stagger step later (election/mod.rs).
-    fn on_resign_notice(&self, from: NodeId, notice: Resign) {
+    async fn on_resign_notice(&self, from: NodeId, notice: Resign) {
         let raft = RaftView::of(&self.raft_metrics());
         let told = Input::ResignNotice {
             from,
@@ -465,7 +455,7 @@ impl QuorumPeer for QuorumNode {
             successor: notice.successor,
             raft,
         };
-        if self.step(told) == Some(Answer::Handoff { taken: true }) {
+        if self.ask(told).await == Some(Answer::Handoff { taken: true }) {
             tracing::info!(
                 term = notice.term,
                 successor = notice.successor,

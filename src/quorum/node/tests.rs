@@ -6,8 +6,9 @@ use axum::extract::State;
 use openraft::raft::VoteRequest;
 
 use super::*;
-use crate::quorum::driver::{probe, Driver};
+use crate::quorum::driver::{probe, serve, Driver};
 use crate::quorum::identity::Recognition;
+use crate::quorum::inbox::CoreOwner;
 use crate::quorum::protocol::vote;
 use crate::quorum::types::Command;
 use crate::role::{Role, View};
@@ -28,6 +29,9 @@ async fn node_of(
     (q, stop)
 }
 
+/// The driver's task: its end, and the core it owned.
+type Running = tokio::task::JoinHandle<(Result<(), String>, CoreOwner)>;
+
 /// [`node_of`] with its state on `disk` (else in `dir`), and its running loops; its
 /// incarnation taken as confirmed (the others never start to record it).
 async fn node_on(
@@ -35,11 +39,7 @@ async fn node_on(
     members: u64,
     flaws: Flaws,
     disk: Option<Arc<dyn crate::quorum::storage::Disk>>,
-) -> (
-    Arc<QuorumNode>,
-    CancellationToken,
-    tokio::task::JoinHandle<Result<(), String>>,
-) {
+) -> (Arc<QuorumNode>, CancellationToken, Running) {
     node_started(dir, members, flaws, disk, true).await
 }
 
@@ -50,11 +50,7 @@ async fn node_started(
     flaws: Flaws,
     disk: Option<Arc<dyn crate::quorum::storage::Disk>>,
     confirmed: bool,
-) -> (
-    Arc<QuorumNode>,
-    CancellationToken,
-    tokio::task::JoinHandle<Result<(), String>>,
-) {
+) -> (Arc<QuorumNode>, CancellationToken, Running) {
     let mut cfg = crate::config::single_member(dir, crate::role::Mode::Quorum);
     // The peers are never reached: no secret to share.
     cfg.insecure = true;
@@ -86,14 +82,14 @@ async fn node_started(
         clock: crate::clock::system(),
     };
     let cfg = ValidConfig::new(cfg).expect("a valid config");
-    let q = QuorumNode::start(&cfg, store, plumbing, 1, flaws)
+    let (q, core) = QuorumNode::start(&cfg, store, plumbing, 1, flaws)
         .await
         .unwrap();
     if confirmed {
         q.store.confirm_identity().await.unwrap();
     }
     let stop = CancellationToken::new();
-    let run = tokio::spawn(Driver::run(q.clone(), stop.clone()));
+    let run = tokio::spawn(Driver::run_owning(q.clone(), core, stop.clone()));
     (q, stop, run)
 }
 
@@ -218,13 +214,15 @@ async fn a_new_data_dir_votes_only_once_its_incarnation_is_confirmed() {
         !ask_vote(&q, &req).await.vote_granted,
         "a new data dir voted"
     );
-    let pre = q.on_prevote_request(
-        2,
-        PreVoteRequest {
-            term: 5,
-            last_log_id: q.store.last_log_id(),
-        },
-    );
+    let pre = q
+        .on_prevote_request(
+            2,
+            PreVoteRequest {
+                term: 5,
+                last_log_id: q.store.last_log_id(),
+            },
+        )
+        .await;
     assert_eq!(pre.refused.as_deref(), Some("unconfirmed"), "{pre:?}");
     q.store.confirm_identity().await.unwrap();
     assert!(
@@ -318,7 +316,7 @@ async fn a_restarted_leader_stamps_its_claim_at_its_start_after_every_earlier_ev
         let term = q.raft_metrics().current_term;
         let since = {
             let now = q.clock.boot_ns();
-            let core = q.core.lock().unwrap();
+            let core = q.core.read();
             core.lease().current(term, now).expect("a claim").since_ns
         };
         let events = q.events.since(0, usize::MAX).0;
@@ -364,14 +362,17 @@ async fn a_restarted_leader_stamps_its_claim_at_its_start_after_every_earlier_ev
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_step_records_the_view_before_its_probe_goes_out() {
     let dir = tempfile::tempdir().unwrap();
-    let (q, stop) = single_node(dir.path()).await;
+    let (q, stop, run) = node_on(dir.path(), 1, Flaws::default(), None).await;
     assert!(until_claiming(&q).await);
     stop.cancel();
+    // The test steps the core from here on, as the driver would.
+    let (_, mut core) = run.await.unwrap();
     let term = q.raft_metrics().current_term;
     for round in 0..10 {
         // The claim ended, and the event log last told of another view (a restarted
         // node's log ends in its earlier run), so that the probe step has a change to record.
-        q.core.lock().unwrap().lease_mut().revoke(q.clock.boot_ns());
+        let now = q.clock.boot_ns();
+        core.modify(|c| c.lease_mut().revoke(now));
         q.events
             .record(
                 q.clock.mono_ns(),
@@ -386,17 +387,12 @@ async fn the_probe_step_records_the_view_before_its_probe_goes_out() {
             .await
             .unwrap();
         assert!(metrics.has_changed().unwrap());
-        assert!(probe::probe_recording(&q, term, &mut metrics).await);
+        let probe = probe::probe_recording(&q, term, &mut metrics);
+        assert!(serve(&q, &mut core, probe).await);
         q.record_view();
         let since = {
             let now = q.clock.boot_ns();
-            q.core
-                .lock()
-                .unwrap()
-                .lease()
-                .current(term, now)
-                .unwrap()
-                .since_ns
+            q.core.read().lease().current(term, now).unwrap().since_ns
         };
         let events = q.events.since(0, usize::MAX).0;
         let [.., prev, last] = &events[..] else {
@@ -411,7 +407,7 @@ async fn the_probe_step_records_the_view_before_its_probe_goes_out() {
             q.clock.mono_of_boot(since)
         );
     }
-    q.shutdown().await;
+    serve(&q, &mut core, q.shutdown()).await;
 }
 
 /// Once stopping, a node never claims again in its process, even if a
@@ -422,7 +418,13 @@ async fn a_stopping_node_never_claims_again() {
     let (q, stop) = single_node(dir.path()).await;
     assert!(until_claiming(&q).await);
     let term = q.raft_metrics().current_term;
-    q.core.lock().unwrap().lease_mut().close(q.clock.boot_ns());
+    // The core told that the node stops (what `shutdown` asks first), its claim closed.
+    let m = q.raft_metrics();
+    let stopping = Input::Shutdown {
+        raft: RaftView::of(&m),
+        followers: Followers::of(&m, &voters_of(&m), q.id),
+    };
+    q.ask(stopping).await;
     // The driver keeps running (its stop token is not cancelled) and keeps getting
     // acknowledgements from its one-member quorum: none of them may claim.
     for _ in 0..20 {
@@ -485,7 +487,9 @@ async fn a_failing_state_write_makes_the_engine_unhealthy() {
     }
     let why = health.expect_err("healthy with a disk that refuses every write");
     assert!(why.contains("openraft stopped"), "{why}");
-    let ended = tokio::time::timeout(Duration::from_secs(5), run).await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .map(|r| r.map(|(ended, _)| ended));
     assert!(
         matches!(ended, Ok(Ok(Err(_)))),
         "the engine's run ends with an error (the binary exits): {ended:?}"
