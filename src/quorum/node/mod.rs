@@ -102,23 +102,7 @@ impl QuorumNode {
         } = plumbing;
         super::protocol::allow_bodies(&transport);
         let t = cfg.timing;
-        let raft_cfg = raft_config(&cfg.cluster_id, &t).map_err(QuorumError::Config)?;
-        let net = RaftNet {
-            transport: transport.clone(),
-            backoff: Duration::from_millis(t.heartbeat_ms),
-        };
-        let raft = Raft::new(
-            cfg.id,
-            Arc::new(raft_cfg),
-            net,
-            LogStore(store.clone()),
-            StateMachine(store.clone()),
-        )
-        .await
-        .map_err(|e| QuorumError::Start(e.to_string()))?;
-        super::types::bootstrap(&raft, cfg)
-            .await
-            .map_err(QuorumError::Start)?;
+        let raft = start_raft(cfg, &transport, &store).await?;
         let started_ns = clock.boot_ns();
         let taken = super::hellos::take_identity(&store, cfg, seed, started_ns).await;
         taken.map_err(QuorumError::Start)?;
@@ -259,6 +243,32 @@ impl QuorumNode {
             tracing::warn!(error = %e, "openraft shutdown");
         }
     }
+}
+
+/// Starts openraft on `store`, over `transport`, and bootstraps the membership from the config.
+async fn start_raft(
+    cfg: &ValidConfig,
+    transport: &Arc<Transport>,
+    store: &Arc<Store>,
+) -> Result<Raft<TypeConfig>, QuorumError> {
+    let raft_cfg = raft_config(&cfg.cluster_id, &cfg.timing).map_err(QuorumError::Config)?;
+    let net = RaftNet {
+        transport: transport.clone(),
+        backoff: Duration::from_millis(cfg.timing.heartbeat_ms),
+    };
+    let raft = Raft::new(
+        cfg.id,
+        Arc::new(raft_cfg),
+        net,
+        LogStore(store.clone()),
+        StateMachine(store.clone()),
+    )
+    .await
+    .map_err(|e| QuorumError::Start(e.to_string()))?;
+    super::types::bootstrap(&raft, cfg)
+        .await
+        .map_err(QuorumError::Start)?;
+    Ok(raft)
 }
 
 /// Quorum mode as the node's [`Engine`].
