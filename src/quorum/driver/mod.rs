@@ -38,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use super::core::{Action, Answer, Input, RaftView};
 use super::inbox::CoreOwner;
 use super::node::QuorumNode;
+use super::protocol::Resign;
 use crate::role::NodeId;
 
 /// The driver's state between turns: the work under way, and what the turns remember.
@@ -143,7 +144,22 @@ impl Driver {
         // openraft stopping after this node closed its claim is the node's own shutdown.
         let closed = driver.core.read().lease().is_closed();
         let res = res.or_else(|e| if closed { Ok(()) } else { Err(e) });
+        if res.is_err() {
+            driver.stop_claiming();
+        }
         (res, driver.core)
+    }
+
+    /// The driver ends with an error (the process exits next): the claim ends for good now and
+    /// is recorded, and the successor a leader names is told, as a graceful stop does, since no
+    /// one can ask the core once this task has ended.
+    fn stop_claiming(&mut self) {
+        let m = self.metrics.borrow().clone();
+        if let Some(Answer::Shutdown(Some(successor))) = self.step(self.node.stopping(&m)) {
+            let term = m.current_term;
+            let told = self.node.tell_followers(Resign { term, successor });
+            tokio::spawn(told);
+        }
     }
 
     /// The driver's loop: waits for a reason to act, then takes the turns it calls for.

@@ -153,11 +153,22 @@ impl QuorumNode {
     }
 
     /// Carries out what the core said, but probes (the driver's own): records the view,
-    /// wakes a campaign waiting on the contact or the driver's role turn, counts the lab's observations.
+    /// wakes a campaign waiting on the contact or the driver's role turn, counts the lab's
+    /// observations, and tells the followers of a resignation. Called in the driver's task,
+    /// in the same poll as the step: what a step decided is carried out even if the one who
+    /// asked for it has gone (an admin's request dropped at its timeout).
     pub(super) fn carry_out(&self, actions: Vec<Action>) -> Option<Answer> {
         let mut answer = None;
         for a in actions {
             match a {
+                Action::Answer(Answer::Resign(Ok(resigned))) => {
+                    let msg = Resign {
+                        term: resigned.term,
+                        successor: resigned.successor,
+                    };
+                    tokio::spawn(self.tell_followers(msg));
+                    answer = Some(Answer::Resign(Ok(resigned)));
+                }
                 Action::Answer(x) => answer = Some(x),
                 Action::Record => self.record_view(),
                 Action::ContactChanged => self.gate.wake(),
@@ -190,8 +201,8 @@ impl QuorumNode {
     /// driver/prefer.rs): one step of the core fences this node's claim in its term for good
     /// *before* anything else, stops heartbeats and probes, and names the successor (`to`, else
     /// the follower with the most of the log: preference.rs, `Followers::successor`); the
-    /// followers are then told to let it campaign first ([`Resign`]), and openraft's followers'
-    /// leases run out (openraft 0.9 has no leader transfer).
+    /// followers are then told to let it campaign first ([`Resign`]: `carry_out` sends it), and
+    /// openraft's followers' leases run out (openraft 0.9 has no leader transfer).
     pub(super) async fn resign(&self, to: Option<NodeId>) -> Result<Resigned, ResignError> {
         let m = self.raft_metrics();
         let resign = Input::Resign {
@@ -199,20 +210,26 @@ impl QuorumNode {
             to,
             followers: Followers::of(&m, &voters_of(&m), self.id),
         };
-        let resigned = match self.ask(resign).await {
-            Some(Answer::Resign(r)) => r?,
-            _ => return Err(ResignError::NotLeader(self.id)),
-        };
-        let msg = Resign {
-            term: resigned.term,
-            successor: resigned.successor,
-        };
-        tokio::spawn(self.tell_followers(msg));
-        Ok(resigned)
+        match self.ask(resign).await {
+            Some(Answer::Resign(r)) => r,
+            // The driver has stopped: the node stops, and holds no claim it can hand over.
+            _ => Err(ResignError::NotLeader(self.id)),
+        }
+    }
+
+    /// What the core is told when the node stops, openraft's state being `m`.
+    pub(super) fn stopping(&self, m: &RaftMetrics<NodeId, BasicNode>) -> Input {
+        Input::Shutdown {
+            raft: RaftView::of(m),
+            followers: Followers::of(m, &voters_of(m), self.id),
+        }
     }
 
     /// Tells every other voter that this node resigned (protocol.rs, `tell_resign`).
-    fn tell_followers(&self, msg: Resign) -> impl std::future::Future<Output = ()> + 'static {
+    pub(super) fn tell_followers(
+        &self,
+        msg: Resign,
+    ) -> impl std::future::Future<Output = ()> + 'static {
         let others = self.members.other_voters();
         let told = tell_resign(self.transport.clone(), others, msg);
         async move {
@@ -231,11 +248,7 @@ impl QuorumNode {
     /// successor, and openraft stops.
     pub(super) async fn shutdown(&self) {
         let m = self.raft_metrics();
-        let stop = Input::Shutdown {
-            raft: RaftView::of(&m),
-            followers: Followers::of(&m, &voters_of(&m), self.id),
-        };
-        if let Some(Answer::Shutdown(Some(successor))) = self.ask(stop).await {
+        if let Some(Answer::Shutdown(Some(successor))) = self.ask(self.stopping(&m)).await {
             let term = m.current_term;
             self.tell_followers(Resign { term, successor }).await;
         }
@@ -383,7 +396,7 @@ impl QuorumPeer for QuorumNode {
         }) = self.ask(asked).await
         else {
             let why = match confirmed {
-                true => "a promise of this node can still run",
+                true => "a promise of this node can still run, or the node stops",
                 false => "this data dir's incarnation is not confirmed",
             };
             tracing::debug!(term, "vote refused: {why}");

@@ -149,8 +149,8 @@ async fn a_dropped_vote_request_does_not_suspend_the_claim_for_good() {
         "the claim came back after the dropped request: {:?}",
         q.view()
     );
-    stop.cancel();
     q.shutdown().await;
+    stop.cancel();
 }
 
 /// A vote request in the term openraft has already moved to (by adopting a higher vote
@@ -179,8 +179,8 @@ async fn a_vote_in_an_adopted_term_is_refused_inside_the_promise() {
         !answer.vote_granted,
         "a same-term vote was granted inside the promise"
     );
-    stop.cancel();
     q.shutdown().await;
+    stop.cancel();
 }
 
 /// A node refuses every vote for a follower lease after it starts: before a crash it may
@@ -197,8 +197,8 @@ async fn a_node_refuses_votes_for_a_follower_lease_after_it_starts() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let answer = ask_vote(&q, &req).await;
     assert!(answer.vote_granted, "refused after a follower lease");
-    stop.cancel();
     q.shutdown().await;
+    stop.cancel();
 }
 
 /// A new data dir votes for nobody, and grants no pre-vote, until ⌈n/2⌉ other members
@@ -229,8 +229,8 @@ async fn a_new_data_dir_votes_only_once_its_incarnation_is_confirmed() {
         ask_vote(&q, &req).await.vote_granted,
         "refused once confirmed"
     );
-    stop.cancel();
     q.shutdown().await;
+    stop.cancel();
 }
 
 /// A member records the first incarnation it hears from a peer, durably, and refuses
@@ -282,8 +282,8 @@ async fn a_member_records_a_peers_first_incarnation_and_refuses_another() {
         q.store.recognise_peer(3, 9).await.unwrap(),
         Recognition::Same
     );
-    stop.cancel();
     q.shutdown().await;
+    stop.cancel();
     drop(q);
     let store = Store::open(dir.path(), 1, "t").unwrap();
     assert_eq!(
@@ -347,8 +347,8 @@ async fn a_restarted_leader_stamps_its_claim_at_its_start_after_every_earlier_ev
              (sent at mono {}) was out: {events:?}",
             q.clock.mono_of_boot(since)
         );
-        stop.cancel();
         q.shutdown().await;
+        stop.cancel();
     }
 }
 
@@ -419,12 +419,7 @@ async fn a_stopping_node_never_claims_again() {
     assert!(until_claiming(&q).await);
     let term = q.raft_metrics().current_term;
     // The core told that the node stops (what `shutdown` asks first), its claim closed.
-    let m = q.raft_metrics();
-    let stopping = Input::Shutdown {
-        raft: RaftView::of(&m),
-        followers: Followers::of(&m, &voters_of(&m), q.id),
-    };
-    q.ask(stopping).await;
+    q.ask(q.stopping(&q.raft_metrics())).await;
     // The driver keeps running (its stop token is not cancelled) and keeps getting
     // acknowledgements from its one-member quorum: none of them may claim.
     for _ in 0..20 {
@@ -435,8 +430,8 @@ async fn a_stopping_node_never_claims_again() {
             "a probe after the close claims nothing"
         );
     }
-    stop.cancel();
     q.shutdown().await;
+    stop.cancel();
 }
 
 /// A disk whose writes fail from a moment the test picks.
