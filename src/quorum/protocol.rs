@@ -143,8 +143,8 @@ pub struct Resign {
 pub const RESIGN_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Tells each of `others` that its leader resigned (`msg`), waiting at most [`RESIGN_TIMEOUT`]
-/// for each; returns how many took it.
-pub async fn tell_resign(transport: Arc<Transport>, others: Vec<NodeId>, msg: Resign) -> usize {
+/// for each, and logs how many took it.
+pub async fn tell_resign(transport: Arc<Transport>, others: Vec<NodeId>, msg: Resign) {
     let sends = others.into_iter().map(|to| {
         let transport = transport.clone();
         async move {
@@ -155,7 +155,13 @@ pub async fn tell_resign(transport: Arc<Transport>, others: Vec<NodeId>, msg: Re
         }
     });
     let told = futures_util::future::join_all(sends).await;
-    told.iter().filter(|ok| **ok).count()
+    let told = told.iter().filter(|ok| **ok).count();
+    tracing::info!(
+        term = msg.term,
+        successor = msg.successor,
+        told,
+        "resigned: the successor campaigns when the followers' leases end"
+    );
 }
 
 /// What a quorum node is told when a peer's message arrives, one method per message. The

@@ -5,6 +5,7 @@
 //! (`driver/mod.rs`); the members are `membership.rs`'s.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -226,21 +227,8 @@ impl QuorumNode {
     }
 
     /// Tells every other voter that this node resigned (protocol.rs, `tell_resign`).
-    pub(super) fn tell_followers(
-        &self,
-        msg: Resign,
-    ) -> impl std::future::Future<Output = ()> + 'static {
-        let others = self.members.other_voters();
-        let told = tell_resign(self.transport.clone(), others, msg);
-        async move {
-            let told = told.await;
-            tracing::info!(
-                term = msg.term,
-                successor = msg.successor,
-                told,
-                "resigned: the successor campaigns when the followers' leases end"
-            );
-        }
+    pub(super) fn tell_followers(&self, msg: Resign) -> impl Future<Output = ()> + 'static {
+        tell_resign(self.transport.clone(), self.members.other_voters(), msg)
     }
 
     /// Graceful stop (SIGTERM): the claim ends for good at once (no probe in flight can renew
