@@ -1369,8 +1369,13 @@ impl Model for QuorumModel {
                 .view(id)
                 .is_some_and(|raft| l.core.claim(s.now, &raft).is_some());
             if claims && s.resigns < self.max_resigns {
-                let others = self.ids().filter(|o| *o != id);
-                acts.extend(others.map(|to| Act::Resign(id, to)));
+                // Only to a member that holds the whole log: the core refuses any other one
+                // and changes nothing (core/mod.rs, `Followers::successor`), so such a resign
+                // would only spend the one resignation of the bounds.
+                let last = s.view(id).and_then(|raft| raft.last_log_index);
+                let followers = s.followers(self, id, last);
+                let able = self.ids().filter(|o| *o != id && followers.has_all(*o));
+                acts.extend(able.map(|to| Act::Resign(id, to)));
             }
         }
         acts.extend(s.next_instants(self).into_iter().map(Act::AdvanceTo));
