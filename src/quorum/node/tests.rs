@@ -379,11 +379,20 @@ async fn the_probe_step_records_the_view_before_its_probe_goes_out() {
                 View::without_leader(Role::Follower, term),
             )
             .unwrap();
-        // A receiver with a change unseen (a log entry written and applied since).
+        // A receiver with a change unseen (a log entry written and applied since). openraft
+        // answers the write before it flushes its metrics (raft_core.rs, `handle_apply_result`
+        // answers; `runtime_loop` flushes on its next turn), so the test waits, with a bound,
+        // until the metrics show the entry applied.
         let mut metrics = q.raft.metrics();
         metrics.borrow_and_update();
-        q.raft
+        let written = q
+            .raft
             .client_write(Command::Incarnations(BTreeMap::new()))
+            .await
+            .unwrap();
+        q.raft
+            .wait(Some(Duration::from_secs(5)))
+            .applied_index_at_least(Some(written.log_id.index), "the write applied")
             .await
             .unwrap();
         assert!(metrics.has_changed().unwrap());
