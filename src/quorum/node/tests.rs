@@ -380,9 +380,9 @@ async fn the_probe_step_records_the_view_before_its_probe_goes_out() {
             )
             .unwrap();
         // A receiver with a change unseen (a log entry written and applied since). openraft
-        // answers the write before it flushes its metrics (raft_core.rs, `handle_apply_result`
-        // answers; `runtime_loop` flushes on its next turn), so the test waits, with a bound,
-        // until the metrics show the entry applied.
+        // answers a write before its metrics show it applied (docs/design/openraft.md, "A
+        // write is answered before the metrics show it"), so the test waits, with a bound,
+        // until they do.
         let mut metrics = q.raft.metrics();
         metrics.borrow_and_update();
         let written = q
