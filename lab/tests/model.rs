@@ -191,9 +191,9 @@ fn granted(from: u64, to: u64, term: u64) -> Act {
 #[test]
 fn the_long_lease_counterexample_breaks_the_flaw_and_not_the_core() {
     use electd_lab::model::search::{play, replay};
-    let (t1, t2) = (1_762_214_973, 1_922_214_973);
+    let (t1, t2) = (1_762_214_973, 1_922_214_974);
     let path = vec![
-        Act::AdvanceTo(1_300_000_000),
+        Act::AdvanceTo(1_300_000_001),
         Act::Campaign(3),
         pv(3, 1, 1, (0, 0)),
         pva(1, 3, 1),
@@ -302,7 +302,7 @@ fn the_record_between_probes_counterexample_breaks_the_flaw_and_not_the_driver()
     use electd_lab::model::search::{play, replay};
     let (t1, t2) = (1_993_648_487, 2_073_648_487);
     let path = vec![
-        Act::AdvanceTo(1_150_000_000),
+        Act::AdvanceTo(1_150_000_001),
         Act::Campaign(1),
         pv(1, 2, 1, (0, 0)),
         pva(2, 1, 1),

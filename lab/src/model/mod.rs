@@ -1247,7 +1247,7 @@ impl State {
             let lease = l.core.lease();
             at.extend(lease.last().map(|c| c.until_ns));
             at.extend(lease.vote_refused_until(f));
-            at.push(l.core.contact().at_ns + f);
+            at.push(m.timing.election.lease_over_at(l.core.contact().at_ns));
         }
         at.extend(self.ghost.promised_until.values().copied());
         // A probe or an election out ends at its deadline at the latest: the clock stops there.

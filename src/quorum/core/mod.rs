@@ -252,7 +252,7 @@ impl QuorumCore {
             Input::MayElect { seq, raft } => {
                 let c = self.contact;
                 let due = c.seq == seq
-                    && t >= c.at_ns + self.timing.election.follower_lease_ns
+                    && t >= self.timing.election.lease_over_at(c.at_ns)
                     && raft.role != RaftRole::Leader
                     && !self.lease.is_closed();
                 Some(Answer::Elect(due.then_some(raft.term + 1)))
@@ -456,7 +456,7 @@ impl QuorumCore {
             self.pledge.grant(from, now_ns, &timing);
         }
         let lease_left_us = (verdict == Err(PreVoteRefusal::LeaderAlive))
-            .then(|| (contact + timing.follower_lease_ns).saturating_sub(now_ns) / 1000);
+            .then(|| timing.lease_over_at(contact).saturating_sub(now_ns) / 1000);
         Answer::PreVote {
             verdict,
             lease_left_us,

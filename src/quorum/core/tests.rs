@@ -174,6 +174,12 @@ fn an_election_needs_the_same_contact_and_the_lease_over() {
     clock.advance(F);
     assert_eq!(
         answer(&c.step(clock.read(), may(seen.seq))),
+        Some(&Answer::Elect(None)),
+        "openraft refuses a vote at the lease's last instant, its own included"
+    );
+    clock.advance(1);
+    assert_eq!(
+        answer(&c.step(clock.read(), may(seen.seq))),
         Some(&Answer::Elect(Some(5)))
     );
     c.step(

@@ -79,6 +79,17 @@ impl ElectionTiming {
         }
     }
 
+    /// The first instant at which a follower lease renewed at `contact_ns` no longer runs.
+    /// openraft refuses a vote while `now <= vote_utime + leader_lease` (docs/design/openraft.md,
+    /// "Follower vote refusal"): its lease runs through its last nanosecond, so the core's does
+    /// too. Judged with the end left out (`now < contact + F`), a node whose contact and
+    /// openraft's `vote_utime` fell on one instant granted pre-votes and asked for an election
+    /// at `contact + F`, where openraft still refused the vote: the model checker's heals with
+    /// five nodes lost elections that way (docs/testing.md, "Model checking").
+    pub fn lease_over_at(&self, contact_ns: u64) -> u64 {
+        contact_ns + self.follower_lease_ns + 1
+    }
+
     /// [`ElectionTiming::probe_timeout_ns`] as a duration.
     pub fn probe_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.probe_timeout_ns)
@@ -226,7 +237,7 @@ impl Campaign {
     /// The earliest instant this node may start a pre-vote round, being `rank` in the order
     /// and in `term` now.
     pub fn due_at(&self, contact: &Contact, rank: u32, term: u64) -> u64 {
-        let lease_end = contact.at_ns + self.timing.follower_lease_ns;
+        let lease_end = self.timing.lease_over_at(contact.at_ns);
         let slot = match self.handoff {
             Some((t, true)) if t == term => 0,
             Some((t, false)) if t == term => u64::from(rank) + 1,
@@ -408,7 +419,7 @@ pub fn judge_prevote(
     from: NodeId,
     their_last_log: Option<LogId<NodeId>>,
 ) -> Result<(), PreVoteRefusal> {
-    if now_ns < contact_ns + timing.follower_lease_ns {
+    if now_ns < timing.lease_over_at(contact_ns) {
         return Err(PreVoteRefusal::LeaderAlive);
     }
     if their_last_log < my_last_log {

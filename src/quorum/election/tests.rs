@@ -149,10 +149,11 @@ fn the_member_after_the_dead_leader_goes_first() {
 fn nobody_campaigns_inside_the_follower_lease() {
     let c = Campaign::new(timing(), 1);
     let at = ms(1000);
-    assert_eq!(c.due_at(&contact(at), 0, 5), at + ms(150));
+    // The lease runs through its last nanosecond, as openraft's does.
+    assert_eq!(c.due_at(&contact(at), 0, 5), at + ms(150) + 1);
     assert_eq!(
         c.due_at(&contact(at), 2, 5),
-        at + ms(170),
+        at + ms(170) + 1,
         "rank 2: two steps later"
     );
 }
@@ -172,7 +173,7 @@ fn failed_attempts_wait_a_seeded_jitter() {
     assert!(da >= ms(2000) + t.stagger_ns && da <= ms(2000) + t.stagger_ns + t.jitter_ns);
     assert_eq!(a.failures, 1);
     a.settled();
-    assert_eq!(a.due_at(&contact(ms(3000)), 0, 5), ms(3150));
+    assert_eq!(a.due_at(&contact(ms(3000)), 0, 5), ms(3150) + 1);
     let draws: std::collections::BTreeSet<u64> = (0..20)
         .map(|s| {
             let mut c = Campaign::new(t, s);
@@ -187,15 +188,15 @@ fn failed_attempts_wait_a_seeded_jitter() {
 fn a_resigned_leaders_successor_goes_first_and_the_rest_defer() {
     let mut succ = Campaign::new(timing(), 1);
     succ.handoff(9, true);
-    assert_eq!(succ.due_at(&contact(0), 3, 9), ms(150));
+    assert_eq!(succ.due_at(&contact(0), 3, 9), ms(150) + 1);
     assert_eq!(
         succ.due_at(&contact(0), 3, 10),
-        ms(180),
+        ms(180) + 1,
         "only for the resigned term"
     );
     let mut other = Campaign::new(timing(), 1);
     other.handoff(9, false);
-    assert_eq!(other.due_at(&contact(0), 0, 9), ms(160));
+    assert_eq!(other.due_at(&contact(0), 0, 9), ms(160) + 1);
 }
 
 #[test]
@@ -207,17 +208,22 @@ fn prevote_is_granted_only_after_the_lease_and_to_a_log_at_least_as_long() {
         judge(ms(1149), log(5, 10), None),
         Err(PreVoteRefusal::LeaderAlive)
     );
-    assert_eq!(judge(ms(1150), log(5, 10), None), Ok(()));
     assert_eq!(
-        judge(ms(1150), log(5, 11), None),
+        judge(ms(1150), log(5, 10), None),
+        Err(PreVoteRefusal::LeaderAlive),
+        "openraft refuses a vote at the lease's last instant: so does the pre-vote"
+    );
+    assert_eq!(judge(ms(1150) + 1, log(5, 10), None), Ok(()));
+    assert_eq!(
+        judge(ms(1150) + 1, log(5, 11), None),
         Err(PreVoteRefusal::LogBehind)
     );
     assert_eq!(
-        judge(ms(1150), log(6, 2), None),
+        judge(ms(1150) + 1, log(6, 2), None),
         Err(PreVoteRefusal::LogBehind),
         "a later term's log is longer whatever its index"
     );
-    assert_eq!(judge(ms(1150), None, None), Ok(()));
+    assert_eq!(judge(ms(1150) + 1, None, None), Ok(()));
 }
 
 #[test]
