@@ -270,10 +270,12 @@ fn a_wiped_member_that_votes_at_once_is_caught() {
 /// Each is named, so that a hole in one is not hidden by the other; the seeds are pinned, so
 /// that every run judges schedules known to reach the flaw. (It used to pass on any violation
 /// in 60 schedules from the run's random first seed, whichever check raised it.) Of seeds
-/// 2800000000..=2800000011 with this flaw C6 tripped on 10 and C2 on 7; these five trip both.
+/// 2800000000..=2800000011 with this flaw C6 trips on 9 and C2 on 5; these five trip both.
+/// (Before the follower lease ran through its last nanosecond, 727b231, the schedules were
+/// others: C6 tripped on 10 and C2 on 7, and 2800000009 was pinned in place of 2800000010.)
 #[test]
 fn a_claim_lease_longer_than_the_followers_lease_is_caught() {
-    for seed in [2800000001, 2800000002, 2800000003, 2800000004, 2800000009] {
+    for seed in [2800000001, 2800000002, 2800000003, 2800000004, 2800000010] {
         let out = run(&Spec {
             flaw: Some(Flaw::LongLease),
             ..Spec::new(seed, 5)
