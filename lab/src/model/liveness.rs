@@ -14,7 +14,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use stateright::Model;
 
-use super::{Act, NodeId, QuorumModel, RaftRole, State, START_NS};
+use super::{search, Act, NodeId, QuorumModel, RaftRole, State, START_NS};
 
 /// How long after the heal a node must claim at the latest: three follower leases, what
 /// docs/operations.md calls a failover that took too long (`ElectdLeaderlessStretchLong`).
@@ -198,8 +198,8 @@ fn fair(
 }
 
 /// Heals every state of `walks` random walks of `depth` steps from the start (seeded, each
-/// choice uniform among the model's actions), for at most `timeout`; stops at the first state
-/// that does not heal.
+/// chosen as a [`search::Walk`]), for at most `timeout`; stops at the first state that does
+/// not heal.
 pub fn check(model: &QuorumModel, seed: u64, depth: usize, timeout: Duration) -> LiveReport {
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
@@ -219,6 +219,7 @@ pub fn check(model: &QuorumModel, seed: u64, depth: usize, timeout: Duration) ->
             break;
         };
         let mut path = Vec::new();
+        let mut walk = search::Walk::new(rng.gen(), depth);
         for _ in 0..=depth {
             let order = rng.gen();
             match heal(model, &s, report.bound_ns, order, None) {
@@ -244,7 +245,7 @@ pub fn check(model: &QuorumModel, seed: u64, depth: usize, timeout: Duration) ->
             if acts.is_empty() || !model.within_boundary(&s) {
                 break;
             }
-            let act = acts[rng.gen_range(0..acts.len())].clone();
+            let act = acts[walk.choose(&acts)].clone();
             let Some(next) = model.next_state(&s, act.clone()) else {
                 break;
             };

@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use stateright::{Checker, Expectation, HasDiscoveries, Model, UniformChooser};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use stateright::{Checker, Chooser, Expectation, HasDiscoveries, Model};
 
 use super::{Act, QuorumModel, State, Variant};
 
@@ -116,8 +118,68 @@ pub fn shrink(model: &QuorumModel, mut acts: Vec<Act>, property: &'static str) -
 pub enum Search {
     /// Every state to `depth` steps from the start, breadth first: the shortest paths.
     Breadth { depth: usize },
-    /// Random walks of `depth` steps from the start, each choice uniform, seeded.
+    /// Random walks of `depth` steps from the start, seeded, each chosen as a [`Walk`].
     Walks { depth: usize, seed: u64 },
+}
+
+/// One random walk's choices: each action drawn uniformly among those the model offers, but
+/// for a crash, a graceful stop or a wipe (the faults the bounds allow once), none before a step
+/// drawn per walk, uniformly over its length. Drawn uniformly from the first step, the faults
+/// spent the bounds before any node claimed: of 20,000 walks of 80 steps, 9,887 stopped a node
+/// gracefully, none after a claim, and the checker's walks never reached a claim after a
+/// leader's graceful stop (none in 60 million states). Drawn so, 940 stops came after a claim,
+/// 1,235 named a successor, and 8 walks went on to a claim after it.
+pub struct Walk {
+    rng: StdRng,
+    /// The first step at which a fault may be drawn.
+    faults_from: usize,
+    steps: usize,
+}
+
+impl Walk {
+    /// A walk of `depth` steps, seeded.
+    pub fn new(seed: u64, depth: usize) -> Walk {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let faults_from = rng.gen_range(0..=depth);
+        Walk {
+            rng,
+            faults_from,
+            steps: 0,
+        }
+    }
+
+    /// The index in `acts` of the walk's next action.
+    pub fn choose(&mut self, acts: &[Act]) -> usize {
+        self.steps += 1;
+        let fault = |a: &Act| matches!(a, Act::Crash(_) | Act::Shutdown(_) | Act::Wipe(_));
+        let calm: Vec<usize> = (0..acts.len()).filter(|i| !fault(&acts[*i])).collect();
+        if self.steps > self.faults_from || calm.is_empty() {
+            return self.rng.gen_range(0..acts.len());
+        }
+        calm[self.rng.gen_range(0..calm.len())]
+    }
+}
+
+/// The checker's walks, each chosen as a [`Walk`] of `depth` steps.
+#[derive(Clone)]
+struct Walker {
+    depth: usize,
+}
+
+impl Chooser<QuorumModel> for Walker {
+    type State = Walk;
+
+    fn new_state(&self, seed: u64) -> Walk {
+        Walk::new(seed, self.depth)
+    }
+
+    fn choose_initial_state(&self, walk: &mut Walk, states: &[State]) -> usize {
+        walk.rng.gen_range(0..states.len())
+    }
+
+    fn choose_action(&self, walk: &mut Walk, _: &State, acts: &[Act]) -> usize {
+        walk.choose(acts)
+    }
 }
 
 /// Checks `model` as `search` says, for at most `timeout`; a broken variant stops at its first
@@ -144,7 +206,7 @@ pub fn check(model: QuorumModel, search: Search, timeout: Duration) -> Report {
             Box::new(
                 builder
                     .target_max_depth(depth)
-                    .spawn_simulation(seed, UniformChooser)
+                    .spawn_simulation(seed, Walker { depth })
                     .join(),
             ),
             depth,
