@@ -38,7 +38,6 @@ use tokio_util::sync::CancellationToken;
 use super::core::{Action, Answer, Input, RaftView};
 use super::inbox::CoreOwner;
 use super::node::QuorumNode;
-use super::protocol::Resign;
 use crate::role::NodeId;
 
 /// The driver's state between turns: the work under way, and what the turns remember.
@@ -155,9 +154,8 @@ impl Driver {
     /// one can ask the core once this task has ended.
     fn stop_claiming(&mut self) {
         let m = self.metrics.borrow().clone();
-        if let Some(Answer::Shutdown(Some(successor))) = self.step(self.node.stopping(&m)) {
-            let term = m.current_term;
-            let told = self.node.tell_followers(Resign { term, successor });
+        let answer = self.step(self.node.stopping(&m));
+        if let Some(told) = self.node.stopped(&m, answer) {
             tokio::spawn(told);
         }
     }

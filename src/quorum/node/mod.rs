@@ -226,6 +226,21 @@ impl QuorumNode {
         }
     }
 
+    /// What the core's `answer` to [`QuorumNode::stopping`] calls for: a leader that named its
+    /// successor tells every other voter, in `m`'s term, as a resignation does; nothing else
+    /// does. The notice to send (the caller awaits it or spawns it).
+    pub(super) fn stopped(
+        &self,
+        m: &RaftMetrics<NodeId, BasicNode>,
+        answer: Option<Answer>,
+    ) -> Option<impl Future<Output = ()> + 'static> {
+        let Some(Answer::Shutdown(Some(successor))) = answer else {
+            return None;
+        };
+        let term = m.current_term;
+        Some(self.tell_followers(Resign { term, successor }))
+    }
+
     /// Tells every other voter that this node resigned (protocol.rs, `tell_resign`).
     pub(super) fn tell_followers(&self, msg: Resign) -> impl Future<Output = ()> + 'static {
         tell_resign(self.transport.clone(), self.members.other_voters(), msg)
@@ -233,12 +248,12 @@ impl QuorumNode {
 
     /// Graceful stop (SIGTERM): the claim ends for good at once (no probe in flight can renew
     /// it), heartbeats stop so that the followers' leases run out, a leader names its
-    /// successor, and openraft stops.
+    /// successor, and openraft stops. The successor is told before openraft stops.
     pub(super) async fn shutdown(&self) {
         let m = self.raft_metrics();
-        if let Some(Answer::Shutdown(Some(successor))) = self.ask(self.stopping(&m)).await {
-            let term = m.current_term;
-            self.tell_followers(Resign { term, successor }).await;
+        let answer = self.ask(self.stopping(&m)).await;
+        if let Some(told) = self.stopped(&m, answer) {
+            told.await;
         }
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "openraft shutdown");
