@@ -4,6 +4,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `types.rs` | openraft's configuration: its types, and its runtime config from electd's timings |
+//! | `start.rs` | how quorum mode starts openraft (on the store, over the transport, with its config) and bootstraps the membership from the config; why that may fail |
 //! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
 //! | `core/` | [`QuorumCore`](core::QuorumCore): every decision about the claim, the campaign and the contact, as a state machine without I/O (`step`, `tick`) |
 //! | `inbox.rs` | who may step the core: its one owner, the driver ([`CoreOwner`](inbox::CoreOwner)), and everyone else through the [`Inbox`](inbox::Inbox) (ask, read) |
@@ -32,6 +33,7 @@ mod node;
 mod preference;
 mod protocol;
 mod quiet;
+mod start;
 mod storage;
 mod types;
 
@@ -46,12 +48,13 @@ pub use self::driver::Driver;
 pub use self::election::{Contact, PreVoteRefusal};
 #[cfg(feature = "flaws")]
 pub use self::identity::{hello_answer, recognise, Heard, Recognition, Verdict};
-pub use self::node::{QuorumError, QuorumNode};
+pub use self::node::QuorumNode;
 #[cfg(feature = "flaws")]
 pub use self::preference::Followers;
 #[cfg(feature = "flaws")]
 pub use self::protocol::HelloAnswer;
 pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE, RESIGN_TIMEOUT};
+pub use self::start::QuorumError;
 pub use self::storage::{
     Disk, MemDisk, StateFile, Store, StoreError, RECOVERY_TERM_GAP, SLOT_FILES, STATE_FILE,
 };

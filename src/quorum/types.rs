@@ -7,12 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 
-use openraft::error::{ChangeMembershipError, ClientWriteError, InitializeError, RaftError};
-use openraft::{BasicNode, ConfigError, Raft, RaftMetrics, SnapshotPolicy};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ConfigError, RaftMetrics, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
 use super::election;
-use crate::config::{Timing, ValidConfig};
+use crate::config::Timing;
 use crate::engine::MembershipError;
 use crate::role::NodeId;
 
@@ -85,38 +85,6 @@ pub fn voters_of(m: &RaftMetrics<NodeId, BasicNode>) -> Vec<NodeId> {
     let sets = sets_of(m.membership_config.membership());
     let ids: BTreeSet<NodeId> = sets.into_iter().flatten().collect();
     ids.into_iter().collect()
-}
-
-/// Bootstraps the membership from the config on a new data dir; a node that joins, or has
-/// voted or kept a log, keeps what it has.
-pub async fn bootstrap(raft: &Raft<TypeConfig>, cfg: &ValidConfig) -> Result<(), String> {
-    let members: BTreeMap<NodeId, BasicNode> = cfg
-        .peers
-        .iter()
-        .map(|p| (p.id, BasicNode::new(&p.addr)))
-        .collect();
-    let bootstrap = if cfg.join.is_some() {
-        // A node that joins takes its membership from the cluster's log.
-        tracing::info!("joining: the membership comes from the cluster, not from peers");
-        Ok(())
-    } else if raft.is_initialized().await.map_err(|e| e.to_string())? {
-        // openraft refuses to initialise a node that has voted or has a log, and logs an
-        // ERROR saying so: only a new data dir is initialised. (Asked of openraft's core, a
-        // round trip that also has its metrics, the term among them, loaded before the node
-        // answers: a node skipping the call answered term 0 after a restart.)
-        tracing::debug!("membership already initialised (the node has voted or has a log)");
-        Ok(())
-    } else {
-        raft.initialize(members).await
-    };
-    match bootstrap {
-        Ok(()) => tracing::info!("bootstrapped the membership from the config"),
-        Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
-            tracing::debug!("membership already initialised (the node has voted or has a log)")
-        }
-        Err(e) => tracing::warn!(error = %e, "initialize failed"),
-    }
-    Ok(())
 }
 
 /// One step of a change as openraft answers it, within its time limit.

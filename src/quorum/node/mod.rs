@@ -1,5 +1,5 @@
 //! [`QuorumNode`], a node of quorum mode, and what it is as the node's [`Engine`]: it starts
-//! openraft (its own elections and heartbeats off), judges its view and its claim, records role
+//! (openraft as `start.rs` starts it, then its identity and its core), judges its view and its claim, records role
 //! changes, hands leadership over (a resign, a graceful stop), and reacts to what its peers say
 //! ([`QuorumPeer`]; the protocol is `protocol.rs`). The task that turns its core is the driver
 //! (`driver/mod.rs`); the members are `membership.rs`'s.
@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use futures_util::future::BoxFuture;
@@ -27,11 +26,12 @@ use super::inbox::{self, CoreOwner, Inbox};
 use super::membership::Membership;
 use super::preference::Followers;
 use super::protocol::{
-    tell_resign, Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RaftNet,
-    RemoveRequest, Resign,
+    tell_resign, Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RemoveRequest,
+    Resign,
 };
-use super::storage::{LogStore, StateMachine, Store, StoreError};
-use super::types::{raft_config, voters_of, TypeConfig};
+use super::start::{start_raft, QuorumError};
+use super::storage::Store;
+use super::types::{voters_of, TypeConfig};
 use crate::clock::{ms, Clock};
 use crate::config::{Timing, ValidConfig};
 use crate::counters::Counters;
@@ -40,17 +40,6 @@ use crate::events::EventLog;
 use crate::role::{NodeId, Resigned};
 use crate::transport::Transport;
 use electd_client::{AddMember, Members};
-
-/// Why quorum mode could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum QuorumError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("openraft refused the timing config: {0}")]
-    Config(Box<openraft::ConfigError>),
-    #[error("openraft failed to start: {0}")]
-    Start(String),
-}
 
 /// A running quorum-mode node.
 pub struct QuorumNode {
@@ -259,32 +248,6 @@ impl QuorumNode {
             tracing::warn!(error = %e, "openraft shutdown");
         }
     }
-}
-
-/// Starts openraft on `store`, over `transport`, and bootstraps the membership from the config.
-async fn start_raft(
-    cfg: &ValidConfig,
-    transport: &Arc<Transport>,
-    store: &Arc<Store>,
-) -> Result<Raft<TypeConfig>, QuorumError> {
-    let raft_cfg = raft_config(&cfg.cluster_id, &cfg.timing).map_err(QuorumError::Config)?;
-    let net = RaftNet {
-        transport: transport.clone(),
-        backoff: Duration::from_millis(cfg.timing.heartbeat_ms),
-    };
-    let raft = Raft::new(
-        cfg.id,
-        Arc::new(raft_cfg),
-        net,
-        LogStore(store.clone()),
-        StateMachine(store.clone()),
-    )
-    .await
-    .map_err(|e| QuorumError::Start(e.to_string()))?;
-    super::types::bootstrap(&raft, cfg)
-        .await
-        .map_err(QuorumError::Start)?;
-    Ok(raft)
 }
 
 /// Quorum mode as the node's [`Engine`].

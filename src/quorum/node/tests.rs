@@ -1,6 +1,8 @@
 //! The quorum node's tests, on real openraft in this process: claims and their records, votes,
 //! pre-votes, hellos and storage failures.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::State;
 use openraft::raft::VoteRequest;
