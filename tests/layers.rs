@@ -567,30 +567,6 @@ fn impls_in(code: &str) -> Vec<(String, Option<String>, BTreeSet<String>)> {
     out
 }
 
-/// The code of a file without comments and its `#[cfg(test)] mod tests { ... }`, with what
-/// follows that module kept (some files define types after their tests).
-fn without_test_module(text: &str) -> String {
-    let Some(i) = text.find("#[cfg(test)]\nmod tests") else {
-        return code_of(text);
-    };
-    let mut depth = 0usize;
-    let mut end = text.len();
-    for (k, c) in text[i..].char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    end = i + k + 1;
-                    break;
-                }
-            }
-            _ => {}
-        }
-    }
-    code_of(&format!("{}{}", &text[..i], &text[end..]))
-}
-
 /// Impls outside their type's file, as (module, type, why). An inherent impl belongs in the
 /// type's file; a trait impl in the type's file, the trait's, or that of a type the trait's
 /// path names (`impl From<StoreError> for ApiError` beside `StoreError`). Types from other
@@ -603,7 +579,7 @@ fn impls_elsewhere(src: &Path) -> Vec<(String, String, String)> {
         .map(|f| {
             (
                 module_of(src, &f),
-                without_test_module(&std::fs::read_to_string(&f).unwrap()),
+                without_tests(&blanked(&std::fs::read_to_string(&f).unwrap())).0,
             )
         })
         .filter(|(m, _)| m != "main" && !m.starts_with("bin::"))
@@ -952,6 +928,13 @@ fn blanked(text: &str) -> String {
             .find(|&k| c[k..].starts_with(&w))
             .map_or(c.len(), |k| k + w.len())
     };
+    // The `#`s of a raw string (`r"`, `r#"`, `br"`) that starts at `k`.
+    let raw_string_at = |k: usize| {
+        let starts = c[k] == 'r'
+            && (k == 0 || !ident(k - 1) || (c[k - 1] == 'b' && (k < 2 || !ident(k - 2))));
+        let hashes = c[k + 1..].iter().take_while(|&&h| h == '#').count();
+        (starts && c.get(k + 1 + hashes) == Some(&'"')).then_some(hashes)
+    };
     while i < c.len() {
         let rest = &c[i..];
         if rest.starts_with(&['/', '/']) {
@@ -962,14 +945,7 @@ fn blanked(text: &str) -> String {
             let end = find(i + 2, "*/");
             blank(&mut out, i, end);
             i = end;
-        } else if c[i] == 'r'
-            && (i == 0 || !ident(i - 1) || (c[i - 1] == 'b' && (i < 2 || !ident(i - 2))))
-            && {
-                let hashes = c[i + 1..].iter().take_while(|&&h| h == '#').count();
-                c.get(i + 1 + hashes) == Some(&'"')
-            }
-        {
-            let hashes = c[i + 1..].iter().take_while(|&&h| h == '#').count();
+        } else if let Some(hashes) = raw_string_at(i) {
             let close = format!("\"{}", "#".repeat(hashes));
             let end = find(i + 2 + hashes, &close);
             out.push('r');

@@ -151,12 +151,19 @@ impl Walk {
     /// The index in `acts` of the walk's next action.
     pub fn choose(&mut self, acts: &[Act]) -> usize {
         self.steps += 1;
-        let fault = |a: &Act| matches!(a, Act::Crash(_) | Act::Shutdown(_) | Act::Wipe(_));
-        let calm: Vec<usize> = (0..acts.len()).filter(|i| !fault(&acts[*i])).collect();
-        if self.steps > self.faults_from || calm.is_empty() {
+        let calm = |a: &&Act| !matches!(a, Act::Crash(_) | Act::Shutdown(_) | Act::Wipe(_));
+        let calms = acts.iter().filter(calm).count();
+        if self.steps > self.faults_from || calms == 0 {
             return self.rng.gen_range(0..acts.len());
         }
-        calm[self.rng.gen_range(0..calm.len())]
+        let k = self.rng.gen_range(0..calms);
+        let (i, _) = acts
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| calm(a))
+            .nth(k)
+            .expect("k < calms");
+        i
     }
 }
 
