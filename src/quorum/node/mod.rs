@@ -1,8 +1,8 @@
 //! [`QuorumNode`], a node of quorum mode, and what it is as the node's [`Engine`]: it starts
 //! (openraft as `start.rs` starts it, then its identity and its core), judges its view and its
 //! claim, records role changes, hands leadership over (a resign, a graceful stop), and reacts
-//! to what its peers say ([`QuorumPeer`]; the protocol is `protocol.rs`). The task that turns its core is the driver
-//! (`driver/mod.rs`); the members are `membership.rs`'s.
+//! to what its peers say ([`QuorumPeer`]; the protocol is `protocol.rs`). The task that turns
+//! its core is the driver (`driver/mod.rs`); the members are `membership.rs`'s.
 
 use std::collections::BTreeMap;
 use std::future::Future;
