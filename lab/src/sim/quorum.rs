@@ -1522,7 +1522,10 @@ impl Sim {
     /// After the final heal: one leader that every member names, within 10 s. The members
     /// are those of the leader's membership, once it is committed with one voter set, in
     /// which every member the simulation added is a voter and none it removed is; a node that
-    /// runs outside it (an add that did not complete) is not asked.
+    /// runs outside it (an add that did not complete) is not asked. A wiped member still to
+    /// replace (no leader took its removal before the heal) is replaced meanwhile, as an
+    /// operator asks again a change answered "retry": it refused to run, and no leader can
+    /// make it a live member again.
     async fn converge(&mut self) {
         let until = self.clock.elapsed_ms() + 10_000;
         let mut last = String::new();
@@ -1530,6 +1533,7 @@ impl Sim {
             if self.spec.lapses {
                 self.judge_uncertain().await;
             }
+            self.replace_wiped().await;
             let running: Vec<NodeId> = self.running.keys().copied().collect();
             match self.settled(&running).await {
                 Ok(()) => return,
