@@ -234,6 +234,12 @@ pub struct Flaws {
     /// refuses the member's new data dir once it is added back.
     #[cfg(feature = "flaws")]
     pub snapshot_keeps_incarnations: bool,
+    /// Mutex mode: a release counts the wait it writes into the row from the claim it has just
+    /// ended (nothing left after a resign) instead of from the promises answered
+    /// (mutex/node.rs, `release_wait_ms`; the node before issue 48): the row is free F − L
+    /// after a resign while answers given just before still promise up to L.
+    #[cfg(feature = "flaws")]
+    pub release_from_ended_claim: bool,
 }
 
 /// Whether each flaw is on: always `false` without the feature.
@@ -259,6 +265,9 @@ impl Flaws {
     }
     pub fn snapshot_keeps_incarnations(&self) -> bool {
         self.snapshot_keeps_incarnations
+    }
+    pub fn release_from_ended_claim(&self) -> bool {
+        self.release_from_ended_claim
     }
     /// Counts a vote request for a higher term inside a promise of this node.
     pub fn vote_asked_inside_promise(&self) {
@@ -292,6 +301,9 @@ impl Flaws {
         false
     }
     pub fn snapshot_keeps_incarnations(&self) -> bool {
+        false
+    }
+    pub fn release_from_ended_claim(&self) -> bool {
         false
     }
     pub fn vote_asked_inside_promise(&self) {}

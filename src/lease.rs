@@ -96,6 +96,11 @@ pub struct Lease {
     /// it cannot know of (and openraft keeps no lease for a restored vote that is not
     /// committed), so it refuses every vote until a follower lease after its start too.
     started_ns: Option<u64>,
+    /// The latest end (BOOTTIME) any claim of this process reached: every answer it gave
+    /// promised the role until at most this instant. [`revoke`](Lease::revoke),
+    /// [`resign`](Lease::resign) and [`close`](Lease::close) end the claim, not the promises
+    /// already answered, so they never move it ([`Lease::promises_left_ns`]).
+    promised_ns: u64,
 }
 
 impl Lease {
@@ -109,6 +114,7 @@ impl Lease {
         let t0_ns = t0.boot_ns;
         let until_ns = t0_ns + lease_ns;
         self.acked_ns = Some(self.acked_ns.unwrap_or(0).max(t0_ns));
+        self.promised_ns = self.promised_ns.max(until_ns);
         self.claim = Some(match self.claim {
             // Still inside the previous claim of the same term: the run goes on.
             Some(c) if c.term == term && c.until_ns > t0_ns => Claim {
@@ -151,6 +157,14 @@ impl Lease {
     /// the part of [`Lease::vote_refused_until`] that its own claims make.
     pub fn promised_until(&self, follower_lease_ns: u64) -> Option<u64> {
         self.acked_ns.map(|a| a + follower_lease_ns)
+    }
+
+    /// How long the promises this process answered may still run at `now_ns` (BOOTTIME): up to
+    /// the latest end any of its claims reached, whether or not the claim was ended since (a
+    /// resign, a loss, a stop). What a release owes before anyone else may claim (mutex mode,
+    /// `mutex/node.rs`, rule 4). Zero once every promise has run out.
+    pub fn promises_left_ns(&self, now_ns: u64) -> u64 {
+        self.promised_ns.saturating_sub(now_ns)
     }
 
     /// This node granted its vote in `term` (a request it did not have to suspend for: its
@@ -333,6 +347,37 @@ mod tests {
         );
         l.resign(3, 1160);
         assert_eq!(l.vote_refused_until(F), Some(1400));
+    }
+
+    /// Issue 48, item 1: a resign cut the claim to now, and the release that followed counted
+    /// the time its promises had left from that cut claim (zero), not from the answers given.
+    #[test]
+    fn ending_a_claim_leaves_its_promises_running() {
+        let mut l = Lease::default();
+        assert_eq!(l.promises_left_ns(0), 0, "never claimed: nothing promised");
+        l.grant(3, at(1000), L);
+        l.grant(3, at(1100), L);
+        assert_eq!(l.promises_left_ns(1200), 1340 - 1200);
+        l.resign(3, 1200);
+        assert_eq!(l.last().unwrap().left_ns(1200), 0, "the claim ended");
+        assert_eq!(
+            l.promises_left_ns(1200),
+            140,
+            "an answer at 1199 promised until 1340"
+        );
+        l.revoke(1210);
+        l.close(1220);
+        assert_eq!(l.promises_left_ns(1220), 120, "nor do a revoke and a close");
+        assert_eq!(l.promises_left_ns(1340), 0);
+        assert_eq!(l.promises_left_ns(9999), 0, "never negative");
+        let mut m = Lease::default();
+        m.grant(4, at(1000), L);
+        m.grant(4, at(1500), L);
+        assert_eq!(
+            m.promises_left_ns(1500),
+            L,
+            "a run after a gap: the later end"
+        );
     }
 
     #[test]

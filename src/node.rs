@@ -178,7 +178,16 @@ async fn start_engine(
                 plumbing.transport.faults.clone(),
                 plumbing.counters.clone(),
             )?;
-            MutexNode::start(cfg.id, cfg.timing, store, plumbing, seed, stop.clone()).await?
+            MutexNode::start(
+                cfg.id,
+                cfg.timing,
+                store,
+                plumbing,
+                seed,
+                flaws,
+                stop.clone(),
+            )
+            .await?
         }
     })
 }

@@ -9,6 +9,13 @@ use electd_lab::chaos::runner::{run_one_with, Layer, RunSpec, Scenario};
 /// Runs `scenario` (quorum mode, application layer, seed 1) on nodes with `flaw`, and checks
 /// that the checkers fail the run: C2 sees two claimants and C6 broken promises.
 fn caught(scenario: Scenario, flaw: &str) {
+    caught_in(Mode::Quorum, scenario, Layer::App, flaw, true);
+}
+
+/// Runs `scenario` in `mode` on `layer` (seed 1) on nodes with `flaw`: C6 fails it, and C2 too
+/// when `two_claimants` (a flaw that breaks promises while no two nodes claim at one instant
+/// shows on C6 only).
+fn caught_in(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str, two_claimants: bool) {
     let bin = electd_lab::bin::electd_bin().expect("the electd binary");
     let flawed = bin.with_file_name("electd-flawed");
     assert!(
@@ -17,9 +24,9 @@ fn caught(scenario: Scenario, flaw: &str) {
         flawed.display()
     );
     let spec = RunSpec {
-        mode: Mode::Quorum,
+        mode,
         scenario,
-        layer: Layer::App,
+        layer,
         seed: 1,
         tls: false,
     };
@@ -30,9 +37,16 @@ fn caught(scenario: Scenario, flaw: &str) {
         .unwrap();
     let (r, _) = rt.block_on(run_one_with(&spec, &flawed, None, &["--lab-flaw", flaw]));
     eprintln!("{}", serde_json::to_string(&r).unwrap());
+    if let Some(why) = r.skipped.as_ref().filter(|_| mode == Mode::Mutex) {
+        // Only PostgreSQL missing skips a mutex run (recorded, a failure on CI).
+        electd_lab::skip::skip(&format!("{scenario} {mode:?} {flaw}: {why}"));
+        return;
+    }
     assert!(r.skipped.is_none(), "the run happened: {r:?}");
     assert!(!r.passed, "a broken node passed: {r:?}");
-    assert!(r.split_brain_ms > 0.0, "C2 sees two claimants: {r:?}");
+    if two_claimants {
+        assert!(r.split_brain_ms > 0.0, "C2 sees two claimants: {r:?}");
+    }
     assert!(
         r.promises_broken.is_some_and(|n| n > 0),
         "C6 sees broken promises: {r:?}"
@@ -53,4 +67,20 @@ fn the_chaos_checkers_catch_a_claim_that_outlives_the_election_timeout() {
 #[test]
 fn the_chaos_checkers_catch_answers_taken_unsigned() {
     caught(Scenario::S20, "accept-unsigned-answers");
+}
+
+/// The holder resigning again and again (S23) in mutex mode, on nodes whose release counts the
+/// row's wait from the claim the resign had just ended (`release-from-ended-claim`: the node
+/// before issue 48): the row is free 30 ms after the resign, and the next holder claims inside
+/// the answers the resigning one gave just before. The resigning node's own claim ended at the
+/// resign (C2 sees one claimant at a time): its answers' promises are what break (C6).
+#[test]
+fn the_chaos_checkers_catch_a_mutex_release_inside_its_promises() {
+    caught_in(
+        Mode::Mutex,
+        Scenario::S23,
+        Layer::Process,
+        "release-from-ended-claim",
+        false,
+    );
 }

@@ -886,6 +886,59 @@ fn mutex_row_deleted_and_store_clock_steps() {
     }
 }
 
+/// S23, the holder resigning ten times, each right after a client was answered: in quorum and
+/// mutex mode every promise holds (the next holder claims only after the resigning one's
+/// answers ran out) and the fault took effect: each resign gave up a term (the terms grow), a
+/// promise of the resigning node still ran at nearly every resign (the precondition of the
+/// defect: a resign with no running promise tests nothing), and the role moved each time.
+/// Before issue 48's fix a mutex holder released its row with a wait of F − L (30 ms) while
+/// its answers promised up to L (120 ms): C2 and C6 failed it (lab/tests/broken.rs keeps that
+/// node as a broken variant).
+#[test]
+fn leased_modes_keep_promises_across_resigns() {
+    for mode in [Mode::Quorum, Mode::Mutex] {
+        let Some(ran) = leased_is_safe(mode, Scenario::S23, Layer::Process) else {
+            continue;
+        };
+        let w = windows(&ran.log);
+        assert_eq!(w.len(), 10, "ten resigns: {}", ran.why());
+        let terms: Vec<u64> = w
+            .iter()
+            .map(|w| {
+                between(&w.label, "[term ", " resigned]")
+                    .unwrap_or_else(|| panic!("no term resigned: {}: {}", w.label, ran.why()))
+            })
+            .collect();
+        assert!(
+            terms.windows(2).all(|t| t[1] > t[0]),
+            "the resigned terms did not grow: {terms:?}: {}",
+            ran.why()
+        );
+        let running = w
+            .iter()
+            .filter(|w| {
+                let node: NodeId = between(&w.label, "node ", " resigns").expect("who resigned");
+                ran.log
+                    .promises
+                    .iter()
+                    .any(|p| p.node == node && p.from_ns < w.start_ns && p.until_ns > w.start_ns)
+            })
+            .count();
+        eprintln!("{mode:?}: a promise of the resigning node still ran at {running} of 10 resigns");
+        assert!(
+            running >= 8,
+            "a promise ran at only {running} of 10 resigns: {}",
+            ran.why()
+        );
+        assert!(
+            ran.r.leader_changes >= 10,
+            "the role moved {} times: {}",
+            ran.r.leader_changes,
+            ran.why()
+        );
+    }
+}
+
 /// S20: the forger on the leader's links, then on a follower's (an attacker without the
 /// cluster secret: forged grants and acks, replayed answers, late and rewritten requests).
 /// Quorum mode stays safe, and the fault took effect: under each window the forger forged,

@@ -21,7 +21,9 @@
 //!    instance: two processes with one id draw different instances) and claims nothing.
 //! 4. A resigning holder ends its claim and fences its term at once, and writes the row as held
 //!    by nobody with a `wait_ms` of what its promises may still run plus the margin (≤ F): a
-//!    contender takes it after that wait, counted from its own arrival as in 2. A holder never
+//!    contender takes it after that wait, counted from its own arrival as in 2. The time left
+//!    is the promises' ([`Lease::promises_left_ns`]: up to the latest end any claim reached),
+//!    not the claim's, which the resign has just cut to now (`release_wait_ms`). A holder never
 //!    renews a fenced term: an answer that renewed one (a resign racing the statement) is
 //!    followed by a release.
 //! 5. A row that is missing (deleted; a database restored from a backup) is created held by
@@ -50,7 +52,7 @@ use super::store::{Ask, Row, Store, StoreError};
 use crate::clock::{ms, Clock};
 use crate::config::Timing;
 use crate::counters::Counters;
-use crate::engine::{Engine, Judged, LoopGuard, Plumbing, ResignError, Running};
+use crate::engine::{Engine, Flaws, Judged, LoopGuard, Plumbing, ResignError, Running};
 use crate::events::EventLog;
 use crate::lease::Lease;
 use crate::role::{NodeId, Resigned, Role, View};
@@ -93,6 +95,8 @@ pub struct MutexNode {
     answered: AtomicU64,
     unanswered: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// Deliberate flaws (the lab's; none on a real host).
+    flaws: Flaws,
     /// The beat runs.
     pub(super) running: Running,
 }
@@ -100,13 +104,14 @@ pub struct MutexNode {
 impl MutexNode {
     /// Checks that the store lets this node in (a refusal stops the start, naming
     /// `store_url`; an unreachable store does not) and starts the beat. `seed` draws the
-    /// instance.
+    /// instance; `flaws` are the lab's.
     pub async fn start(
         id: NodeId,
         timing: Timing,
         store: Store,
         plumbing: Plumbing,
         seed: u64,
+        flaws: Flaws,
         stop: CancellationToken,
     ) -> Result<Arc<MutexNode>, StoreError> {
         store
@@ -140,6 +145,7 @@ impl MutexNode {
             answered: AtomicU64::new(0),
             unanswered: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            flaws,
             running,
         });
         tokio::spawn(node.clone().beat(stop, guard));
@@ -258,14 +264,12 @@ impl MutexNode {
     /// plus the margin as the wait (rule 4).
     async fn release(&self) {
         let now = self.clock.boot_ns();
-        let left_ns = self
-            .lease
-            .lock()
-            .expect("lease")
-            .last()
-            .map_or(0, |c| c.left_ns(now));
-        let margin_ms = self.timing.follower_lease_ms - self.timing.effective_lease_ms();
-        let wait_ms = (left_ns.div_ceil(1_000_000) + margin_ms).min(self.timing.follower_lease_ms);
+        let wait_ms = release_wait_ms(
+            &self.lease.lock().expect("lease"),
+            now,
+            &self.timing,
+            &self.flaws,
+        );
         match self
             .store
             .release(self.id, self.instance, wait_ms, self.deadline())
@@ -397,6 +401,21 @@ impl Engine for MutexNode {
     }
 }
 
+/// The wait a release at `now_ns` writes into the row (rule 4): how long the promises this
+/// process answered may still run, plus the margin F − L for the rate of the clocks, never more
+/// than F. Counted from the promises, not from the claim: a resign (and a renewal that raced
+/// it) ends the claim before the release is sent, while answers given just before still
+/// promise up to L (issue 48, item 1).
+fn release_wait_ms(lease: &Lease, now_ns: u64, timing: &Timing, flaws: &Flaws) -> u64 {
+    let left_ns = if flaws.release_from_ended_claim() {
+        lease.last().map_or(0, |c| c.left_ns(now_ns))
+    } else {
+        lease.promises_left_ns(now_ns)
+    };
+    let margin_ms = timing.follower_lease_ms - timing.effective_lease_ms();
+    (left_ns.div_ceil(1_000_000) + margin_ms).min(timing.follower_lease_ms)
+}
+
 /// This process's instance: a positive number from the node's seed and the boot clock
 /// (splitmix64's finaliser over both), so that two processes started with one id differ.
 fn draw_instance(seed: u64, now_ns: u64) -> i64 {
@@ -406,4 +425,74 @@ fn draw_instance(seed: u64, now_ns: u64) -> i64 {
     x ^= x >> 31;
     // Positive and never 0 (0 is "nobody" in the row).
     ((x >> 1) | 1) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Reading;
+
+    /// The default timings: F 150 ms, L 120 ms, a margin of 30 ms.
+    fn timing() -> Timing {
+        Timing::default()
+    }
+
+    fn at(ms_: u64) -> Reading {
+        Reading {
+            boot_ns: ms(ms_),
+            mono_ns: ms(ms_),
+        }
+    }
+
+    /// Issue 48, item 1: the holder answered at 1,000 ms a promise until 1,120 ms, then
+    /// resigned at 1,001 ms. The row it releases must not be takeable before that promise ends
+    /// (plus the margin): a wait of 119 + 30 ms. Counted from the claim the resign had just
+    /// ended, it was 30 ms, and another node claimed inside the promise.
+    #[test]
+    fn a_release_after_a_resign_waits_out_the_promises_answered() {
+        let t = timing();
+        let (l_ms, f_ms) = (t.effective_lease_ms(), t.follower_lease_ms);
+        let mut lease = Lease::default();
+        assert!(lease.grant(7, at(1_000), ms(l_ms)));
+        lease.resign(7, ms(1_001));
+        let wait = release_wait_ms(&lease, ms(1_001), &t, &Flaws::default());
+        assert_eq!(wait, (l_ms - 1) + (f_ms - l_ms));
+        // A contender counts the wait from the release's arrival, no earlier than 1,001 ms:
+        // it takes after every promise of the holder ended.
+        assert!(1_001 + wait > 1_000 + l_ms);
+    }
+
+    /// The wait never passes F (a contender that saw the row before the release counts F from
+    /// then at most), and is the margin alone once every promise has run out.
+    #[test]
+    fn a_release_waits_at_most_a_follower_lease_and_at_least_the_margin() {
+        let t = timing();
+        let (l_ms, f_ms) = (t.effective_lease_ms(), t.follower_lease_ms);
+        let mut lease = Lease::default();
+        let none = release_wait_ms(&lease, ms(5), &t, &Flaws::default());
+        assert_eq!(none, f_ms - l_ms, "never claimed: the margin");
+        assert!(lease.grant(7, at(1_000), ms(l_ms)));
+        let fresh = release_wait_ms(&lease, ms(1_000), &t, &Flaws::default());
+        assert_eq!(fresh, f_ms, "a promise of the whole lease: F");
+        lease.close(ms(1_050));
+        let late = release_wait_ms(&lease, ms(2_000), &t, &Flaws::default());
+        assert_eq!(late, f_ms - l_ms, "every promise ran out: the margin");
+    }
+
+    /// The lab's broken variant computes the old wait (the checkers must catch it on real
+    /// processes: lab/tests/broken.rs).
+    #[cfg(feature = "flaws")]
+    #[test]
+    fn the_flawed_release_counts_from_the_ended_claim() {
+        let t = timing();
+        let mut lease = Lease::default();
+        assert!(lease.grant(7, at(1_000), ms(t.effective_lease_ms())));
+        lease.resign(7, ms(1_001));
+        let flaws = Flaws {
+            release_from_ended_claim: true,
+            ..Flaws::default()
+        };
+        let wait = release_wait_ms(&lease, ms(1_001), &t, &flaws);
+        assert_eq!(wait, t.follower_lease_ms - t.effective_lease_ms());
+    }
 }

@@ -409,6 +409,19 @@ impl Harness {
         Ok(())
     }
 
+    /// Node `id` resigns (the admin API, no successor named): a fault window that cuts nobody
+    /// off, until the next one or the heal, whose label names the term given up (`node 3
+    /// resigns [term 7 resigned]`), or the refusal (`[refused: …]`) when the node no longer led.
+    pub(super) async fn resign(&mut self, id: NodeId) -> Result<(), String> {
+        let client = self.c.client(id).map_err(|e| e.to_string())?;
+        let what = match client.resign(None).await {
+            Ok(r) => format!("term {} resigned", r.term),
+            Err(e) => format!("refused: {e}"),
+        };
+        self.open_window(&format!("node {id} resigns [{what}]"));
+        Ok(())
+    }
+
     /// SIGCONT to the store; the window of its pause ends.
     pub(super) fn resume_store(&mut self) -> Result<(), String> {
         self.close_window();

@@ -443,6 +443,9 @@ pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
                 if s.between_peers() && *mode == Mode::Mutex {
                     continue; // mutex mode's nodes talk to the store only
                 }
+                if s.leased_only() && !mode.leased() {
+                    continue; // bully, ring and invitation have no resign
+                }
                 for (k, seed) in m.seeds.iter().enumerate() {
                     let spec = RunSpec {
                         mode: *mode,

@@ -1,6 +1,6 @@
 //! The scenarios of `docs/design/chaos.md`, S1–S14, the store's of mutex mode, S15–S18,
 //! wall-clock jumps, S19, the forger on the path, S20, and the store's again, S21 (the row
-//! deleted) and S22 (the store's clock steps):
+//! deleted) and S22 (the store's clock steps), and the holder resigning, S23:
 //! each one a variant of [`Scenario`] and one `async fn` below that runs its schedule on a
 //! warmed-up cluster through the harness ([`super::harness`]).
 //!
@@ -45,11 +45,12 @@ pub enum Scenario {
     S20,
     S21,
     S22,
+    S23,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 22] = [
+    pub const ALL: [Scenario; 23] = [
         Scenario::S1,
         Scenario::S2,
         Scenario::S3,
@@ -72,9 +73,10 @@ impl Scenario {
         Scenario::S20,
         Scenario::S21,
         Scenario::S22,
+        Scenario::S23,
     ];
 
-    /// `"S1"` … `"S22"`.
+    /// `"S1"` … `"S23"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::S1 => "S1",
@@ -99,6 +101,7 @@ impl Scenario {
             Scenario::S20 => "S20",
             Scenario::S21 => "S21",
             Scenario::S22 => "S22",
+            Scenario::S23 => "S23",
         }
     }
 
@@ -140,6 +143,10 @@ impl Scenario {
                 "mutex: the store's wall clock steps: two follower leases ahead, a minute ahead, \
                  a minute behind, an hour ahead"
             }
+            Scenario::S23 => {
+                "the holder resigns, ten times, each right after a client was answered and once \
+                 a holder claims again (the modes with a lease)"
+            }
         }
     }
 
@@ -169,6 +176,13 @@ impl Scenario {
         )
     }
 
+    /// Whether the scenario needs a resign that keeps promises, which only the modes with a
+    /// lease have (bully, ring and invitation refuse a resign: the matrix leaves
+    /// them out).
+    pub fn leased_only(self) -> bool {
+        self == Scenario::S23
+    }
+
     /// Whether the scenario acts on the links between nodes that talk to each other, which
     /// mutex mode's nodes do not (the matrix leaves mutex mode out).
     pub fn between_peers(self) -> bool {
@@ -185,7 +199,8 @@ impl Scenario {
             | Scenario::S17
             | Scenario::S19
             | Scenario::S21
-            | Scenario::S22 => &[Layer::Process],
+            | Scenario::S22
+            | Scenario::S23 => &[Layer::Process],
             Scenario::S9 | Scenario::S20 => &[Layer::App],
             _ => &[Layer::App, Layer::Kernel],
         }
@@ -218,6 +233,7 @@ impl Scenario {
             Scenario::S20 => forger_on_the_path(h, l).await,
             Scenario::S21 => row_deleted(h).await,
             Scenario::S22 => store_clock_steps(h).await,
+            Scenario::S23 => holder_resigns(h).await,
         }
     }
 }
@@ -235,7 +251,7 @@ impl FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S20"))
+            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S23"))
     }
 }
 
@@ -593,6 +609,23 @@ async fn store_clock_steps(h: &mut Harness) -> Result<(), String> {
     h.heal().await
 }
 
+/// S23: the holder resigns (`POST /v1/admin/resign`), ten times: each time once a holder
+/// claims, a few beats later (drawn), right after one of its answers reached a client. A resign
+/// ends the claim, not the promises already answered: the next holder may claim only after
+/// them (issue 48, item 1: a mutex holder released its row with the wait of a claim it had just
+/// ended, 30 ms at the defaults, while its answers promised up to 120 ms). Each window's label
+/// names the node and the term it gave up (`node 3 resigns [term 7 resigned]`).
+async fn holder_resigns(h: &mut Harness) -> Result<(), String> {
+    let beat = h.timing.heartbeat_ms;
+    for _ in 0..10 {
+        let l = h.leader().await?;
+        let after = Duration::from_millis(h.rng.gen_range(2 * beat..=6 * beat));
+        sleep(after).await;
+        h.resign(l).await?;
+    }
+    h.heal().await
+}
+
 /// S20: the forger (src/faults.rs: an attacker without the cluster secret) on the leader's
 /// links to every other node, for the hold (many election timeouts), heal; then on a
 /// follower's links, heal. A node that checks its answers takes none of what the forger made
@@ -656,7 +689,7 @@ mod tests {
     #[test]
     fn names_parse_back_and_are_in_order() {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=22).map(|i| format!("S{i}")).collect();
+        let expected: Vec<String> = (1..=23).map(|i| format!("S{i}")).collect();
         assert_eq!(names, expected);
         for s in Scenario::ALL {
             assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
@@ -665,7 +698,7 @@ mod tests {
             assert!(!s.description().is_empty());
         }
         assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S23".parse::<Scenario>().is_err());
+        assert!("S24".parse::<Scenario>().is_err());
         assert!("s5".parse::<Scenario>().is_err());
         assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
     }
@@ -673,11 +706,13 @@ mod tests {
     #[test]
     fn layers_as_documented() {
         // chaos.md: crashes, the store's process faults (S16 killed, S17 paused, S21 its row
-        // deleted, S22 its clock stepped) and wall-clock jumps (S19) have no network layer; S9
-        // (clock pause) is app-only.
+        // deleted, S22 its clock stepped), wall-clock jumps (S19) and resigns (S23) have no
+        // network layer; S9 (clock pause) is app-only.
         for s in Scenario::ALL {
             let want: &[Layer] = match s.as_str() {
-                "S1" | "S2" | "S11" | "S16" | "S17" | "S19" | "S21" | "S22" => &[Layer::Process],
+                "S1" | "S2" | "S11" | "S16" | "S17" | "S19" | "S21" | "S22" | "S23" => {
+                    &[Layer::Process]
+                }
                 "S9" | "S20" => &[Layer::App],
                 _ => &[Layer::App, Layer::Kernel],
             };

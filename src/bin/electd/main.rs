@@ -181,6 +181,7 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             Some("trust-new-incarnation") => lab.flaws.trust_new_incarnation = true,
             Some("record-between-probes") => lab.flaws.record_between_probes = true,
             Some("accept-unsigned-answers") => lab.flaws.accept_unsigned_answers = true,
+            Some("release-from-ended-claim") => lab.flaws.release_from_ended_claim = true,
             other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
         }
     }
