@@ -61,6 +61,9 @@ pub struct Counters {
     leader_changes: AtomicU64,
     /// This node's claims that ended, by cause ([`crate::lease::ClaimEnd`]).
     claims_ended: Mutex<BTreeMap<&'static str, u64>>,
+    /// Mutex mode: answers of the store whose lease row held a value out of range, by the
+    /// first such field (`mutex/store.rs`, `BadRow`).
+    bad_store_rows: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// A copy of a counter map with owned keys, as the wire form has them.
@@ -103,6 +106,11 @@ impl Counters {
     /// A claim of this node ended, for `cause`.
     pub fn claim_ended(&self, cause: ClaimEnd) {
         bump(&self.claims_ended, cause.as_str());
+    }
+
+    /// Mutex mode: the store answered a lease row whose `field` was out of range.
+    pub fn bad_store_row(&self, field: &'static str) {
+        bump(&self.bad_store_rows, field);
     }
 
     /// A peer got a request through to us at `now_ns`.
@@ -165,6 +173,7 @@ impl Counters {
             messages_received: owned(&self.received),
             rejected_peer_requests: owned(&self.rejected),
             claims_ended: owned(&self.claims_ended),
+            bad_store_rows: owned(&self.bad_store_rows),
         }
     }
 }

@@ -274,6 +274,14 @@ fn register_counters(reg: &mut Registry, snap: Counters) {
     }
     counter_family(
         reg,
+        "store_bad_rows",
+        "mutex mode: the store's answers whose lease row held a value out of range, by the first \
+         such field (holder, term, wait_ms, version)",
+        "field",
+        by(&snap.bad_store_rows),
+    );
+    counter_family(
+        reg,
         "claims_ended",
         "claims of this node that ended, by cause: lost (the renewal failed), resigned, stopped",
         "cause",

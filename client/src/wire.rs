@@ -193,6 +193,11 @@ pub struct Counters {
     /// `resigned`, `stopped`. Quorum and mutex modes; absent from servers before it.
     #[serde(default)]
     pub claims_ended: BTreeMap<String, u64>,
+    /// Mutex mode: the store's answers whose lease row held a value out of range (written by
+    /// hand, restored from elsewhere), by the first such field: `holder`, `term`, `wait_ms`,
+    /// `version`. Absent from servers before it, and empty in the other modes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bad_store_rows: BTreeMap<String, u64>,
 }
 
 impl Counters {

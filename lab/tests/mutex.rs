@@ -426,3 +426,140 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// How many answers of node `id`'s store had a bad row, by field (`electd_store_bad_rows_total`).
+fn bad_rows(rt: &tokio::runtime::Runtime, tc: &TestCluster, id: u64, field: &str) -> u64 {
+    rt.block_on(tc.c.status(id))
+        .map(|s| s.counters.bad_store_rows.get(field).copied().unwrap_or(0))
+        .unwrap_or(0)
+}
+
+/// Every running node answers `/v1/health` with 200: no beat died (a panic under the lease lock
+/// did), and none exited.
+fn all_healthy(rt: &tokio::runtime::Runtime, tc: &TestCluster, killed: u64) {
+    for id in tc.c.ids().into_iter().filter(|&id| id != killed) {
+        let h = rt.block_on(tc.c.client(id).unwrap().health());
+        assert!(h.is_ok(), "node {id} is not healthy: {h:?}");
+    }
+}
+
+/// The one holder, once one claims in a term above `above` (at most 15 s).
+fn holder_above(
+    rt: &tokio::runtime::Runtime,
+    tc: &TestCluster,
+    above: u64,
+    what: &str,
+) -> (u64, u64) {
+    let ok = rt.block_on(tc.c.wait_for(WAIT, |s| {
+        let c = claimants(s);
+        c.len() == 1 && matches!(&s[&c[0]], electd_lab::cluster::Observed::Up(i) if i.term > above)
+    }));
+    let states = rt.block_on(tc.c.states());
+    assert!(
+        ok,
+        "{what}: no holder in a term above {above}: {}",
+        describe(&states)
+    );
+    let h = claimants(&states)[0];
+    (h, rt.block_on(tc.c.leader_info(h)).unwrap().term)
+}
+
+/// Issue 48, item 2: the row's values are input. A term near i64::MAX made every statement
+/// overflow (nobody claimed again, and a node that recorded the term kept it across restarts);
+/// a huge `wait_ms` overflowed the instant a contender may take (a panic in a debug build, a
+/// wrap and an early take in a release one); a renewal kept the row's term, so a row restored
+/// with an older term naming the holder's process made terms go back. Now each bad value is
+/// named (`electd_store_bad_rows_total`), nothing panics, a bad term is taken into a term above
+/// every term claimed, a bad wait waits the longest any holder writes, and a restored older term
+/// is renewed into a new one: every promise kept, the terms claimed never go back.
+#[test]
+fn bad_values_in_the_row_are_named_and_break_nothing() {
+    if skip() {
+        return;
+    }
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Mutex, 3);
+    let (prt, poller) = poller(&tc);
+    let (holder, t1) = holder_above(&rt, &tc, 0, "at start");
+    observe(&poller, 20);
+    let sql = |tc: &TestCluster, q: &str| {
+        tc.c.store.as_ref().expect("the store").sql(q).unwrap();
+    };
+
+    // 1. The term i64::MAX while the holder is paused: the others see it, name it, and one
+    // takes the row (after the wait) into a term of the sequence's, above t1.
+    tc.rec.pause(&tc.c, holder);
+    sql(&tc, "UPDATE electd_lease_v2 SET term = 9223372036854775807");
+    let (h2, t2) = holder_above(&rt, &tc, t1, "after the term i64::MAX");
+    tc.rec.resume(&tc.c, holder);
+    assert!(t2 < (1 << 53), "claimed in a term out of range: {t2}");
+    let named: u64 =
+        tc.c.ids()
+            .iter()
+            .map(|&id| bad_rows(&rt, &tc, id, "term"))
+            .sum();
+    assert!(named > 0, "nobody named the bad term");
+    // A node that saw the bad term, restarted, still speaks to the store (before, the term it
+    // recorded made every statement of its overflow).
+    let seer = *tc
+        .c
+        .ids()
+        .iter()
+        .find(|&&id| id != h2 && bad_rows(&rt, &tc, id, "term") > 0)
+        .expect("a node other than the new holder saw the bad term");
+    tc.kill(seer);
+    tc.start_node(seer);
+    let sees = rt.block_on(tc.c.wait_for(WAIT, |s| {
+        matches!(&s.get(&seer), Some(electd_lab::cluster::Observed::Up(i)) if i.leader.is_some())
+    }));
+    assert!(sees, "node {seer} restarted and never read the row again");
+    observe(&poller, 20);
+
+    // 2. A restored row naming the holder's process with an older term: the holder renews it
+    // into a new term, never back to term 1.
+    let (h3, t3) = holder_above(&rt, &tc, t2 - 1, "before the restore");
+    sql(&tc, "UPDATE electd_lease_v2 SET term = 1");
+    let (h4, t4) = holder_above(&rt, &tc, t3, "after a restore to term 1");
+    assert_eq!(h4, h3, "the holder keeps the row");
+    observe(&poller, 20);
+
+    // 3. A huge wait with the holder killed: nobody panics, nobody takes the row for 2 s (the
+    // wait counts as 600 s), and the bad value is named; a deleted row is taken again.
+    tc.kill(h4);
+    sql(
+        &tc,
+        "UPDATE electd_lease_v2 SET wait_ms = 9223372036854775807",
+    );
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let states = rt.block_on(tc.c.states());
+        assert!(claimants(&states).is_empty(), "{}", describe(&states));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    all_healthy(&rt, &tc, h4);
+    let named: u64 =
+        tc.c.ids()
+            .iter()
+            .map(|&id| bad_rows(&rt, &tc, id, "wait_ms"))
+            .sum();
+    assert!(named > 0, "nobody named the bad wait");
+    sql(&tc, "DELETE FROM electd_lease_v2");
+    let (_, t5) = holder_above(&rt, &tc, t4, "after the bad row was deleted");
+    eprintln!(
+        "terms claimed: {t1}, {t2} (after the term i64::MAX), {t4} (after a restore to 1), {t5}"
+    );
+    observe(&poller, 20);
+    let promises = prt.block_on(poller.finish());
+    // The terms claimed, in the order clients heard them, never go back.
+    let mut heard: Vec<(u64, u64)> = promises.iter().map(|p| (p.from_ns, p.term)).collect();
+    heard.sort();
+    for w in heard.windows(2) {
+        assert!(
+            w[1].1 >= w[0].1,
+            "a term went back: {:?} after {:?}",
+            w[1],
+            w[0]
+        );
+    }
+    assert_kept(&tc, promises);
+}

@@ -48,7 +48,7 @@ use axum::Router;
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::store::{Ask, Row, Store, StoreError};
+use super::store::{Ask, BadRow, Row, Store, StoreError, TERM_MAX};
 use crate::clock::{ms, Clock};
 use crate::config::Timing;
 use crate::counters::Counters;
@@ -68,7 +68,8 @@ struct Seen {
 impl Seen {
     /// When the row's version may be taken, by this node's clock (rule 2 of the argument).
     fn takeable_at_ns(&self) -> u64 {
-        self.since_ns + ms(self.row.wait_ms)
+        // wait_ms is at most MAX_FOLLOWER_LEASE_MS (Row::checked): no overflow.
+        self.since_ns.saturating_add(ms(self.row.wait_ms))
     }
 }
 
@@ -135,7 +136,15 @@ impl MutexNode {
             timing,
             store,
             lease: Mutex::new(Lease::default()),
-            max_term: AtomicU64::new(events.last().map_or(0, |v| v.term)),
+            // A term past TERM_MAX in the log (recorded by a node before issue 48 from a bad
+            // row) is not counted on from: it would make every statement overflow.
+            max_term: AtomicU64::new(
+                events
+                    .last()
+                    .map(|v| v.term)
+                    .filter(|t| *t <= TERM_MAX)
+                    .unwrap_or(0),
+            ),
             clock,
             events,
             counters,
@@ -200,7 +209,7 @@ impl MutexNode {
             instance: self.instance,
             take: seen
                 .filter(|s| !self.holds(&s.row) && !resigned && now >= s.takeable_at_ns())
-                .map(|s| (s.row.version, s.row.term)),
+                .map(|s| (s.row.version, s.row.stored_term)),
             wait_ms: self.timing.follower_lease_ms,
             max_term: self.max_term.load(Relaxed),
             renew: held_term.is_none_or(|t| !lease.is_fenced(t)),
@@ -221,11 +230,19 @@ impl MutexNode {
     /// The store answered a statement sent at `t0`.
     fn on_row(&self, t0: crate::clock::Reading, row: Row) {
         self.answered.fetch_add(1, Relaxed);
+        if let Some(bad) = row.bad {
+            self.bad_row(bad);
+        }
+        // A bad term reads 0 (Row::checked): it never raises the highest term seen.
         self.max_term.fetch_max(row.term, Relaxed);
         let now = self.clock.boot_ns();
         let lease_ns = ms(self.timing.effective_lease_ms());
         let mut lease = self.lease.lock().expect("lease");
-        if row.mine {
+        if row.mine && row.term == 0 {
+            // Held in a term out of range (the sequence was set past TERM_MAX by hand): no
+            // claim in it; the next renewal writes another term.
+            lease.revoke(now);
+        } else if row.mine {
             let took = now.saturating_sub(t0.boot_ns);
             self.counters
                 .timings
@@ -250,14 +267,23 @@ impl MutexNode {
         let mut seen = self.seen.lock().expect("seen");
         let since_ns = match *seen {
             Some(s)
-                if (s.row.version, s.row.term, s.row.holder)
-                    == (row.version, row.term, row.holder) =>
+                if (s.row.version, s.row.stored_term, s.row.holder)
+                    == (row.version, row.stored_term, row.holder) =>
             {
                 s.since_ns
             }
             _ => now,
         };
         *seen = Some(Seen { row, since_ns });
+    }
+
+    /// The store answered a row with a value out of range (issue 48, item 2): counted by field
+    /// (`electd_store_bad_rows_total`), shown as the last error in `/v1/status`, logged.
+    fn bad_row(&self, bad: BadRow) {
+        self.counters.bad_store_row(bad.field());
+        let message = format!("the lease row is bad: {bad}");
+        tracing::warn!(store = %self.store.shown(), "{message}");
+        *self.last_error.lock().expect("error") = Some(message);
     }
 
     /// Gives the row up, if this process holds it, with the time its promises may still run

@@ -41,7 +41,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config as PgConfig, NoTls};
 
-use crate::config::Secret;
+use crate::config::{Secret, MAX_FOLLOWER_LEASE_MS};
 use crate::counters::Counters;
 use crate::faults::{Faults, Verdict};
 use crate::role::NodeId;
@@ -62,6 +62,14 @@ pub const CREATE: &str = "CREATE TABLE IF NOT EXISTS electd_lease_v2 (\
 /// answers the row either way: holder, instance, term, version, wait, and whether this
 /// statement made this node the holder. A read-committed UPDATE re-checks its condition on the
 /// row it locked, so two contenders racing for one version cannot both take it.
+///
+/// The row's values are input (an operator's `UPDATE`, a restore from elsewhere): no value makes
+/// the statement overflow (a term or version past [`TERM_MAX`] is not counted on from, a take
+/// writes a term from the sequence and `$6` instead, a version starts again at 1), and a
+/// renewal keeps the row's term only while it is not behind `$6`, the highest term this node
+/// has seen: a row restored with an older term naming this process is renewed into a new term,
+/// never back. (A version that starts again cannot be mistaken for one seen before: the
+/// versions of one term only grow, and a take always writes a new term.)
 pub const CLAIM: &str = "WITH fresh AS (\
      INSERT INTO electd_lease_v2 (cluster, holder, instance, term, version, wait_ms) \
      SELECT $1, 0, 0, GREATEST(nextval('electd_term'), $6::bigint + 1), 1, $5::bigint \
@@ -70,9 +78,15 @@ pub const CLAIM: &str = "WITH fresh AS (\
      RETURNING holder, instance, term, version, wait_ms), \
    attempt AS (\
      UPDATE electd_lease_v2 AS l SET \
-       term = CASE WHEN l.holder = $2 AND l.instance = $3 THEN l.term \
-                   ELSE GREATEST(l.term + 1, $6::bigint + 1, nextval('electd_term')) END, \
-       holder = $2, instance = $3, version = l.version + 1, wait_ms = $5::bigint \
+       term = CASE WHEN l.holder = $2 AND l.instance = $3 AND l.term >= $6::bigint \
+                        AND l.term BETWEEN 1 AND 9007199254740991 THEN l.term \
+                   ELSE GREATEST(CASE WHEN l.term BETWEEN 0 AND 9007199254740990 \
+                                      THEN l.term + 1 ELSE 0 END, \
+                                 $6::bigint + 1, nextval('electd_term')) END, \
+       holder = $2, instance = $3, \
+       version = CASE WHEN l.version BETWEEN 0 AND 9007199254740990 \
+                      THEN l.version + 1 ELSE 1 END, \
+       wait_ms = $5::bigint \
      WHERE l.cluster = $1 \
        AND (($7::bool AND l.holder = $2 AND l.instance = $3) \
             OR (l.version = $4::bigint AND l.term = $8::bigint)) \
@@ -92,18 +106,102 @@ pub const RELEASE: &str = "UPDATE electd_lease_v2 \
      SET holder = 0, instance = 0, version = version + 1, wait_ms = $4::bigint \
      WHERE cluster = $1 AND holder = $2 AND instance = $3 RETURNING 1";
 
-/// The row as a statement found it.
+/// The highest term a row may carry: 2^53 − 1, the largest integer every JSON client reads
+/// exactly. No cluster counts that far (a change of holder every millisecond for 285,000
+/// years): a term above it, or below 1, was written by hand or restored from elsewhere. Such a
+/// row is reported ([`BadRow`]), never claimed in, never counted on from (nothing this node
+/// remembers or writes takes it as the highest term seen), and taken into a term of the
+/// sequence's instead ([`CLAIM`]). No claim was ever made in it, so no fencing token goes back.
+pub const TERM_MAX: u64 = (1 << 53) - 1;
+
+/// The row as a statement found it, its values checked ([`Row::checked`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Row {
     /// 0: nobody (a new row, or released).
     pub holder: NodeId,
     pub instance: i64,
+    /// The row's term, 0 when it is out of range (`bad`).
     pub term: u64,
+    /// The term as stored, for the compare-and-set of a take only.
+    pub stored_term: i64,
     pub version: i64,
-    /// How long a contender must see this version unchanged before it may take the row.
+    /// How long a contender must see this version unchanged before it may take the row (at
+    /// most [`MAX_FOLLOWER_LEASE_MS`]: a value out of range counts as that).
     pub wait_ms: u64,
     /// This node holds it (it took or renewed it with this statement).
     pub mine: bool,
+    /// The first value out of range, if any.
+    pub bad: Option<BadRow>,
+}
+
+/// A value of the row out of the range any node writes: what an operator or a restore put there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadRow {
+    /// Not a node id (below 0).
+    #[error("holder {0} is not a node id: the row counts as held by nobody")]
+    Holder(i64),
+    /// Below 1 or above [`TERM_MAX`].
+    #[error(
+        "term {0} is out of range (1..=2^53-1): no claim in it, and the next holder writes a \
+         term of the sequence's"
+    )]
+    Term(i64),
+    /// Below 0 or above [`MAX_FOLLOWER_LEASE_MS`], the longest wait any node writes.
+    #[error(
+        "wait_ms {0} is out of range (0..={MAX_FOLLOWER_LEASE_MS}): a contender waits \
+         {MAX_FOLLOWER_LEASE_MS} ms, the longest any holder's promises can run"
+    )]
+    WaitMs(i64),
+    /// Below 1 or above [`TERM_MAX`].
+    #[error("version {0} is out of range (1..=2^53-1): the next write starts again at 1")]
+    Version(i64),
+}
+
+impl BadRow {
+    /// The `field` label of `electd_store_bad_rows_total`.
+    pub fn field(self) -> &'static str {
+        match self {
+            BadRow::Holder(_) => "holder",
+            BadRow::Term(_) => "term",
+            BadRow::WaitMs(_) => "wait_ms",
+            BadRow::Version(_) => "version",
+        }
+    }
+}
+
+impl Row {
+    /// The row from the values stored (`holder, instance, term, version, wait_ms`), each checked
+    /// against the range a node writes: a value out of range is replaced by what is safe (a
+    /// holder of nobody, a term of 0 that nobody claims in, the longest wait) and the first such
+    /// value named in `bad`. Nothing here can overflow or panic, whatever the row holds.
+    pub fn checked(stored: [i64; 5], mine: bool) -> Row {
+        let [holder, instance, term, version, wait_ms] = stored;
+        let in_terms = |v: i64| (1..=TERM_MAX as i64).contains(&v);
+        let waits = 0..=MAX_FOLLOWER_LEASE_MS as i64;
+        let bad = [
+            (holder < 0).then_some(BadRow::Holder(holder)),
+            (!in_terms(term)).then_some(BadRow::Term(term)),
+            (!waits.contains(&wait_ms)).then_some(BadRow::WaitMs(wait_ms)),
+            (!in_terms(version)).then_some(BadRow::Version(version)),
+        ]
+        .into_iter()
+        .flatten()
+        .next();
+        Row {
+            holder: u64::try_from(holder).unwrap_or(0),
+            instance,
+            term: if in_terms(term) { term as u64 } else { 0 },
+            stored_term: term,
+            version,
+            wait_ms: if waits.contains(&wait_ms) {
+                wait_ms as u64
+            } else {
+                MAX_FOLLOWER_LEASE_MS
+            },
+            mine,
+            bad,
+        }
+    }
 }
 
 /// What the statement of one beat asks.
@@ -111,8 +209,8 @@ pub struct Row {
 pub struct Ask {
     pub me: NodeId,
     pub instance: i64,
-    /// The version and term this node may take, if any.
-    pub take: Option<(i64, u64)>,
+    /// The version and term (as stored) this node may take, if any.
+    pub take: Option<(i64, i64)>,
     pub wait_ms: u64,
     pub max_term: u64,
     /// Renew the row if this instance holds it.
@@ -335,7 +433,7 @@ impl Store {
     /// One beat's statement ([`CLAIM`]), all within `deadline`. A lost or late answer is
     /// `Unreachable`, after which the connection is dropped.
     pub async fn claim(&self, ask: Ask, deadline: Duration) -> Result<Row, StoreError> {
-        let (version, term) = ask.take.map_or((-1, -1), |(v, t)| (v, t as i64));
+        let (version, term) = ask.take.unwrap_or((-1, -1));
         let params: [&(dyn ToSql + Sync); 8] = [
             &self.cluster,
             &(ask.me as i64),
@@ -353,14 +451,10 @@ impl Store {
         let failed =
             |e: tokio_postgres::Error| StoreError::Failed(self.shown.clone(), e.to_string());
         let int = |i: usize| row.try_get::<_, i64>(i).map_err(failed);
-        Ok(Row {
-            holder: int(0)? as NodeId,
-            instance: int(1)?,
-            term: int(2)? as u64,
-            version: int(3)?,
-            wait_ms: int(4)?.max(0) as u64,
-            mine: row.try_get::<_, bool>(5).map_err(failed)?,
-        })
+        Ok(Row::checked(
+            [int(0)?, int(1)?, int(2)?, int(3)?, int(4)?],
+            row.try_get::<_, bool>(5).map_err(failed)?,
+        ))
     }
 
     /// Gives the row up if this instance holds it ([`RELEASE`]); `wait_ms`: how long the
@@ -439,4 +533,70 @@ fn shown(pg: &PgConfig) -> String {
     };
     let port = pg.get_ports().first().copied().unwrap_or(5432);
     format!("{host}:{port}/{}", pg.get_dbname().unwrap_or(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOP: i64 = TERM_MAX as i64;
+
+    #[test]
+    fn the_statement_bounds_terms_and_versions_by_term_max() {
+        assert_eq!(TOP, 9_007_199_254_740_991);
+        assert!(CLAIM.contains(&format!("BETWEEN 1 AND {TOP}")));
+        assert!(CLAIM.contains(&format!("BETWEEN 0 AND {}", TOP - 1)));
+    }
+
+    #[test]
+    fn a_row_in_range_is_taken_as_it_is() {
+        let r = Row::checked([3, 77, 12, 40, 150], true);
+        assert_eq!(
+            r,
+            Row {
+                holder: 3,
+                instance: 77,
+                term: 12,
+                stored_term: 12,
+                version: 40,
+                wait_ms: 150,
+                mine: true,
+                bad: None,
+            }
+        );
+        let edge = Row::checked([0, 0, TOP, TOP, MAX_FOLLOWER_LEASE_MS as i64], false);
+        assert_eq!(edge.bad, None);
+        assert_eq!(edge.term, TERM_MAX);
+    }
+
+    /// Issue 48, item 2: values an operator or a restore can write. None panics or overflows;
+    /// each is named, and replaced by what is safe.
+    #[test]
+    fn a_value_out_of_range_is_named_and_made_safe() {
+        let huge_term = Row::checked([2, 1, i64::MAX - 1, 5, 150], false);
+        assert_eq!(huge_term.bad, Some(BadRow::Term(i64::MAX - 1)));
+        assert_eq!(huge_term.term, 0, "never claimed in nor counted on from");
+        assert_eq!(
+            huge_term.stored_term,
+            i64::MAX - 1,
+            "still taken by its value"
+        );
+        for term in [0, -5, TOP + 1, i64::MIN] {
+            assert_eq!(Row::checked([2, 1, term, 5, 150], false).term, 0);
+        }
+        for wait in [-1, i64::MAX, MAX_FOLLOWER_LEASE_MS as i64 + 1] {
+            let r = Row::checked([0, 0, 9, 5, wait], false);
+            assert_eq!(r.bad, Some(BadRow::WaitMs(wait)));
+            assert_eq!(
+                r.wait_ms, MAX_FOLLOWER_LEASE_MS,
+                "the longest wait, not none"
+            );
+        }
+        let r = Row::checked([-3, 0, 9, 5, 150], false);
+        assert_eq!((r.holder, r.bad), (0, Some(BadRow::Holder(-3))));
+        let r = Row::checked([1, 1, 9, i64::MAX, 150], false);
+        assert_eq!(r.bad, Some(BadRow::Version(i64::MAX)));
+        assert!(BadRow::Term(-1).to_string().contains("out of range"));
+        assert_eq!(BadRow::WaitMs(-1).field(), "wait_ms");
+    }
 }
