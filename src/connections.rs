@@ -63,6 +63,61 @@ pub enum Slot {
 #[derive(Clone, Copy, Debug)]
 pub struct Reserved;
 
+/// On each request of a connection from a member's address (by IP, as the reserve judges it,
+/// when the connection was accepted): its peer bodies read before authentication count against
+/// the members' share of [`PreAuthBodies`], which no other host can take.
+#[derive(Clone, Copy, Debug)]
+pub struct FromMemberHost;
+
+/// How many bytes of peer request bodies [`PreAuthBodies`] reads at once from members'
+/// addresses before their MAC (or certificate) is checked: room for a leader's appends (up to
+/// 512 KiB each) and snapshots (up to 1 MiB) to several followers at once.
+pub const PRE_AUTH_MEMBERS: usize = 16 << 20;
+/// The same for every other address: a member this node does not know by its address yet (a
+/// joining one, a host name not resolved), whose requests are mostly hellos of a few hundred
+/// bytes; a snapshot or an append to it still fits.
+pub const PRE_AUTH_OTHERS: usize = 4 << 20;
+/// How long a body waits for its share before it is refused (503 `busy`).
+pub const PRE_AUTH_WAIT: Duration = Duration::from_secs(1);
+
+/// The bytes of peer request bodies read before they are authenticated (issue 48, item 3): a
+/// body is read whole before its MAC is checked (the MAC covers it), and the headers that get a
+/// request that far (the cluster id, a member's id) are no secret, so without a bound 1,024
+/// connections sending bodies of 1 MiB held about 1 GiB. A body takes its announced length
+/// (or its path's limit) from its share, in KiB, before a byte of it is read, and gives it back
+/// once the request was authenticated or refused. A flood from other hosts fills their share
+/// only: the members' requests (appends, votes, snapshots) read from theirs.
+pub struct PreAuthBodies {
+    members: Arc<Semaphore>,
+    others: Arc<Semaphore>,
+}
+
+impl Default for PreAuthBodies {
+    fn default() -> Self {
+        PreAuthBodies {
+            members: Arc::new(Semaphore::new(PRE_AUTH_MEMBERS >> 10)),
+            others: Arc::new(Semaphore::new(PRE_AUTH_OTHERS >> 10)),
+        }
+    }
+}
+
+impl PreAuthBodies {
+    /// `bytes` of the share of members' hosts (`from_member`) or of the others, waiting at
+    /// most [`PRE_AUTH_WAIT`]; `None` when it did not come in time.
+    pub async fn take(&self, from_member: bool, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let (share, size) = if from_member {
+            (&self.members, PRE_AUTH_MEMBERS)
+        } else {
+            (&self.others, PRE_AUTH_OTHERS)
+        };
+        let kib = bytes.div_ceil(1024).clamp(1, size >> 10) as u32;
+        tokio::time::timeout(PRE_AUTH_WAIT, share.clone().acquire_many_owned(kib))
+            .await
+            .ok()?
+            .ok()
+    }
+}
+
 /// On each request: the address of the connection's client (the per-client watcher cap
 /// counts by its IP).
 #[derive(Clone, Copy, Debug)]
@@ -134,7 +189,7 @@ impl Connections {
 
     /// Whether some member's address (host:port in the address book) has the IP `ip`, or
     /// resolved to it at the last lookup.
-    fn is_member_host(&self, ip: IpAddr) -> bool {
+    pub fn is_member_host(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
         self.members.addrs().iter().any(|addr| {
             addr.parse::<SocketAddr>()
@@ -182,6 +237,35 @@ pub fn fit_to_descriptors(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 48, item 3: the bodies read before authentication are bounded per share, and a
+    /// full share of other hosts leaves the members' whole.
+    #[tokio::test]
+    async fn bodies_before_authentication_are_bounded_per_share() {
+        let b = PreAuthBodies::default();
+        let mut held = Vec::new();
+        for _ in 0..PRE_AUTH_OTHERS >> 20 {
+            held.push(
+                b.take(false, 1 << 20)
+                    .await
+                    .expect("the others' share, by MiB"),
+            );
+        }
+        assert!(
+            b.take(false, 1).await.is_none(),
+            "the others' share is full: refused after the wait"
+        );
+        assert!(
+            b.take(true, 1 << 20).await.is_some(),
+            "the members' share is whole"
+        );
+        drop(held.pop());
+        assert!(b.take(false, 1 << 20).await.is_some(), "given back");
+        assert!(
+            b.take(true, usize::MAX).await.is_some(),
+            "a body larger than the share takes the whole share, never more"
+        );
+    }
 
     fn book() -> Arc<AddressBook> {
         AddressBook::new([(1, "127.0.0.1:7001".to_string()), (2, "[::1]:7002".into())].into())

@@ -28,7 +28,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
-use crate::connections::{Connections, Remote, Reserved, Slot};
+use crate::connections::{Connections, FromMemberHost, Remote, Reserved, Slot};
 use crate::tls::{ClientCert, PeerCert, Tls};
 
 /// How long a client has to send a request's headers; also how long a kept-alive connection
@@ -68,10 +68,7 @@ pub async fn serve(
             continue;
         };
         let stream = timed(stream);
-        let mut app = app.clone().layer(Extension(Remote(remote)));
-        if matches!(slot, Slot::Reserve(_)) {
-            app = app.layer(Extension(Reserved));
-        }
+        let app = per_connection(&app, remote, &slot, &connections);
         let Some(tls) = &tls else {
             let conn = graceful.watch(http(stream, app));
             tokio::spawn(async move {
@@ -98,6 +95,25 @@ pub async fn serve(
     drop(listener);
     let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
     Ok(())
+}
+
+/// `app` as one connection from `remote` on `slot` sees it: its client's address on every
+/// request, whether that address is a member's (its peer bodies read from the members' share
+/// before authentication: connections.rs, `PreAuthBodies`), and the reserve's restriction.
+fn per_connection(
+    app: &Router,
+    remote: std::net::SocketAddr,
+    slot: &Slot,
+    c: &Connections,
+) -> Router {
+    let mut app = app.clone().layer(Extension(Remote(remote)));
+    if c.is_member_host(remote.ip()) {
+        app = app.layer(Extension(FromMemberHost));
+    }
+    if matches!(slot, Slot::Reserve(_)) {
+        app = app.layer(Extension(Reserved));
+    }
+    app
 }
 
 /// One HTTP/1.1 connection of `app` on `io`, with the header read timeout.

@@ -212,9 +212,40 @@ impl HttpWire {
         if let Some(h) = out.headers_mut() {
             *h = res.headers().clone();
         }
-        let bytes = res.bytes().await.map_err(|e| classify(e, timeout))?;
+        let bytes = read_answer(res, timeout).await?;
         Ok(out.body(bytes).expect("a response from parts"))
     }
+}
+
+/// The most a peer's answer may be: read before its MAC is checked (transport.rs,
+/// `check_answer`), by anyone who can answer in the peer's place on a hostile network. Every
+/// answer of electd's peer protocol is small (a vote, the result of an append or a snapshot, a
+/// hello's verdict: what the requests carry is what may be large): a megabyte is room enough,
+/// and a bound (issue 48, item 3: answers were read whole, whatever their size).
+pub const PEER_ANSWER_LIMIT: usize = crate::error::BODY_LIMIT;
+
+/// The body of `res`, chunk by chunk, refused once it passes [`PEER_ANSWER_LIMIT`] (announced
+/// or read): the connection is dropped, the caller sees an unreachable peer.
+async fn read_answer(mut res: reqwest::Response, timeout: Duration) -> Result<Bytes, WireError> {
+    let too_large = || {
+        WireError::Unreachable(format!(
+            "the answer is larger than {PEER_ANSWER_LIMIT} bytes: refused unread"
+        ))
+    };
+    if res
+        .content_length()
+        .is_some_and(|n| n > PEER_ANSWER_LIMIT as u64)
+    {
+        return Err(too_large());
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = res.chunk().await.map_err(|e| classify(e, timeout))? {
+        if out.len() + chunk.len() > PEER_ANSWER_LIMIT {
+            return Err(too_large());
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(out))
 }
 
 /// Idle connections kept open to each member (one client a member: each its own pool); the

@@ -28,8 +28,8 @@ const NODE_LAYERS: &[&[&str]] = &[
         "wire",
         "connections",
     ],
-    &["transport"],
-    &["engine"],
+    &["transport", "auth::tests"],
+    &["engine", "transport::tests"],
     &[
         "quorum::types",
         "quorum::protocol",

@@ -780,3 +780,114 @@ fn a_node_that_takes_unsigned_answers_claims_on_forged_ones() {
          {late_ns} ns claimed late"
     );
 }
+
+/// Issue 48, item 5: the cluster secret changed without stopping the cluster, as
+/// docs/operations.md, "Changing the cluster secret", says: three rolling restarts of three
+/// quorum nodes (the new secret taken besides the old; signed with, the old taken besides; the
+/// old dropped). After every restart all three nodes agree on a leader (so a node in one phase
+/// talks both ways with nodes in the one before), and a request signed with the old secret alone
+/// is refused at the end. Quorum mode stays safe throughout.
+#[test]
+fn the_cluster_secret_changes_node_by_node_with_a_leader_throughout() {
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let rt = TestCluster::rt();
+    let secret_file = tc.c.run.join("cluster-secret");
+    let old = std::fs::read_to_string(&secret_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    let new = "a-new-cluster-secret-0123456789".to_string();
+    let base = tc.c.extra_args.clone();
+    rt.block_on(tc.c.wait_agreed(WAIT))
+        .expect("a leader at start");
+    let phases: [(&str, &str, Option<&str>); 3] = [
+        ("the new secret taken besides", &old, Some(&new)),
+        ("the new secret signed with", &new, Some(&old)),
+        ("the old secret dropped", &new, None),
+    ];
+    for (what, signs, takes) in phases {
+        std::fs::write(&secret_file, signs).unwrap();
+        tc.c.extra_args = base.clone();
+        if let Some(t) = takes {
+            tc.c.extra_args
+                .extend(["--cluster-secret-accepted".to_string(), t.to_string()]);
+        }
+        for id in tc.c.ids() {
+            let before = tc.c.pid(id);
+            tc.stop(id);
+            tc.start_node(id);
+            assert_ne!(tc.c.pid(id), before, "node {id} was not restarted");
+            // All three up, the restarted one among them, naming one leader that claims.
+            let agreed = rt.block_on(tc.c.wait_for(WAIT, |s| {
+                let named: std::collections::BTreeSet<Option<u64>> = s
+                    .values()
+                    .map(|o| match o {
+                        electd_lab::cluster::Observed::Up(i) => i.leader.as_ref().map(|l| l.id),
+                        _ => None,
+                    })
+                    .collect();
+                named.len() == 1
+                    && named.iter().all(Option::is_some)
+                    && electd_lab::cluster::claimants(s).len() == 1
+            }));
+            let states = rt.block_on(tc.c.states());
+            assert!(
+                agreed,
+                "{what}: the three nodes do not agree on a leader after node {id} restarted: {}",
+                common::describe(&states)
+            );
+            eprintln!(
+                "{what}: node {id} restarted (pid {before:?} -> {:?}), node {} leads",
+                tc.c.pid(id),
+                electd_lab::cluster::claimants(&states)[0]
+            );
+        }
+    }
+    // No request or answer was refused for its MAC along the way.
+    for id in tc.c.ids() {
+        let status = rt.block_on(tc.c.status(id)).unwrap();
+        let refused = &status.counters.rejected_peer_requests;
+        for reason in ["bad_signature", "answer_bad_signature"] {
+            assert_eq!(
+                refused.get(reason).copied().unwrap_or(0),
+                0,
+                "node {id} refused {reason} during the roll: {refused:?}"
+            );
+        }
+    }
+    // The old secret alone no longer passes.
+    let target = tc.c.ids()[0];
+    let addr = tc.c.member(target).unwrap().addr.clone();
+    let path = "/peer/raft/vote";
+    let (status, body) = rt.block_on(async {
+        let client = reqwest::Client::new();
+        let first = client
+            .post(format!("http://{addr}{path}"))
+            .header(HDR_CLUSTER, "electd-test")
+            .header(HDR_FROM, 2)
+            .send()
+            .await
+            .unwrap();
+        let epoch = first
+            .headers()
+            .get(HDR_EPOCH)
+            .and_then(|v| u64::from_str_radix(v.to_str().ok()?, 16).ok())
+            .expect("an epoch");
+        let auth = PeerAuth::new(Secret::from(old.as_str()));
+        let p = auth.sign("electd-test", 2, "", epoch, "POST", path, b"{}", 1);
+        let mut req = client
+            .post(format!("http://{addr}{path}"))
+            .header(HDR_CLUSTER, "electd-test")
+            .header(HDR_FROM, 2)
+            .body("{}");
+        for (k, v) in p.headers() {
+            req = req.header(k, v);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        (status, res.json::<Value>().await.unwrap_or(Value::Null))
+    });
+    assert_eq!(status, 401, "the old secret alone is refused: {body}");
+    assert_eq!(error_code(&body), "bad_signature");
+    tc.assert_safe();
+}

@@ -188,6 +188,11 @@ pub struct Config {
     /// Shared secret that authenticates peer requests (docs/security.md, "Hardening"). Never logged or served.
     #[serde(default, skip_serializing)]
     pub cluster_secret: Option<Secret>,
+    /// A second secret taken besides `cluster_secret` (never signed with), while the cluster's
+    /// secret is changed node by node without stopping it (docs/operations.md, "Changing the
+    /// cluster secret"). Never logged or served.
+    #[serde(default, skip_serializing)]
+    pub cluster_secret_accepted: Option<Secret>,
     /// Bearer token for the admin API; when unset the admin API is disabled (403).
     #[serde(default, skip_serializing)]
     pub admin_token: Option<Secret>,
@@ -526,6 +531,7 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
         mode,
         cluster_id: "t".into(),
         cluster_secret: None,
+        cluster_secret_accepted: None,
         admin_token: None,
         store_url: None,
         insecure: false,

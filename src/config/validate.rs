@@ -177,6 +177,20 @@ pub(super) fn secrets(c: &Config) -> Result<(), ConfigError> {
             return Err(invalid("cluster_secret", "must be at least 16 characters"));
         }
     }
+    if let Some(also) = &c.cluster_secret_accepted {
+        if also.expose_secret().len() < 16 {
+            return Err(invalid(
+                "cluster_secret_accepted",
+                "must be at least 16 characters",
+            ));
+        }
+        if c.cluster_secret.is_none() {
+            return Err(invalid(
+                "cluster_secret_accepted",
+                "is a second secret taken besides cluster_secret while it changes: set                  cluster_secret too",
+            ));
+        }
+    }
     if c.runs_insecure() && !c.insecure {
         return Err(invalid(
             "cluster_secret",

@@ -50,6 +50,7 @@ impl Cluster {
                 mode,
                 cluster_id: cluster_id.to_string(),
                 cluster_secret: None,
+                cluster_secret_accepted: None,
                 admin_token: None,
                 store_url: None,
                 insecure: false,

@@ -472,6 +472,7 @@ impl Sim {
             cluster_id: "sim".into(),
             // The simulated network has no strangers; the admin API needs its token.
             cluster_secret: None,
+            cluster_secret_accepted: None,
             admin_token: Some(SIM_ADMIN_TOKEN.to_string().into()),
             store_url: None,
             insecure: true,

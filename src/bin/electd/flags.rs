@@ -164,6 +164,11 @@ pub struct Fields {
     #[arg(long, env = "ELECTD_CLUSTER_SECRET", hide_env_values = true)]
     #[serde(skip_serializing_if = "unset")]
     cluster_secret: Option<String>,
+    /// A second secret taken besides the cluster secret (never signed with), while the
+    /// cluster's secret is changed node by node (prefer the environment).
+    #[arg(long, env = "ELECTD_CLUSTER_SECRET_ACCEPTED", hide_env_values = true)]
+    #[serde(skip_serializing_if = "unset")]
+    cluster_secret_accepted: Option<String>,
     /// Bearer token of the admin API (prefer the environment, as for the secret).
     #[arg(long, env = "ELECTD_ADMIN_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "unset")]
