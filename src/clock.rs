@@ -81,6 +81,61 @@ pub const fn ms(ms: u64) -> u64 {
     ms * 1_000_000
 }
 
+/// Resolves once `CLOCK_BOOTTIME` reaches `due_ns`: a timerfd on BOOTTIME, set for that absolute
+/// instant, so that a host suspend that passes it wakes the waiter at resume. (A tokio sleep runs
+/// on MONOTONIC, which stands still while the host is suspended: it would wait the rest of its
+/// length out after the resume, past the instant; issue 48, item 4.) Where no timerfd can be made
+/// it waits on tokio, re-reading BOOTTIME at least every 10 ms.
+pub async fn until_boot(due_ns: u64) {
+    if boot_ns() >= due_ns {
+        return;
+    }
+    match boot_timer(due_ns) {
+        Ok(fd) => {
+            // Readable once the timer expired (its expiry count); a failed wait falls back.
+            if let Ok(ready) = fd.readable().await {
+                drop(ready);
+                return;
+            }
+        }
+        Err(e) => tracing::debug!("no BOOTTIME timerfd ({e}): waiting on tokio"),
+    }
+    while boot_ns() < due_ns {
+        let left = std::time::Duration::from_nanos(due_ns.saturating_sub(boot_ns()));
+        tokio::time::sleep(left.min(std::time::Duration::from_millis(10))).await;
+    }
+}
+
+/// A timerfd on `CLOCK_BOOTTIME` that expires at `due_ns` (absolute), in tokio's reactor.
+fn boot_timer(due_ns: u64) -> std::io::Result<tokio::io::unix::AsyncFd<rustix::fd::OwnedFd>> {
+    use rustix::time::{
+        timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags,
+        TimerfdTimerFlags, Timespec,
+    };
+    let fd = timerfd_create(
+        TimerfdClockId::Boottime,
+        TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+    )?;
+    let at = Timespec {
+        tv_sec: (due_ns / 1_000_000_000) as _,
+        tv_nsec: (due_ns % 1_000_000_000) as _,
+    };
+    let spec = Itimerspec {
+        it_interval: Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: at,
+    };
+    timerfd_settime(&fd, TimerfdTimerFlags::ABSTIME, &spec)?;
+    // SAFETY: the AsyncFd owns `fd` (an OwnedFd): it stays open, and names the same timer,
+    // until the AsyncFd drops it.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+            .map_err(|e| e.into())
+    }
+}
+
 #[cfg(test)]
 pub mod testing {
     //! A clock for tests: starts where the host's clocks are and moves only when told.
@@ -128,6 +183,17 @@ pub mod testing {
 mod tests {
     use super::testing::ManualClock;
     use super::*;
+
+    /// The BOOTTIME timer wakes at its instant (not before), and at once for one past.
+    #[tokio::test]
+    async fn until_boot_wakes_at_the_instant() {
+        let due = boot_ns() + ms(30);
+        until_boot(due).await;
+        assert!(boot_ns() >= due, "woke before the instant");
+        let t = boot_ns();
+        until_boot(t - 1).await;
+        assert!(boot_ns() - t < ms(5), "an instant past waits not");
+    }
 
     #[test]
     fn clocks_never_go_back() {

@@ -26,7 +26,9 @@
 //!   supervisor's thread dies (a parent-death signal), for the instant before the keeper runs.
 //!
 //! Deadlines are kept on `CLOCK_BOOTTIME`, as the node keeps its lease: a suspended host does
-//! not stretch them.
+//! not stretch them. They are enforced on it too ([`BootClock`]: a BOOTTIME timerfd), so that a
+//! deadline that passed while the host was suspended is enforced at resume, not a poll or a
+//! MONOTONIC timer's remaining length later; a SIGKILL that goes out late says by how much.
 
 use std::io::Read;
 use std::process::{ExitCode, Stdio};
@@ -34,6 +36,7 @@ use std::time::Duration;
 
 use electd::clock::{boot_ns, mono_ns, ms};
 use electd_client::{Client, LeaderInfo};
+use futures_util::future::BoxFuture;
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, ChildStdin, Command};
 
@@ -53,6 +56,42 @@ pub mod exit {
 /// run the supervisor a few milliseconds late. (A supervisor stalled for longer than this can
 /// miss the deadline; docs/applications.md, "electd run", says what is covered.)
 pub const KILL_EARLY_MS: u64 = 5;
+
+/// The clock the supervisor keeps and enforces deadlines on: the host's `CLOCK_BOOTTIME`
+/// ([`HostBoot`]), or a test's.
+pub trait BootClock: Send + Sync + 'static {
+    /// Now, ns.
+    fn now_ns(&self) -> u64;
+    /// Resolves once this clock reaches `due_ns`, however it got there (a host suspend
+    /// included).
+    fn until(&self, due_ns: u64) -> BoxFuture<'static, ()>;
+}
+
+/// `CLOCK_BOOTTIME` of the host, its deadlines waited for on a BOOTTIME timerfd
+/// ([`electd::clock::until_boot`]).
+pub struct HostBoot;
+
+impl BootClock for HostBoot {
+    fn now_ns(&self) -> u64 {
+        boot_ns()
+    }
+    fn until(&self, due_ns: u64) -> BoxFuture<'static, ()> {
+        Box::pin(electd::clock::until_boot(due_ns))
+    }
+}
+
+/// The line a SIGKILL is logged with: how long before its deadline it went out, or how late.
+fn kill_note(deadline_ns: u64, now_ns: u64, deadline_mono: u64) -> String {
+    let when = if now_ns <= deadline_ns {
+        format!("{:.1} ms before", (deadline_ns - now_ns) as f64 / 1e6)
+    } else {
+        format!(
+            "{:.1} ms AFTER (the supervisor ran late: a host suspend, a stall)",
+            (now_ns - deadline_ns) as f64 / 1e6
+        )
+    };
+    format!("SIGKILL to the child's group {when} its deadline (mono {deadline_mono})")
+}
 
 /// What to do when CMD exits by itself while the claim holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -119,6 +158,10 @@ pub struct Plan {
     child: Option<Supervised>,
     /// No start before this instant (boot ns): after CMD exited by itself.
     not_before_ns: u64,
+    /// The node that answered first: the one beside the application. An answer from any other
+    /// (a load-balanced address that reached another node) claims nothing for this
+    /// application (issue 48, item 5): it is taken as the node saying it does not claim.
+    node: Option<electd_client::NodeId>,
 }
 
 impl Plan {
@@ -129,13 +172,19 @@ impl Plan {
             promise: None,
             child: None,
             not_before_ns: 0,
+            node: None,
         }
+    }
+
+    /// Whether `info` comes from the node this supervisor follows (the first that answered).
+    pub fn is_ours(&mut self, info: &LeaderInfo) -> bool {
+        *self.node.get_or_insert(info.node_id) == info.node_id
     }
 
     /// The node answered `info` (claiming or not) to a question sent at `sent_ns`; it is
     /// `now_ns`. Answers what to do.
     pub fn answered(&mut self, sent_ns: u64, now_ns: u64, info: &LeaderInfo) -> Option<Action> {
-        let claims = info.view().claims();
+        let claims = info.view().claims() && self.is_ours(info);
         if claims {
             // bully, ring and invitation give no lease: the claim holds until an answer says otherwise,
             // which comes within two polls.
@@ -268,6 +317,8 @@ struct Supervisor {
     plan: Plan,
     running: Option<Running>,
     contain: std::sync::Arc<Containment>,
+    /// Where deadlines are read and waited for.
+    clock: std::sync::Arc<dyn BootClock>,
 }
 
 fn log(line: &str) {
@@ -347,7 +398,7 @@ fn spawn_keeper(group: Pid, cgroup: Option<&std::path::Path>) -> Option<Keeper> 
 impl Supervisor {
     /// One round: ask the node, then do what the plan says.
     async fn round(&mut self) -> Result<(), ExitCode> {
-        let sent = boot_ns();
+        let sent = self.clock.now_ns();
         // The question waits no longer than the next instant the deadline must be enforced.
         // (Not at all when that instant has come.)
         let bound = Duration::from_nanos(
@@ -357,11 +408,18 @@ impl Supervisor {
         )
         .min(Duration::from_millis(self.args.poll_ms.max(1) * 2));
         let answer = tokio::time::timeout(bound, self.client.claim()).await;
-        let now = boot_ns();
+        let now = self.clock.now_ns();
         match answer {
             Ok(Ok((_, info))) => {
                 let action = self.plan.answered(sent, now, &info);
-                let why = if info.view().claims() {
+                let why = if self.plan.node.is_some_and(|n| n != info.node_id) {
+                    format!(
+                        "node {} answered, not node {} that this supervisor follows (is --node \
+                         a load-balanced address? point it at the node beside the application)",
+                        info.node_id,
+                        self.plan.node.unwrap_or(0)
+                    )
+                } else if info.view().claims() {
                     format!("the claim moved to term {}", info.term)
                 } else {
                     format!("node {} no longer claims", info.node_id)
@@ -377,7 +435,7 @@ impl Supervisor {
 
     /// The deadline timer fired.
     fn on_due(&mut self) -> Result<(), ExitCode> {
-        let action = self.plan.enforce(boot_ns());
+        let action = self.plan.enforce(self.clock.now_ns());
         self.act(action, None, "the claim was not renewed in time")
     }
 
@@ -405,18 +463,16 @@ impl Supervisor {
         }
     }
 
-    /// SIGKILL to the child's group, logged with how long before the deadline it went out
-    /// (and the deadline on CLOCK_MONOTONIC, for the tests that judge stamps against it).
+    /// SIGKILL to the child's group, logged with how long before the deadline it went out, or
+    /// how late (and the deadline on CLOCK_MONOTONIC, for the tests that judge stamps against
+    /// it).
     fn kill(&mut self) {
         let Some(r) = &self.running else { return };
         r.signal(Signal::KILL);
-        let (boot, mono) = (boot_ns(), mono_ns());
+        let (boot, mono) = (self.clock.now_ns(), mono_ns());
         let deadline = self.plan.deadline_ns().unwrap_or(boot);
         let deadline_mono = (mono + deadline).saturating_sub(boot);
-        log(&format!(
-            "SIGKILL to the child's group {:.1} ms before its deadline (mono {deadline_mono})",
-            deadline.saturating_sub(boot) as f64 / 1e6
-        ));
+        log(&kill_note(deadline, boot, deadline_mono));
     }
 
     fn start(&mut self, term: u64, info: &LeaderInfo) -> Result<(), ExitCode> {
@@ -458,7 +514,7 @@ impl Supervisor {
             .plan
             .deadline_ns()
             .unwrap_or(0)
-            .saturating_sub(boot_ns())
+            .saturating_sub(self.clock.now_ns())
             / 1_000_000;
         let mut cmd = Command::new(&self.args.cmd[0]);
         cmd.args(&self.args.cmd[1..])
@@ -503,7 +559,7 @@ impl Supervisor {
         let signalled = self.plan.signalled();
         let term = self
             .plan
-            .ended(boot_ns() + ms(self.args.restart_delay_ms))
+            .ended(self.clock.now_ns() + ms(self.args.restart_delay_ms))
             .unwrap_or(0);
         r.finish().await;
         if signalled {
@@ -529,12 +585,15 @@ impl Supervisor {
         let Some(mut r) = self.running.take() else {
             return ExitCode::from(exit::STOPPED);
         };
-        if let Some(Action::Term) = self.plan.stop(boot_ns()) {
+        if let Some(Action::Term) = self.plan.stop(self.clock.now_ns()) {
             r.signal(Signal::TERM);
         }
         let kill_at = self.plan.due_ns().unwrap_or(0);
-        let wait = Duration::from_nanos(kill_at.saturating_sub(boot_ns()));
-        if tokio::time::timeout(wait, r.child.wait()).await.is_err() {
+        let exited = tokio::select! {
+            status = r.child.wait() => status.is_ok(),
+            _ = self.clock.until(kill_at) => false,
+        };
+        if !exited {
             self.running = Some(r);
             self.kill();
             r = self.running.take().expect("the child");
@@ -545,10 +604,10 @@ impl Supervisor {
     }
 }
 
-/// Sleeps until `due_ns` on `CLOCK_BOOTTIME` (at once if it passed); forever if `None`.
-async fn until_boot(due_ns: Option<u64>) {
+/// Resolves once `clock` reaches `due_ns` (at once if it passed); never if `None`.
+async fn until_due(clock: &dyn BootClock, due_ns: Option<u64>) {
     match due_ns {
-        Some(due) => tokio::time::sleep(Duration::from_nanos(due.saturating_sub(boot_ns()))).await,
+        Some(due) => clock.until(due).await,
         None => std::future::pending().await,
     }
 }
@@ -556,6 +615,26 @@ async fn until_boot(due_ns: Option<u64>) {
 /// `electd run`.
 pub async fn run(args: RunArgs) -> ExitCode {
     use tokio::signal::unix::{signal as on, SignalKind};
+    let (Ok(int), Ok(term)) = (on(SignalKind::interrupt()), on(SignalKind::terminate())) else {
+        log("cannot install signal handlers");
+        return ExitCode::from(1);
+    };
+    let stop = async move {
+        let (mut int, mut term) = (int, term);
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    };
+    supervise(args, std::sync::Arc::new(HostBoot), stop).await
+}
+
+/// The supervisor's loop on `clock`, until `stop` (SIGINT or SIGTERM) or CMD's end says so.
+async fn supervise(
+    args: RunArgs,
+    clock: std::sync::Arc<dyn BootClock>,
+    stop: impl std::future::Future<Output = ()>,
+) -> ExitCode {
     let client = args
         .node
         .client(Duration::from_millis(args.poll_ms.max(1) * 2));
@@ -570,12 +649,9 @@ pub async fn run(args: RunArgs) -> ExitCode {
         client,
         running: None,
         contain,
+        clock,
     };
-    let (Ok(mut int), Ok(mut term)) = (on(SignalKind::interrupt()), on(SignalKind::terminate()))
-    else {
-        log("cannot install signal handlers");
-        return ExitCode::from(1);
-    };
+    tokio::pin!(stop);
     let mut tick = tokio::time::interval(Duration::from_millis(sup.args.poll_ms.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let changed = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -584,7 +660,8 @@ pub async fn run(args: RunArgs) -> ExitCode {
         changed.clone(),
     )));
     loop {
-        let due = until_boot(sup.plan.due_ns());
+        let clock = sup.clock.clone();
+        let due = until_due(&*clock, sup.plan.due_ns());
         let exited = async {
             match sup.running.as_mut() {
                 Some(r) => r.child.wait().await.ok(),
@@ -593,8 +670,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
         };
         let step = tokio::select! {
             biased;
-            _ = int.recv() => return sup.shut().await,
-            _ = term.recv() => return sup.shut().await,
+            _ = &mut stop => return sup.shut().await,
             status = exited => match status {
                 Some(status) => match sup.reap(status).await {
                     Some(code) => return code,
@@ -691,6 +767,38 @@ mod tests {
         p
     }
 
+    /// Issue 48, item 5: pointed at an address that reaches several nodes, the supervisor
+    /// follows the first that answered; another node's claim stops the child as a refusal would.
+    #[test]
+    fn another_nodes_claim_is_no_claim_for_this_supervisor() {
+        let mut p = running();
+        let mut other = answer(Role::Leader, 7, Some(120));
+        other.node_id = 2;
+        assert_eq!(
+            p.answered(1050 * MS, 1051 * MS, &other),
+            Some(Action::Term),
+            "node 2's claim stops node 1's child"
+        );
+        let mut fresh = Plan::new(40, 20);
+        assert_eq!(
+            fresh.answered(1000 * MS, 1001 * MS, &answer(Role::Leader, 7, Some(120))),
+            Some(Action::Start { term: 7 })
+        );
+        fresh.started(7);
+        assert_eq!(
+            fresh.answered(1010 * MS, 1011 * MS, &other),
+            Some(Action::Term)
+        );
+        let mut never = Plan::new(40, 20);
+        assert!(never.is_ours(&other), "the first to answer is followed");
+        let ours = answer(Role::Leader, 7, Some(120));
+        assert_eq!(
+            never.answered(1000 * MS, 1001 * MS, &ours),
+            None,
+            "node 1 claims, but this supervisor follows node 2"
+        );
+    }
+
     #[test]
     fn an_answer_in_a_new_term_never_extends_the_old_childs_deadline() {
         let mut p = running();
@@ -759,5 +867,132 @@ mod tests {
         assert_eq!(a, None);
         let a = p.answered(1020 * MS, 1021 * MS, &answer(Role::Leader, 7, Some(100)));
         assert_eq!(a, Some(Action::Start { term: 7 }));
+    }
+}
+
+/// The supervisor's loop on an injected clock (issue 48, item 4).
+#[cfg(test)]
+mod suspend {
+    use super::*;
+    use electd_client::{LeaderRef, Mode, Role};
+    use std::sync::Arc;
+
+    const MS: u64 = 1_000_000;
+
+    /// A BOOTTIME that moves only when told: a host suspend is a jump.
+    struct FakeBoot(tokio::sync::watch::Sender<u64>);
+
+    impl BootClock for FakeBoot {
+        fn now_ns(&self) -> u64 {
+            *self.0.borrow()
+        }
+        fn until(&self, due_ns: u64) -> BoxFuture<'static, ()> {
+            let mut rx = self.0.subscribe();
+            Box::pin(async move {
+                let _ = rx.wait_for(|now| *now >= due_ns).await;
+            })
+        }
+    }
+
+    /// A node that claims term 5 with 60 s of lease to every question (and has no watch).
+    async fn claiming_node() -> String {
+        let info = LeaderInfo {
+            node_id: 1,
+            mode: Mode::Quorum,
+            role: Role::Leader,
+            term: 5,
+            leader: Some(LeaderRef {
+                id: 1,
+                addr: "127.0.0.1:1".into(),
+            }),
+            lease_ms: Some(60_000),
+            no_promise: None,
+        };
+        let app = axum::Router::new().route(
+            "/v1/claim",
+            axum::routing::get(move || {
+                let info = info.clone();
+                async move { axum::Json(info) }
+            }),
+        );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(l, app).await });
+        addr
+    }
+
+    /// The child's deadline (60 s of lease from the first answer) passes while the host is
+    /// suspended: BOOTTIME jumps past it at once, MONOTONIC does not move. The child is killed
+    /// at the resume, and no poll comes to help (one a minute). Before, the deadline was
+    /// waited for on a tokio timer (MONOTONIC), which still had its 60 s to run.
+    #[tokio::test]
+    async fn a_deadline_passed_in_a_suspend_is_enforced_at_the_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let args = RunArgs {
+            node: NodeAddr {
+                addr: claiming_node().await,
+                cacert: None,
+                client_cert: None,
+            },
+            grace_ms: 40,
+            poll_ms: 60_000,
+            restart: Restart::Never,
+            restart_delay_ms: 1000,
+            cmd: vec![
+                "sh".into(),
+                "-c".into(),
+                format!("echo $$ > {}; exec sleep 30", pid_file.display()),
+            ],
+        };
+        let (tx, _) = tokio::sync::watch::channel(1_000 * MS);
+        let clock = Arc::new(FakeBoot(tx));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let sup = tokio::spawn(supervise(args, clock.clone(), async move {
+            let _ = stop_rx.await;
+        }));
+        // Until the child runs (at most 10 s).
+        let mut pid = None;
+        for _ in 0..1000 {
+            pid = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok());
+            if pid.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let pid = Pid::from_raw(pid.expect("the child started")).unwrap();
+        let alive = || rustix::process::test_kill_process(pid).is_ok();
+        assert!(alive());
+        // The host is suspended for 61 s: the deadline (1,000 ms + 60 s) passed meanwhile.
+        clock.0.send_replace(62_000 * MS);
+        let resumed = std::time::Instant::now();
+        let mut gone = false;
+        for _ in 0..200 {
+            if !alive() {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = stop_tx.send(());
+        let _ = sup.await;
+        assert!(
+            gone,
+            "the child still ran {:?} after a resume past its deadline",
+            resumed.elapsed()
+        );
+    }
+
+    /// A SIGKILL that went out late says how late, not "0.0 ms before".
+    #[test]
+    fn a_late_kill_says_how_late() {
+        assert_eq!(
+            kill_note(1_000 * MS, 995 * MS, 7),
+            "SIGKILL to the child's group 5.0 ms before its deadline (mono 7)"
+        );
+        let late = kill_note(1_000 * MS, 62_000 * MS, 7);
+        assert!(late.contains("61000.0 ms AFTER"), "{late}");
     }
 }
