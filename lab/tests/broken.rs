@@ -84,3 +84,40 @@ fn the_chaos_checkers_catch_a_mutex_release_inside_its_promises() {
         false,
     );
 }
+
+/// Issue 48, item 6: a node that ends by itself (node 5 aborts 3 s after its start,
+/// `abort-node-5`) fails the run, named with how it ended, whatever the checkers make of its
+/// last view: a follower that panicked after the fault passed S4 before (C4 counted its last
+/// view as agreeing, and the wind-down killed what was left).
+#[test]
+fn a_node_that_dies_by_itself_fails_the_run() {
+    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
+    let flawed = bin.with_file_name("electd-flawed");
+    let spec = RunSpec {
+        mode: Mode::Quorum,
+        scenario: Scenario::S4,
+        layer: Layer::App,
+        seed: 1,
+        tls: false,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (r, _) = rt.block_on(run_one_with(
+        &spec,
+        &flawed,
+        None,
+        &["--lab-flaw", "abort-node-5"],
+    ));
+    eprintln!("{}", serde_json::to_string(&r).unwrap());
+    assert!(!r.passed, "a run with a node that aborted passed: {r:?}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("node 5 exited by itself (killed by signal 6 (ABORT))")),
+        "the run names the node and how it ended: {:?}",
+        r.notes
+    );
+}

@@ -70,6 +70,9 @@ pub(super) struct Harness {
     pub(super) heal_ns: Option<u64>,
     pub(super) rng: StdRng,
     pub(super) timing: Timing,
+    /// Nodes whose process ended without the scenario stopping it, and how (issue 48, item
+    /// 6): each fails the run.
+    pub(super) died: Vec<String>,
 }
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -90,13 +93,28 @@ impl Harness {
         }
     }
 
+    /// Records every node whose process ended by itself since the last look (its pid file
+    /// still names it): a panic, an abort, an exit on an error, which no scenario causes.
+    pub(super) fn note_exits(&mut self) {
+        for id in self.ids() {
+            if let Some(how) = self.c.exited(id) {
+                let line = format!("node {id} exited by itself ({how})");
+                if !self.died.contains(&line) {
+                    self.died.push(line);
+                }
+            }
+        }
+    }
+
     pub(super) fn kill(&mut self, id: NodeId) {
+        self.note_exits();
         if let Some(t) = self.rec.kill(&self.c, id) {
             self.mark_fault(t);
         }
     }
 
     pub(super) fn start(&mut self, id: NodeId) -> Result<(), String> {
+        self.note_exits();
         self.rec
             .start(&self.c, id, self.mode)
             .map_err(|e| e.to_string())?;

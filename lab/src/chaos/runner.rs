@@ -125,6 +125,14 @@ pub async fn run_one_with(
     }
     let poller = PromisePoller::start(&run.h.c);
     let (steady, outcome) = exercise(&mut run.h, spec.scenario).await;
+    run.h.note_exits();
+    // A node that ended by itself fails the run, whatever the checkers say of the rest: its
+    // last view would otherwise pass for agreement, and the wind-down would end it unseen.
+    let outcome = match (outcome, run.h.died.is_empty()) {
+        (o, true) => o,
+        (Ok(()), false) => Err(run.h.died.join("; ")),
+        (Err(e), false) => Err(format!("{e}; {}", run.h.died.join("; "))),
+    };
     let msgs = messages(&run.h.c).await;
     let end_ns = mono_ns();
     let promises = poller.finish().await;
@@ -250,6 +258,7 @@ fn set_up(spec: &RunSpec, bin: &Path, extra: &[&str]) -> Result<Run, NotRun> {
         heal_ns: None,
         rng: StdRng::seed_from_u64(spec.seed),
         timing,
+        died: Vec::new(),
     };
     Ok(Run {
         h,

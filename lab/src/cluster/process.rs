@@ -108,6 +108,22 @@ impl Cluster {
         Some(std::path::Path::new(&format!("/proc/{pid}/root")).join(inside))
     }
 
+    /// Node `id`'s process ended while its pid file still names it (a stop or a kill by this
+    /// process removes the file): how it ended (`exit status 101`, `killed by signal 6 (ABORT)`, or
+    /// `ended` when another process reaped it). `None` while it runs or once it was stopped.
+    pub fn exited(&self, id: NodeId) -> Option<String> {
+        let pid: i32 = fs::read_to_string(self.pid_file(id))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        if self.pid(id).is_some() {
+            return None;
+        }
+        let seen = EXITS.lock().expect("exits").get(&pid).cloned();
+        Some(seen.unwrap_or_else(|| "ended".into()))
+    }
+
     /// Sends `sig` to node `id`; `false` if it is not running.
     pub fn signal(&self, id: NodeId, sig: Signal) -> bool {
         match self.pid(id).and_then(Pid::from_raw) {
@@ -206,9 +222,39 @@ fn threads(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
 
+/// How the node processes this process reaped ended, by pid: what [`Cluster::exited`] tells of
+/// a node that died by itself.
+static EXITS: std::sync::Mutex<std::collections::BTreeMap<i32, String>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// How a wait status reads: `exit status 101`, `killed by signal 6 (ABORT)`.
+fn describe_status(status: process::WaitStatus) -> String {
+    if let Some(code) = status.exit_status() {
+        format!("exit status {code}")
+    } else if let Some(sig) = status.terminating_signal() {
+        let name = Signal::from_named_raw(sig).map_or("?".into(), |s| {
+            let debug = format!("{s:?}");
+            debug
+                .trim_matches('"')
+                .trim_start_matches("Signal::")
+                .to_string()
+        });
+        format!("killed by signal {sig} ({name})")
+    } else {
+        format!("{status:?}")
+    }
+}
+
 pub(super) fn process_state(pid: i32) -> Option<char> {
-    // Reaps it if it is our exited child; harmless if it is not our child.
-    let _ = process::waitpid(Some(Pid::from_raw(pid)?), process::WaitOptions::NOHANG);
+    // Reaps it if it is our exited child (recording how it ended); harmless if it is not ours.
+    if let Ok(Some((_, status))) =
+        process::waitpid(Some(Pid::from_raw(pid)?), process::WaitOptions::NOHANG)
+    {
+        EXITS
+            .lock()
+            .expect("exits")
+            .insert(pid, describe_status(status));
+    }
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Format: pid (comm) S ...; comm may contain spaces, so split after the last ')'.
     let state = stat

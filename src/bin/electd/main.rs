@@ -143,6 +143,10 @@ struct LabFlaws {
     /// claim outlives the election timeout (docs/safety.md's step 3 left out).
     #[cfg(feature = "flaws")]
     long_lease: bool,
+    /// Node 5 aborts 3 s after its start (a panic the scenario did not cause): the chaos runner
+    /// must fail the run and name it (issue 48, item 6).
+    #[cfg(feature = "flaws")]
+    abort_node_5: bool,
 }
 
 /// `--lab-flaw long-lease`: the claim lease set past its bound, after validation.
@@ -161,6 +165,22 @@ fn with_long_lease(cfg: ValidConfig, lab: &LabFlaws) -> ValidConfig {
 fn with_long_lease(cfg: ValidConfig, _: &LabFlaws) -> ValidConfig {
     cfg
 }
+
+/// `--lab-flaw abort-node-5`: node 5 aborts 3 s after its start.
+#[cfg(feature = "flaws")]
+fn abort_node_5(cfg: &ValidConfig, lab: &LabFlaws) {
+    if lab.abort_node_5 && cfg.id == 5 {
+        std::thread::spawn(|| {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            eprintln!("electd-flawed: abort-node-5: aborting");
+            std::process::abort();
+        });
+    }
+}
+
+/// Without the feature nothing aborts.
+#[cfg(not(feature = "flaws"))]
+fn abort_node_5(_: &ValidConfig, _: &LabFlaws) {}
 
 /// `std::env::args` less the `--lab-flaw NAME` pairs, and the flaws they name.
 #[cfg(feature = "flaws")]
@@ -182,6 +202,7 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             Some("record-between-probes") => lab.flaws.record_between_probes = true,
             Some("accept-unsigned-answers") => lab.flaws.accept_unsigned_answers = true,
             Some("release-from-ended-claim") => lab.flaws.release_from_ended_claim = true,
+            Some("abort-node-5") => lab.abort_node_5 = true,
             other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
         }
     }
@@ -242,6 +263,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    abort_node_5(&cfg, &lab);
     match rt.block_on(run(with_long_lease(cfg, &lab), lab.flaws)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
