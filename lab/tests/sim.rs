@@ -1,15 +1,22 @@
-//! The quorum simulator in the suite: 600 schedules of 5 real quorum nodes per run, split in
-//! four tests so that two run at once on 2 cores, the fourth with membership changes (adds,
-//! removals and replacements, the leader's too, and wiped disks, from 3 to 7 members); the seed
-//! range changes from run to run and is printed (replay one with `scripts/sim.sh --seed S`,
-//! `--membership` for the fourth part's). The broken variants must be caught.
+//! The quorum simulator in the suite: 600 schedules of 5 real quorum nodes per run, in six
+//! tests of a fixed amount of work each, so that two run at once on 2 cores: three of 150
+//! schedules, and three of 50 with membership changes (adds, removals and replacements, the
+//! leader's too, and wiped disks, from 3 to 7 members), which cost about three times as much
+//! each. The seed range changes from run to run and is printed (replay one with
+//! `scripts/sim.sh --seed S`, `--membership` for the membership parts'). What a random range
+//! must reach is asserted only where every range reaches it (a membership change in 50
+//! schedules); the rarer preconditions are asserted on a pinned range
+//! ([`membership_schedules_reach_issue_29s_preconditions`]), so that no run fails by the seeds
+//! it drew (issue 48, item 10). The broken variants must be caught.
 
 use electd_lab::sim::quorum::{run, Flaw, Outcome, Profile, Reached, Spec};
 use electd_lab::sim::schedule::{Step, Target, Timed};
 
-/// Schedules per test: four tests make the 600 of a run (each schedule draws its timings
-/// across the accepted range, about 0.7 s of CPU; `scripts/sim.sh` runs the long soaks).
-const PER_TEST: u64 = 150;
+/// Schedules per test without membership changes (three tests: about 0.15 s of CPU each at
+/// the dev profile's opt-level 1, Cargo.toml).
+const PLAIN: u64 = 150;
+/// Schedules per test with membership changes (three tests: 0.3 to 1.5 s each).
+const WITH_MEMBERS: u64 = 50;
 
 /// The first seed of this run's range (`ELECTD_SIM_FIRST` to pin it).
 fn first_seed() -> u64 {
@@ -24,14 +31,43 @@ fn first_seed() -> u64 {
         })
 }
 
-fn schedules(part: u64, membership: bool) {
-    let first = first_seed() + part * PER_TEST;
+/// Part `part` of the run's range: parts 0 to 2 plain, 3 to 5 with membership changes, each
+/// on seeds of its own.
+fn schedules(part: u64) {
+    let membership = part >= 3;
+    let (first, count) = if membership {
+        (
+            first_seed() + 3 * PLAIN + (part - 3) * WITH_MEMBERS,
+            WITH_MEMBERS,
+        )
+    } else {
+        (first_seed() + part * PLAIN, PLAIN)
+    };
     let flag = if membership { " --membership" } else { "" };
-    eprintln!("sim: seeds {first}..{}{flag}", first + PER_TEST - 1);
+    eprintln!("sim: seeds {first}..{}{flag}", first + count - 1);
+    let (failed, reached, changes) = run_range(first, count, membership);
+    if membership {
+        let (added, removed, refused) = changes;
+        eprintln!(
+            "sim: {added} adds and {removed} removals completed, {refused} wiped members refused"
+        );
+        eprintln!("sim: reached {reached:?}");
+        assert!(
+            added > 0 && removed > 0,
+            "membership schedules changed nothing: {added} adds, {removed} removals"
+        );
+    }
+    assert!(failed.is_empty(), "violated schedules: {failed:?}");
+}
+
+/// Runs `count` schedules from seed `first`: the seeds that broke a property, what they
+/// reached, and (adds, removals, wiped members refused).
+fn run_range(first: u64, count: u64, membership: bool) -> (Vec<u64>, Reached, (u64, u64, u64)) {
+    let flag = if membership { " --membership" } else { "" };
     let mut failed = Vec::new();
     let (mut added, mut removed, mut refused) = (0, 0, 0);
     let mut reached = Reached::default();
-    for seed in first..first + PER_TEST {
+    for seed in first..first + count {
         let out = run(&Spec {
             membership,
             ..Spec::new(seed, 5)
@@ -47,47 +83,58 @@ fn schedules(part: u64, membership: bool) {
             failed.push(seed);
         }
     }
-    if membership {
-        eprintln!(
-            "sim: {added} adds and {removed} removals completed, {refused} wiped members refused"
-        );
-        assert!(
-            added > 0 && removed > 0 && refused > 0,
-            "membership schedules changed nothing: {added} adds, {removed} removals, {refused} \
-             refusals"
-        );
-        // Issue 29: the preconditions of its three findings are reached (about one schedule
-        // in eight reaches each).
-        eprintln!("sim: reached {reached:?}");
-        assert!(
-            reached.wiped_after_growth > 0
-                && reached.wipe_joined_preferred > 0
-                && reached.preferred_handovers > 0
-                && reached.readded_after_snapshot > 0,
-            "issue 29's preconditions not reached: {reached:?}"
-        );
-    }
-    assert!(failed.is_empty(), "violated schedules: {failed:?}");
+    (failed, reached, (added, removed, refused))
 }
 
 #[test]
 fn schedules_part_1() {
-    schedules(0, false);
+    schedules(0);
 }
 
 #[test]
 fn schedules_part_2() {
-    schedules(1, false);
+    schedules(1);
 }
 
 #[test]
 fn schedules_part_3() {
-    schedules(2, false);
+    schedules(2);
 }
 
 #[test]
 fn schedules_part_4_with_membership_changes() {
-    schedules(3, true);
+    schedules(3);
+}
+
+#[test]
+fn schedules_part_5_with_membership_changes() {
+    schedules(4);
+}
+
+#[test]
+fn schedules_part_6_with_membership_changes() {
+    schedules(5);
+}
+
+/// Issue 29's findings each need a precondition that about one membership schedule in six
+/// reaches: a growth to 7 members with one cut off from those added past the hellos, then
+/// wiped; a wiped voter started with join while preferred; a handover to a member of higher
+/// priority; a member added back after a snapshot removed it. On 30 pinned seeds every one is
+/// reached (9, 3, 102 and 5 times on 2026-11-28); on a random range of 50 some were not now
+/// and then, which failed the run by the seeds it drew. If the schedules' draws change, pick
+/// another range: `electd-lab sim --membership --seeds 30 --first S` prints what it reached.
+#[test]
+fn membership_schedules_reach_issue_29s_preconditions() {
+    let (failed, reached, _) = run_range(8_589_440_450, 30, true);
+    eprintln!("sim: reached {reached:?}");
+    assert!(
+        reached.wiped_after_growth > 0
+            && reached.wipe_joined_preferred > 0
+            && reached.preferred_handovers > 0
+            && reached.readded_after_snapshot > 0,
+        "issue 29's preconditions not reached: {reached:?}"
+    );
+    assert!(failed.is_empty(), "violated schedules: {failed:?}");
 }
 
 /// Schedules with membership changes that the simulator once failed, each on a bug of the
