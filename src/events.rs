@@ -628,9 +628,19 @@ impl Drop for WatchSlot {
 
 /// Reads an `events.jsonl` file, skipping torn lines (used by the chaos runner and tests).
 pub fn read_events_file(path: &Path) -> std::io::Result<Vec<Event>> {
-    EventLines::new(File::open(path)?, 0)
+    Ok(read_events_counted(path)?.0)
+}
+
+/// Reads an `events.jsonl` file: its events, and how many of its lines are not events (a torn
+/// write, a foreign line). A node writes each line with one `write` of the whole line, so a
+/// kill does not tear one: a checker counts such lines and fails on them (issue 48, item 7).
+pub fn read_events_counted(path: &Path) -> std::io::Result<(Vec<Event>, u64)> {
+    let mut lines = EventLines::new(File::open(path)?, 0);
+    let events = lines
+        .by_ref()
         .map(|line| line.map(|(_, ev)| ev))
-        .collect()
+        .collect::<std::io::Result<Vec<Event>>>()?;
+    Ok((events, lines.unreadable))
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub use crate::api::app;
 pub use crate::config::{Config, ConfigError, Timing};
 pub use crate::engine::{Engine, Flaws, Judged, ResignError};
 pub use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
-pub use crate::events::{read_events_file, EVENTS_FILE};
+pub use crate::events::{read_events_counted, read_events_file, EVENTS_FILE};
 pub use crate::node::{terminate_signal, Node, NodeError, Surroundings};
 
 pub use crate::server::{serve, HEADER_READ_TIMEOUT};

@@ -15,7 +15,7 @@ use electd_client::Mode;
 use electd_lab::chaos::checkers::{
     cap_paused_claims, election_safety, promise_keeping, split_brain,
 };
-use electd_lab::chaos::record::PromisePoller;
+use electd_lab::chaos::record::{Dropped, Promise, PromisePoller};
 use electd_lab::cluster::claimants;
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -57,10 +57,18 @@ fn observe(poller: &PromisePoller, more: usize) {
     }
 }
 
-/// C1, C2 and C6 over the run: one holder per term, never two claimants, no promise broken.
-fn assert_kept(tc: &TestCluster, promises: Vec<electd_lab::chaos::record::Promise>) {
+/// C1, C2 and C6 over the run: one holder per term, never two claimants, no promise broken;
+/// and every event log and nearly every answer read (issue 48, item 7).
+fn assert_kept(tc: &TestCluster, polled: (Vec<Promise>, Dropped)) {
+    let (promises, polled) = polled;
     let mut log = tc.run_log(None, None);
     log.promises = promises;
+    log.dropped = Dropped {
+        event_logs: log.dropped.event_logs,
+        ..polled
+    };
+    let unread = log.dropped.problems();
+    assert!(unread.is_empty(), "not read: {unread:?}");
     let log = cap_paused_claims(&log, ms(tc.timing.effective_lease_ms()));
     let c1 = election_safety(&log).expect("mutex claims are leased");
     assert!(c1.safe, "a term with two holders: {:?}", c1.conflicts);
@@ -551,7 +559,7 @@ fn bad_values_in_the_row_are_named_and_break_nothing() {
     observe(&poller, 20);
     let promises = prt.block_on(poller.finish());
     // The terms claimed, in the order clients heard them, never go back.
-    let mut heard: Vec<(u64, u64)> = promises.iter().map(|p| (p.from_ns, p.term)).collect();
+    let mut heard: Vec<(u64, u64)> = promises.0.iter().map(|p| (p.from_ns, p.term)).collect();
     heard.sort();
     for w in heard.windows(2) {
         assert!(

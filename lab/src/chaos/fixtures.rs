@@ -86,6 +86,7 @@ pub(super) fn sample_log() -> RunLog {
         fault_ns: Some(at(2000)),
         leased: false,
         promises: Vec::new(),
+        dropped: Default::default(),
     }
 }
 

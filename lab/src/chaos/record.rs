@@ -82,6 +82,55 @@ pub struct RunLog {
     /// mode also those without a lease ([`Promise::unleased`]).
     #[serde(default)]
     pub promises: Vec<Promise>,
+    /// What the run's readers could not read (issue 48, item 7): a run judged on part of what
+    /// happened must say so, and fails ([`Dropped::problems`]).
+    #[serde(default)]
+    pub dropped: Dropped,
+}
+
+/// The most of the answers a client got that may be unreadable before a run fails: an answer
+/// that is not the contract's JSON (or an error status from `/v1/leader`, which always answers
+/// 200) is a defect of the node or of the client; one in a thousand allows for an answer cut
+/// by a kill in the middle of its write.
+pub const MAX_UNREADABLE_ANSWERS: f64 = 0.001;
+
+/// What the readers of a run dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    /// Event logs not read whole: lines that are not events, files that exist and could not
+    /// be read.
+    #[serde(default)]
+    pub event_logs: Vec<String>,
+    /// The poller's questions answered, and of those not readable (an error status, not the
+    /// contract's JSON).
+    #[serde(default)]
+    pub answers: u64,
+    #[serde(default)]
+    pub unreadable_answers: u64,
+    /// Questions that got no answer (a node killed, paused or cut off: normal under faults).
+    #[serde(default)]
+    pub unanswered: u64,
+}
+
+impl Dropped {
+    /// Why a run judged on this much cannot pass: any event log not read whole, or more
+    /// unreadable answers than [`MAX_UNREADABLE_ANSWERS`] of all answers.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .event_logs
+            .iter()
+            .map(|p| format!("event log: {p}"))
+            .collect();
+        if self.unreadable_answers as f64 > MAX_UNREADABLE_ANSWERS * self.answers.max(1) as f64 {
+            out.push(format!(
+                "{} of {} answers to the poller could not be read (at most {:.1}% may)",
+                self.unreadable_answers,
+                self.answers,
+                MAX_UNREADABLE_ANSWERS * 100.0
+            ));
+        }
+        out
+    }
 }
 
 /// One claiming answer a client received: node `node` answered `leader` in `term` with
@@ -193,13 +242,19 @@ impl Recorder {
     }
 
     /// The run from its start until now, as the checkers take it: the nodes' events (read
-    /// from their event logs), these process events, and the network fault windows given.
+    /// from their event logs, what could not be read in `dropped`), these process events, and
+    /// the network fault windows given.
     pub fn run_log(&self, c: &Cluster, mode: Mode, faults: Vec<FaultWindow>) -> RunLog {
+        let (events, event_logs) = c.events_checked(mode);
         RunLog {
             nodes: c.ids(),
             start_ns: self.start_ns,
             end_ns: mono_ns(),
-            events: c.events(mode),
+            events,
+            dropped: Dropped {
+                event_logs,
+                ..Dropped::default()
+            },
             procs: self.procs.clone(),
             faults,
             heal_ns: None,
@@ -224,6 +279,8 @@ pub const POLL_EVERY: Duration = Duration::from_millis(10);
 /// or on none.) In bully, ring and invitation no answer has a lease, and none is kept.
 pub struct PromisePoller {
     promises: Arc<Mutex<Vec<Promise>>>,
+    /// What the poller could not read: answers, unreadable answers, no answer.
+    counts: Arc<Mutex<Dropped>>,
     stop: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -232,6 +289,7 @@ impl PromisePoller {
     /// Starts asking every node of `c` (on the current tokio runtime).
     pub fn start(c: &Cluster) -> PromisePoller {
         let promises = Arc::new(Mutex::new(Vec::new()));
+        let counts = Arc::new(Mutex::new(Dropped::default()));
         let stop = CancellationToken::new();
         let leased = c.mode().leased();
         let mut tasks = Vec::new();
@@ -242,7 +300,7 @@ impl PromisePoller {
             let Ok(client) = http.and_then(|http| c.client_on(http, id)) else {
                 continue;
             };
-            let (promises, stop) = (promises.clone(), stop.clone());
+            let (promises, stop, counts) = (promises.clone(), stop.clone(), counts.clone());
             tasks.push(tokio::spawn(async move {
                 let mut tick = tokio::time::interval(POLL_EVERY);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -252,7 +310,20 @@ impl PromisePoller {
                         _ = tick.tick() => {}
                     }
                     let sent = mono_ns();
-                    let Ok(info) = client.leader().await else {
+                    let answer = client.leader().await;
+                    {
+                        let mut c = counts.lock().expect("counts");
+                        match &answer {
+                            Ok(_) => c.answers += 1,
+                            Err(electd_client::Error::Api { .. })
+                            | Err(electd_client::Error::Decode { .. }) => {
+                                c.answers += 1;
+                                c.unreadable_answers += 1;
+                            }
+                            Err(_) => c.unanswered += 1,
+                        }
+                    }
+                    let Ok(info) = answer else {
                         continue;
                     };
                     let received = mono_ns();
@@ -276,6 +347,7 @@ impl PromisePoller {
         }
         PromisePoller {
             promises,
+            counts,
             stop,
             tasks,
         }
@@ -286,12 +358,14 @@ impl PromisePoller {
         self.promises.lock().expect("promises").len()
     }
 
-    /// Stops asking; answers every promise recorded.
-    pub async fn finish(self) -> Vec<Promise> {
+    /// Stops asking; answers every promise recorded, and what could not be read.
+    pub async fn finish(self) -> (Vec<Promise>, Dropped) {
         self.stop.cancel();
         for t in self.tasks {
             let _ = t.await;
         }
-        std::mem::take(&mut *self.promises.lock().expect("promises"))
+        let promises = std::mem::take(&mut *self.promises.lock().expect("promises"));
+        let counts = self.counts.lock().expect("counts").clone();
+        (promises, counts)
     }
 }

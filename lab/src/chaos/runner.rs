@@ -19,7 +19,7 @@ use super::kernel::{self, Chain};
 use super::record::{Promise, RunLog};
 pub use super::scenario::Scenario;
 use super::verdict::{evaluate, RunResult, HARNESS_NOTE};
-use crate::chaos::record::{PromisePoller, Recorder};
+use crate::chaos::record::{Dropped, PromisePoller, Recorder};
 use crate::cluster::{AddrBlock, Cluster};
 use electd::clock::{mono_ns, ms};
 use electd::config::Timing;
@@ -135,8 +135,8 @@ pub async fn run_one_with(
     };
     let msgs = messages(&run.h.c).await;
     let end_ns = mono_ns();
-    let promises = poller.finish().await;
-    let log = wind_down(&mut run.h, spec, start_ns, end_ns, promises);
+    let (promises, polled) = poller.finish().await;
+    let log = wind_down(&mut run.h, spec, start_ns, end_ns, (promises, polled));
     let res = judge(spec, &log, steady.as_ref(), msgs, end_ns, outcome);
     if let Some(k) = keep {
         keep_logs(k, spec, &run.h.c, &log);
@@ -324,12 +324,12 @@ fn wind_down(
     spec: &RunSpec,
     start_ns: u64,
     end_ns: u64,
-    promises: Vec<Promise>,
+    (promises, polled): (Vec<Promise>, Dropped),
 ) -> RunLog {
     h.close_window();
     h.c.down(Duration::from_secs(3));
     drop(h.chain.take());
-    let events = h.c.events(spec.mode);
+    let (events, event_logs) = h.c.events_checked(spec.mode);
     let log = RunLog {
         nodes: h.ids(),
         start_ns,
@@ -341,6 +341,10 @@ fn wind_down(
         fault_ns: h.fault_ns,
         leased: spec.mode.leased(),
         promises,
+        dropped: Dropped {
+            event_logs,
+            ..polled
+        },
     };
     if spec.mode.leased() {
         // A paused node's claim ends with its lease, as the API judges it.

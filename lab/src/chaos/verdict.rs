@@ -200,8 +200,11 @@ pub fn evaluate(
     let converged = matches!(conv.converge_ns, Some(c) if c <= bound_ns);
     notes.extend(convergence_notes(&conv, converge_bound_ms));
     notes.extend(log_notes(&sweep, log, mode));
+    let unread = log.dropped.problems();
+    notes.extend(unread.iter().map(|p| format!("not read: {p}")));
 
     let passed = back.is_empty()
+        && unread.is_empty()
         && converged
         && (!log.leased
             || (split.split_brain_ns == 0
@@ -441,6 +444,25 @@ mod tests {
         let r = quorum(&settled_leased_log());
         assert!(r.passed && r.notes.is_empty(), "{r:?}");
         assert_eq!(r.promises, Some(1));
+    }
+
+    /// Issue 48, item 7: a run judged on part of its logs fails: an event line that is not an
+    /// event, or more unreadable answers than one in a thousand.
+    #[test]
+    fn what_was_not_read_fails_the_run_alone() {
+        let mut log = settled_leased_log();
+        log.dropped.event_logs = vec!["node 2: 1 lines of events.jsonl are not events".into()];
+        fails_alone(&quorum(&log), "not read: event log: node 2");
+        let mut log = settled_leased_log();
+        log.dropped.answers = 5000;
+        log.dropped.unreadable_answers = 5;
+        log.dropped.unanswered = 900;
+        assert!(
+            quorum(&log).passed,
+            "5 of 5000 is the allowance; no answer is no answer"
+        );
+        log.dropped.unreadable_answers = 6;
+        fails_alone(&quorum(&log), "not read: 6 of 5000 answers");
     }
 
     #[test]

@@ -1562,7 +1562,11 @@ impl Sim {
     /// Whether the running members agree on a leader whose membership is settled as the
     /// simulation changed it; why not, if not.
     async fn settled(&self, running: &[NodeId]) -> Result<(), String> {
-        let seen = answers(&self.net, running).await;
+        let mut unreadable = Vec::new();
+        let seen = answers(&self.net, running, &mut unreadable).await;
+        if let Some(u) = unreadable.first() {
+            return Err(format!("an answer could not be read: {u}"));
+        }
         let claimants: Vec<NodeId> = seen
             .iter()
             .filter(|(_, i)| i.role == Role::Leader)
@@ -1717,23 +1721,55 @@ pub fn sample_every(follower_lease_ms: u64) -> Duration {
     Duration::from_micros((follower_lease_ms * 1000 / 30).clamp(1_000, 33_000))
 }
 
-/// `GET /v1/events?since=` of member `id`.
-async fn events_page(net: &Net, id: NodeId, since: u64) -> Option<EventsPage> {
-    match net.ask(id, get(&format!("/v1/events?since={since}"))).await {
-        Some((200, b)) => serde_json::from_slice(&b).ok(),
-        _ => None,
+/// An answer of member `id` to the sampler, decoded: `None` when it gave none (paused, not
+/// running); an answer that is not a 200 with the contract's JSON is named in `unreadable` (a
+/// violation: `/v1/leader` and `/v1/events` always answer 200, so a checker that dropped such
+/// an answer would judge what it could read and pass what it could not; issue 48, item 7).
+async fn read_answer<T: serde::de::DeserializeOwned>(
+    net: &Net,
+    id: NodeId,
+    path: &str,
+    unreadable: &mut Vec<String>,
+) -> Option<T> {
+    let (status, bytes) = net.ask(id, get(path)).await?;
+    let parsed = (status == 200)
+        .then(|| serde_json::from_slice::<T>(&bytes))
+        .transpose();
+    match parsed {
+        Ok(Some(v)) => Some(v),
+        Ok(None) => {
+            unreadable.push(format!("{id} answered {path} with status {status}"));
+            None
+        }
+        Err(e) => {
+            unreadable.push(format!(
+                "{id} answered {path} with what is not its JSON: {e}"
+            ));
+            None
+        }
     }
 }
 
+/// `GET /v1/events?since=` of member `id`.
+async fn events_page(
+    net: &Net,
+    id: NodeId,
+    since: u64,
+    unreadable: &mut Vec<String>,
+) -> Option<EventsPage> {
+    read_answer(net, id, &format!("/v1/events?since={since}"), unreadable).await
+}
+
 /// `GET /v1/leader` of every running member.
-async fn answers(net: &Net, ids: &[NodeId]) -> BTreeMap<NodeId, LeaderInfo> {
+async fn answers(
+    net: &Net,
+    ids: &[NodeId],
+    unreadable: &mut Vec<String>,
+) -> BTreeMap<NodeId, LeaderInfo> {
     let mut out = BTreeMap::new();
     for &id in ids {
-        let req = get("/v1/leader");
-        if let Some((200, bytes)) = net.ask(id, req).await {
-            if let Ok(info) = serde_json::from_slice::<LeaderInfo>(&bytes) {
-                out.insert(id, info);
-            }
+        if let Some(info) = read_answer(net, id, "/v1/leader", unreadable).await {
+            out.insert(id, info);
         }
     }
     out
@@ -1777,15 +1813,16 @@ async fn sample(
                 .collect()
         };
         let mut pages = BTreeMap::new();
+        let mut unreadable = Vec::new();
         for (id, since) in froms {
-            if let Some(page) = events_page(&net, id, since).await {
+            if let Some(page) = events_page(&net, id, since, &mut unreadable).await {
                 pages.insert(id, page);
             }
         }
-        let seen = answers(&net, &ids).await;
+        let seen = answers(&net, &ids, &mut unreadable).await;
         let mut moved = BTreeSet::new();
         for (id, page) in pages.iter_mut() {
-            if let Some(after) = events_page(&net, *id, page.next).await {
+            if let Some(after) = events_page(&net, *id, page.next, &mut unreadable).await {
                 if !after.events.is_empty() {
                     moved.insert(*id);
                 }
@@ -1819,7 +1856,7 @@ async fn sample(
             }
             for id in ties {
                 let page = pages.get_mut(&id).expect("read above");
-                if let Some(after) = events_page(&net, id, page.next).await {
+                if let Some(after) = events_page(&net, id, page.next, &mut unreadable).await {
                     if !after.events.is_empty() {
                         moved.insert(id);
                     }
@@ -1835,6 +1872,11 @@ async fn sample(
             .collect();
         let t = clock.elapsed_ms();
         let mut w = watch.lock().expect("watch");
+        for u in unreadable {
+            w.sampled_violation(format!(
+                "at {t} ms the sampler could not read an answer: {u}"
+            ));
+        }
         for (id, page) in pages {
             let answered = seen[&id].role == Role::Leader;
             let c = w.logs.entry(id).or_default();
