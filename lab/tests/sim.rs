@@ -45,45 +45,71 @@ fn schedules(part: u64) {
     };
     let flag = if membership { " --membership" } else { "" };
     eprintln!("sim: seeds {first}..{}{flag}", first + count - 1);
-    let (failed, reached, changes) = run_range(first, count, membership);
+    let t = run_range(first, count, membership);
+    // What every range reaches, or the part judged nothing (issue 48, item 8): promises
+    // (claiming answers judged whole), and a leader change (a second term claimed).
+    eprintln!(
+        "sim: {} promises judged; {} of {count} schedules claimed a second term",
+        t.promises, t.second_terms
+    );
+    assert!(
+        t.promises > 0 && t.second_terms > 0,
+        "the schedules judged no promise or changed no leader: {} promises, {} second terms",
+        t.promises,
+        t.second_terms
+    );
     if membership {
-        let (added, removed, refused) = changes;
         eprintln!(
-            "sim: {added} adds and {removed} removals completed, {refused} wiped members refused"
+            "sim: {} adds and {} removals completed, {} wiped members refused",
+            t.added, t.removed, t.refused
         );
-        eprintln!("sim: reached {reached:?}");
+        eprintln!("sim: reached {:?}", t.reached);
         assert!(
-            added > 0 && removed > 0,
-            "membership schedules changed nothing: {added} adds, {removed} removals"
+            t.added > 0 && t.removed > 0,
+            "membership schedules changed nothing: {} adds, {} removals",
+            t.added,
+            t.removed
         );
     }
-    assert!(failed.is_empty(), "violated schedules: {failed:?}");
+    assert!(t.failed.is_empty(), "violated schedules: {:?}", t.failed);
 }
 
-/// Runs `count` schedules from seed `first`: the seeds that broke a property, what they
-/// reached, and (adds, removals, wiped members refused).
-fn run_range(first: u64, count: u64, membership: bool) -> (Vec<u64>, Reached, (u64, u64, u64)) {
+/// What a range of schedules did.
+#[derive(Default)]
+struct Tally {
+    /// Seeds that broke a property.
+    failed: Vec<u64>,
+    reached: Reached,
+    added: u64,
+    removed: u64,
+    refused: u64,
+    /// Claiming answers judged as promises.
+    promises: u64,
+    /// Schedules in which a second term was claimed.
+    second_terms: u64,
+}
+
+/// Runs `count` schedules from seed `first`.
+fn run_range(first: u64, count: u64, membership: bool) -> Tally {
     let flag = if membership { " --membership" } else { "" };
-    let mut failed = Vec::new();
-    let (mut added, mut removed, mut refused) = (0, 0, 0);
-    let mut reached = Reached::default();
+    let mut t = Tally::default();
     for seed in first..first + count {
         let out = run(&Spec {
             membership,
             ..Spec::new(seed, 5)
         });
-        (added, removed, refused) = (
-            added + out.added,
-            removed + out.removed,
-            refused + out.refused,
-        );
-        reached.add(&out.reached);
+        t.added += out.added;
+        t.removed += out.removed;
+        t.refused += out.refused;
+        t.promises += out.promises;
+        t.second_terms += u64::from(out.max_term >= 2 && out.promises > 0);
+        t.reached.add(&out.reached);
         if let Some(v) = out.violations.first() {
             eprintln!("FAIL seed {seed}: {v} (replay: scripts/sim.sh --seed {seed}{flag})");
-            failed.push(seed);
+            t.failed.push(seed);
         }
     }
-    (failed, reached, (added, removed, refused))
+    t
 }
 
 #[test]
@@ -125,16 +151,17 @@ fn schedules_part_6_with_membership_changes() {
 /// another range: `electd-lab sim --membership --seeds 30 --first S` prints what it reached.
 #[test]
 fn membership_schedules_reach_issue_29s_preconditions() {
-    let (failed, reached, _) = run_range(8_589_440_450, 30, true);
-    eprintln!("sim: reached {reached:?}");
+    let t = run_range(8_589_440_450, 30, true);
+    let r = &t.reached;
+    eprintln!("sim: reached {r:?}");
     assert!(
-        reached.wiped_after_growth > 0
-            && reached.wipe_joined_preferred > 0
-            && reached.preferred_handovers > 0
-            && reached.readded_after_snapshot > 0,
-        "issue 29's preconditions not reached: {reached:?}"
+        r.wiped_after_growth > 0
+            && r.wipe_joined_preferred > 0
+            && r.preferred_handovers > 0
+            && r.readded_after_snapshot > 0,
+        "issue 29's preconditions not reached: {r:?}"
     );
-    assert!(failed.is_empty(), "violated schedules: {failed:?}");
+    assert!(t.failed.is_empty(), "violated schedules: {:?}", t.failed);
 }
 
 /// Schedules with membership changes that the simulator once failed, each on a bug of the

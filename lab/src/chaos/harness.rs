@@ -277,14 +277,59 @@ impl Harness {
     }
 
     /// Jumps node `id`'s wall clock to `offset_s` seconds from the host's (S19), and opens a
-    /// fault window in which nobody is cut off.
-    pub(super) fn jump_wall_clock(&mut self, id: NodeId, offset_s: i64) -> Result<(), String> {
+    /// fault window in which nobody is cut off; its label says how far the node's own clock
+    /// read from this host's once it took the jump (`[wall clock read +60 s]`, from the `date`
+    /// of its answers; issue 48, item 8: the jump was never read back), or that it never did
+    /// within 2 s.
+    pub(super) async fn jump_wall_clock(
+        &mut self,
+        id: NodeId,
+        offset_s: i64,
+    ) -> Result<(), String> {
         self.close_window();
         self.c
             .set_wall_clock(id, offset_s)
             .map_err(|e| e.to_string())?;
         self.open_window(&format!("wall clock of {id} {offset_s:+} s"));
+        let read = self.wall_clock_read(id, offset_s).await;
+        self.observed(&match read {
+            Some(off) => format!("wall clock read {off:+} s"),
+            None => "wall clock not read".into(),
+        });
         Ok(())
+    }
+
+    /// How far node `id`'s wall clock reads from this host's (whole seconds, from the `date`
+    /// header of its answers), once it is within 2 s of `want`; the last reading after 2 s
+    /// otherwise, `None` when it never answered.
+    async fn wall_clock_read(&self, id: NodeId, want: i64) -> Option<i64> {
+        let http = self.c.http_for(Duration::from_millis(500)).ok()?;
+        let scheme = if self.c.tls_ca().is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let url = format!("{scheme}://{}/v1/health", self.c.member(id).ok()?.addr);
+        let mut last = None;
+        for _ in 0..40 {
+            let res = http.get(&url).send().await.ok();
+            let date = res
+                .as_ref()
+                .and_then(|r| r.headers().get("date")?.to_str().ok());
+            if let Some(at) = date.and_then(|d| httpdate::parse_http_date(d).ok()) {
+                let now = std::time::SystemTime::now();
+                let off = match at.duration_since(now) {
+                    Ok(ahead) => ahead.as_secs_f64().round() as i64,
+                    Err(behind) => -(behind.duration().as_secs_f64().round() as i64),
+                };
+                last = Some(off);
+                if (off - want).abs() <= 2 {
+                    return last;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        last
     }
 
     /// Clears every network fault and sets every wall clock back; the next moment is the heal.

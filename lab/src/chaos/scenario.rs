@@ -502,7 +502,13 @@ async fn mixture_then_heal(h: &mut Harness) -> Result<(), String> {
     h.kill(victim);
     h.loss = 0.2;
     h.apply("partition, a kill and 20% loss").await?;
+    let (sent0, received0) = h.peer_requests().await;
     sleep(hold / 2).await;
+    // Evidence that the loss bit (issue 48, item 8): requests lost, to the cut and the loss.
+    let (sent1, received1) = h.peer_requests().await;
+    let sent = sent1.saturating_sub(sent0);
+    let lost = sent.saturating_sub(received1.saturating_sub(received0));
+    h.observed(&format!("{lost} of {sent} peer requests lost"));
     // Heal first: a node that is still starting cannot take a fault set yet.
     h.heal().await?;
     h.start(victim)
@@ -576,7 +582,7 @@ async fn wall_clock_jumps(h: &mut Harness, l: NodeId) -> Result<(), String> {
         (others[1], -86_400),
         (others[2], 600),
     ] {
-        h.jump_wall_clock(id, offset_s)?;
+        h.jump_wall_clock(id, offset_s).await?;
         sleep(each).await;
     }
     h.heal().await

@@ -11,7 +11,9 @@ use electd::clock::ms;
 use electd::config::Timing;
 use electd_client::Mode;
 use electd_client::{Event, NodeId};
-use electd_lab::chaos::checkers::{cap_paused_claims, election_safety, split_brain};
+use electd_lab::chaos::checkers::{
+    cap_paused_claims, election_safety, split_brain, time_goes_back,
+};
 use electd_lab::chaos::record::Recorder;
 use electd_lab::chaos::record::RunLog;
 use electd_lab::cluster::{claim_addrs, AddrBlock, Cluster, Observed};
@@ -135,14 +137,25 @@ impl TestCluster {
         }
     }
 
-    /// Prints every node's log tail (on failure, to see why).
     /// Quorum mode's safety over every node's event log: no term with two leaders (C1) and
-    /// never two claimants at once (C2; a paused node's claim ends with its lease).
+    /// never two claimants at once (C2; a paused node's claim ends with its lease); and what
+    /// they were judged on (issue 48, item 8): every event log read whole, some event in them
+    /// (an empty log judged nothing), no event stamped before an earlier one of its node. (C6
+    /// needs the promises a client was given: the tests that poll judge it, mutex.rs's
+    /// `assert_kept` among them.)
     pub fn assert_safe(&self) {
         let log = cap_paused_claims(
             &self.run_log(None, None),
             ms(self.timing.effective_lease_ms()),
         );
+        let unread = log.dropped.problems();
+        assert!(unread.is_empty(), "not read: {unread:?}");
+        assert!(
+            !log.events.is_empty(),
+            "no event in any event log: nothing was judged"
+        );
+        let back = time_goes_back(&log);
+        assert!(back.is_empty(), "event log time goes back: {back:?}");
         let safety = election_safety(&log).expect("quorum mode");
         assert!(
             safety.safe,
