@@ -390,12 +390,15 @@ async fn admin_door(
     req: axum::extract::Request,
     next: middleware::Next,
 ) -> Response {
-    let asks = node.tls.as_ref().is_some_and(|t| t.admin_client_cert());
+    let tls = node.tls.as_ref().filter(|t| t.admin_client_cert());
+    // Judged again on every admin request, not only at the handshake (a reload may have removed
+    // its CA since, on a kept-alive connection).
     let presented = req
         .extensions()
         .get::<crate::tls::ClientCert>()
-        .is_some_and(|c| c.0.is_some());
-    if asks && !presented {
+        .and_then(|c| c.0.as_deref())
+        .is_some_and(|c| tls.is_some_and(|t| t.admits_client(c)));
+    if tls.is_some() && !presented {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "client_certificate_required",

@@ -58,9 +58,14 @@ pub struct ClientCert(pub Option<Arc<PeerCert>>);
 #[derive(Debug)]
 pub struct PeerCert {
     pub chain: Vec<CertificateDer<'static>>,
-    /// The member named, and the [`Tls::generation`] it was judged under.
-    named: std::sync::Mutex<Option<(NodeId, u64)>>,
+    /// The member named, the [`Tls::generation`] it was judged under, and when.
+    named: std::sync::Mutex<Option<(NodeId, u64, std::time::Instant)>>,
 }
+
+/// How long a connection's certificate is taken as judged: judged again after, so that one that
+/// expires on a kept-alive connection is refused within this of its end (issue 48, item 5: it
+/// was judged once a load of the files, and an expired certificate passed until a reload).
+pub const PEER_CERT_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl PeerCert {
     /// `chain`: what the connection presented, its own certificate first (not empty).
@@ -166,6 +171,9 @@ struct Loaded {
     key: PrivateKeyDer<'static>,
     /// Checks that a certificate chains to the CA and names a member.
     members: Arc<WebPkiServerVerifier>,
+    /// Checks that a client's certificate chains to the CA (the admin door, again on every
+    /// admin request: a CA removed by a reload no longer lets a kept-alive connection in).
+    clients: Arc<dyn rustls::server::danger::ClientCertVerifier>,
 }
 
 /// A node's TLS: its files, what was last loaded from them, and how often that changed.
@@ -217,7 +225,7 @@ fn load(files: &TlsFiles) -> Result<Loaded, ConfigError> {
     let mut server = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| bad("tls", e.to_string()))?
-        .with_client_cert_verifier(clients)
+        .with_client_cert_verifier(clients.clone())
         .with_single_cert(chain.clone(), key.clone_key())
         .map_err(|e| bad("tls.key", format!("does not fit tls.cert: {e}")))?;
     server.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -229,6 +237,7 @@ fn load(files: &TlsFiles) -> Result<Loaded, ConfigError> {
         chain,
         key,
         members,
+        clients,
     })
 }
 
@@ -303,20 +312,46 @@ impl Tls {
     /// member. A connection's certificate is checked once for the member it names, and again
     /// after each reload (a CA replaced to cut a member off then refuses its open connections).
     pub fn names_member(&self, cert: &PeerCert, id: NodeId) -> bool {
+        self.names_member_at(cert, id, std::time::Instant::now(), UnixTime::now())
+    }
+
+    /// [`Tls::names_member`] at `now` (the cache's clock) and `wall` (the certificates'
+    /// validity): a verdict is kept [`PEER_CERT_RECHECK`] at most.
+    pub fn names_member_at(
+        &self,
+        cert: &PeerCert,
+        id: NodeId,
+        now: std::time::Instant,
+        wall: UnixTime,
+    ) -> bool {
         let generation = self.generation();
         let mut named = cert.named.lock().expect("peer cert lock");
-        if *named == Some((id, generation)) {
+        if matches!(*named, Some((i, g, at))
+            if (i, g) == (id, generation) && now.saturating_duration_since(at) < PEER_CERT_RECHECK)
+        {
             return true;
         }
         let Some((ee, intermediates)) = cert.chain.split_first() else {
             return false;
         };
         let members = self.loaded.read().expect("tls lock").members.clone();
-        let now = UnixTime::now();
-        let ok = valid_for(&members, ee, intermediates, &member_name(id), now).is_ok()
+        let ok = valid_for(&members, ee, intermediates, &member_name(id), wall).is_ok()
             && !is_wildcard(&members, ee, intermediates);
-        *named = ok.then_some((id, generation));
+        *named = ok.then_some((id, generation, now));
         ok
+    }
+
+    /// Whether a client certificate (the admin door's) chains to the cluster CA in force and is
+    /// valid now: judged on every admin request, so that a reload that removed its CA, or its
+    /// expiry, shuts a kept-alive connection out too (issue 48, item 5).
+    pub fn admits_client(&self, cert: &PeerCert) -> bool {
+        let Some((ee, intermediates)) = cert.chain.split_first() else {
+            return false;
+        };
+        let clients = self.loaded.read().expect("tls lock").clients.clone();
+        clients
+            .verify_client_cert(ee, intermediates, UnixTime::now())
+            .is_ok()
     }
 
     /// Whether the admin API asks for a client certificate.
@@ -478,5 +513,53 @@ mod tests {
         );
         let (renewed, _) = issue(&["127.0.0.1", &member_name(2)], &new);
         assert!(tls.names_member(&PeerCert::new(ders(&renewed)), 2));
+    }
+
+    /// Issue 48, item 5: a member's certificate that expires on a kept-alive connection is
+    /// refused within [`PEER_CERT_RECHECK`] of its end (here: the host's wall clock past the
+    /// certificate's end, 4096-01-01). Before, a verdict held until the next reload.
+    #[test]
+    fn an_expired_certificate_on_an_open_connection_is_refused_within_the_recheck() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = ca("CA", None);
+        let (own, own_key) = issue(&["127.0.0.1", &member_name(1)], &root);
+        let tls = Tls::load(&files(dir.path(), "n1", &root, &own, &own_key)).unwrap();
+        let (peer, _) = issue(&["127.0.0.1", &member_name(2)], &root);
+        let open = PeerCert::new(ders(&peer));
+        let t0 = std::time::Instant::now();
+        let after_its_end =
+            UnixTime::since_unix_epoch(std::time::Duration::from_secs(70_000_000_000));
+        assert!(tls.names_member_at(&open, 2, t0, UnixTime::now()));
+        let soon = t0 + PEER_CERT_RECHECK / 2;
+        assert!(
+            tls.names_member_at(&open, 2, soon, after_its_end),
+            "within the recheck the verdict stands"
+        );
+        let later = t0 + PEER_CERT_RECHECK;
+        assert!(
+            !tls.names_member_at(&open, 2, later, after_its_end),
+            "judged again: expired"
+        );
+    }
+
+    /// Issue 48, item 5: the admin door judges a client's certificate on every request: after a
+    /// reload that replaced the CA, a kept-alive connection's certificate of the old CA is
+    /// refused (the handshake had taken it).
+    #[test]
+    fn the_admin_door_refuses_a_certificate_whose_ca_a_reload_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = ca("old CA", None);
+        let (own, own_key) = issue(&["127.0.0.1", &member_name(1)], &old);
+        let tls = Tls::load(&files(dir.path(), "n1", &old, &own, &own_key)).unwrap();
+        let (admin, _) = issue(&["admin"], &old);
+        let open = PeerCert::new(ders(&admin));
+        assert!(tls.admits_client(&open), "signed by the CA in force");
+        let new = ca("new CA", None);
+        let (own, own_key) = issue(&["127.0.0.1", &member_name(1)], &new);
+        files(dir.path(), "n1", &new, &own, &own_key);
+        tls.reload().unwrap();
+        assert!(!tls.admits_client(&open), "its CA is gone");
+        let (renewed, _) = issue(&["admin"], &new);
+        assert!(tls.admits_client(&PeerCert::new(ders(&renewed))));
     }
 }

@@ -109,13 +109,22 @@ where
     /// else after, so claim intervals in the log err wide.
     fn apply(self: &Arc<Self>, input: impl FnOnce(&mut A)) {
         let before = self.clock.mono_ns();
+        let stored;
         let out = {
             let mut alg = self.alg.lock().expect("algorithm lock");
             input(&mut alg);
             // Stable storage before any message names the new epoch (epoch_file.rs).
-            if let Err(e) = self.epochs.lock().expect("epoch file").raise(alg.epoch()) {
-                tracing::error!(error = %e, epoch = alg.epoch(), "cannot store the epoch");
+            let mut epochs = self.epochs.lock().expect("epoch file");
+            if let Err(e) = epochs.raise(alg.epoch()) {
+                tracing::error!(
+                    error = %e,
+                    epoch = alg.epoch(),
+                    stored = epochs.stored(),
+                    "cannot store the epoch: no message names it until it is stored"
+                );
             }
+            stored = epochs.stored();
+            drop(epochs);
             let out = alg.take_outbox();
             if let Some(last) = out.view_changes.last() {
                 *self.view.lock().expect("view lock") = *last;
@@ -135,8 +144,25 @@ where
             }
         }
         for (to, msg) in out.msgs {
-            self.send(to, msg);
+            if msg.epoch() > stored {
+                // Its epoch is not in stable storage (a failed write: a full disk): it does not
+                // leave the node, or a restart could name that epoch again for another group
+                // (issue 48, item 5). To the algorithm it is a message lost on the way.
+                self.withhold(to, msg);
+            } else {
+                self.send(to, msg);
+            }
         }
+    }
+
+    /// A message not sent: the algorithm hears of it as of a delivery that failed, after the
+    /// deadline a sent one would have had.
+    fn withhold(self: &Arc<Self>, to: NodeId, msg: A::Msg) {
+        let node = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(node.msg_timeout).await;
+            node.apply(|a| a.delivery_failed(to, msg));
+        });
     }
 
     /// Sends one message in the background; its outcome goes back to the algorithm.
@@ -264,6 +290,49 @@ mod tests {
     /// every group it made after was `u64::MAX` again (saturated). Now it is refused at the door
     /// (400 `bad_epoch`) and the node's counter is untouched; the counter it keeps survives a
     /// restart, so the restarted node's group is numbered above the one it had.
+    /// Issue 48, item 5: an epoch that could not be stored (here: its temp file's name taken by a
+    /// directory, as a full disk would fail the write) is named by no message that leaves the
+    /// node. Before, the failure was logged and the messages sent anyway: after a restart the
+    /// node could make that group number again.
+    #[tokio::test]
+    async fn no_message_names_an_epoch_that_was_not_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("legacy-epoch.tmp")).unwrap();
+        let mut cfg = crate::config::single_member(dir.path(), Mode::Invitation);
+        cfg.peers.push(crate::config::Peer {
+            id: 2,
+            addr: "127.0.0.1:9".into(),
+            priority: 0,
+        });
+        let counters = Arc::new(Counters::default());
+        let transport = Arc::new(Transport::new(
+            &cfg,
+            Arc::new(crate::faults::Faults::new(1)),
+            counters.clone(),
+            crate::clock::system(),
+            None,
+        ));
+        let plumbing = Plumbing {
+            transport,
+            events: Arc::new(EventLog::open(dir.path(), 1).unwrap()),
+            counters: counters.clone(),
+            clock: crate::clock::system(),
+        };
+        let stop = CancellationToken::new();
+        let node = LegacyNode::<Invitation>::start(&cfg, plumbing, stop.clone()).unwrap();
+        // Ten beats: the node invites and checks on node 2 all along.
+        tokio::time::sleep(Duration::from_millis(10 * cfg.timing.heartbeat_ms)).await;
+        let epoch = node.alg.lock().unwrap().epoch();
+        assert!(epoch >= 1, "a group of its own");
+        assert_eq!(node.epochs.lock().unwrap().stored(), 0, "the write fails");
+        let sent = counters.snapshot().total_sent();
+        assert_eq!(
+            sent, 0,
+            "messages naming group {epoch} (not stored) left the node"
+        );
+        stop.cancel();
+    }
+
     #[tokio::test]
     async fn a_group_number_beyond_the_bound_is_refused_and_the_counter_survives() {
         let dir = tempfile::tempdir().unwrap();
