@@ -475,14 +475,24 @@ fn s3_isolated_leader_fails_over(ran: &Ran) {
     assert!(ran.r.failover_ms.is_some(), "{}", ran.why());
 }
 
-/// S4: a follower cut off loses its leader; the leader keeps its claim, and no leader changes
-/// in the whole run (no election, the healed follower deposes nobody).
+/// S4: a follower cut off loses its leader; the leader keeps its claim, and the follower gains
+/// no term while cut off (pre-vote), so that it deposes nobody when healed. (Not "no leader
+/// change in the whole run" at the default 150 ms: a host that starves the leader past its
+/// lease changes the leader whatever the fault, and that was a time the test could cross;
+/// issue 48, item 10.)
 fn s4_follower_isolated_changes_nothing(ran: &Ran) {
     let w = one_window(ran);
     let victim = cut_off(&ran.log, &w);
     assert_eq!(victim.len(), 1, "one node cut off: {}", ran.why());
     leader_keeps_and_cut_lose(ran, &w, &victim);
-    assert_eq!(ran.r.leader_changes, 0, "{}", ran.why());
+    assert_eq!(ran.r.minority_terms_gained, 0, "{}", ran.why());
+    assert!(
+        !claim_intervals(&ran.log)
+            .iter()
+            .any(|c| victim.contains(&c.node) && c.to_ns > w.start_ns),
+        "the cut-off follower claimed: {}",
+        ran.why()
+    );
 }
 
 /// S5: with the leader on the 2 side, it stops claiming and the 3 side elects; with the (new)

@@ -665,8 +665,11 @@ fn a_connection_flood_leaves_the_leader_in_place() {
          (follower lease {} ms)",
         tc.timing.follower_lease_ms
     );
+    // A bound against a cluster the flood stopped, not a time to meet: a host busy with the
+    // flood's 2,100 connections runs the election late by however long it is starved (3 F here
+    // was a time the test could cross; issue 48, item 10). The figure is printed above.
     assert!(
-        failover_ms < 3.0 * tc.timing.follower_lease_ms as f64,
+        failover_ms < 20.0 * tc.timing.follower_lease_ms as f64,
         "failover under the flood took {failover_ms:.0} ms"
     );
     tc.assert_safe();

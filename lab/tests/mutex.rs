@@ -13,7 +13,7 @@ use common::{describe, no_postgres, TestCluster};
 use electd::clock::ms;
 use electd_client::Mode;
 use electd_lab::chaos::checkers::{
-    cap_paused_claims, election_safety, promise_keeping, split_brain,
+    cap_paused_claims, claim_intervals, election_safety, promise_keeping, split_brain,
 };
 use electd_lab::chaos::record::{Dropped, Promise, PromisePoller};
 use electd_lab::cluster::claimants;
@@ -117,15 +117,29 @@ fn the_store_gone_ends_the_claim_and_nobody_claims_until_it_is_back() {
     let (prt, poller) = poller(&tc);
     let holder = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a holder");
     observe(&poller, 30);
+    let killed_ns = electd::clock::mono_ns();
     tc.c.store.as_mut().expect("the store").kill();
     let gone = Instant::now();
-    // The claim ends within the claim lease (240 ms) and a beat; nobody claims meanwhile.
+    // Nobody claims once the claim has ended.
     let ok = rt.block_on(tc.c.wait_for(WAIT, |s| claimants(s).is_empty()));
     let ended = gone.elapsed();
     assert!(ok, "{}", describe(&rt.block_on(tc.c.states())));
+    // The claim ended within the claim lease (240 ms) of the store's end, as the holder's event
+    // log stamps it: from its last answered statement, which went out before the kill. (Judged
+    // from the log, not from when this test saw it: a busy host's poll comes late, and a
+    // bound of 690 ms on that was a time the test could cross; issue 48, item 10.)
+    let lease_ns = ms(tc.timing.effective_lease_ms());
+    let last_end = claim_intervals(&tc.run_log(None, None))
+        .iter()
+        .filter(|c| c.node == holder)
+        .map(|c| c.to_ns)
+        .max()
+        .expect("the holder's claim");
     assert!(
-        ended < Duration::from_millis(240 + 50 + 400),
-        "the claim ran {ended:?} past the store's end"
+        last_end <= killed_ns + lease_ns,
+        "the claim ran {:.1} ms past the store's end (lease {} ms)",
+        (last_end.saturating_sub(killed_ns)) as f64 / 1e6,
+        tc.timing.effective_lease_ms()
     );
     for _ in 0..10 {
         std::thread::sleep(Duration::from_millis(100));
