@@ -473,3 +473,128 @@ fn the_readers_find_what_the_code_declares() {
     let missing = difference(&config_fields(config), &documented_fields(page));
     assert!(missing.contains(&"peers.addr".to_string()), "{missing:?}");
 }
+
+/// Issue 52, item 6: the config check the README shows passes on every bundled config, as
+/// written (it exited 2 without the secret the bundled configs leave to the environment).
+#[test]
+fn the_readmes_config_check_passes_on_every_bundled_config() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let line =
+        "ELECTD_CLUSTER_SECRET=0123456789abcdef electd --config cluster/node1.toml --check-config";
+    assert!(readme.contains(line), "README.md shows: {line}");
+    for n in 1..=5 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_electd"))
+            .current_dir(root())
+            .args([
+                "--config",
+                &format!("cluster/node{n}.toml"),
+                "--check-config",
+            ])
+            .env_remove("ELECTD_CLUSTER_SECRET")
+            .env("ELECTD_CLUSTER_SECRET", "0123456789abcdef")
+            .output()
+            .unwrap();
+        assert_eq!(
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).trim()
+            ),
+            (Some(0), "config ok"),
+            "cluster/node{n}.toml: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Issue 52, item 6: the package's one-line description (the man page's NAME line and the
+/// package summary) names the five modes.
+#[test]
+fn the_cargo_description_names_the_five_modes() {
+    let cargo = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let description = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("description = "))
+        .expect("a description");
+    for mode in ["quorum", "mutex", "bully", "ring", "invitation"] {
+        assert!(
+            description.contains(mode),
+            "{mode} missing from {description}"
+        );
+    }
+}
+
+/// Issue 52, item 6: no text points at a section of the README that is not there, neither as
+/// `(README, "Section")` nor as a `README.md#anchor` link (sections moved to docs/ once, and
+/// the pointers stayed).
+#[test]
+fn no_text_points_at_a_missing_readme_section() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let headings: Vec<String> = readme
+        .lines()
+        .filter_map(|l| {
+            l.trim_start_matches('#')
+                .strip_prefix(' ')
+                .filter(|_| l.starts_with('#'))
+        })
+        .map(str::to_string)
+        .collect();
+    let slug = |h: &str| -> String {
+        h.to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect()
+    };
+    let anchors: Vec<String> = headings.iter().map(|h| slug(h)).collect();
+    let mut files = Vec::new();
+    for dir in ["docs", "src", "lab/src", "client/src", "contrib"] {
+        collect(&root().join(dir), &mut files);
+    }
+    files.push(root().join("README.md"));
+    let mut missing = Vec::new();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let text = text.replace("\n", " ").replace("  ", " ");
+        for (i, _) in text.match_indices("README, \"") {
+            let rest = &text[i + 9..];
+            let Some(end) = rest.find('"') else { continue };
+            let name = rest[..end].trim_end_matches('\\').replace("  ", " ");
+            if !headings.iter().any(|h| *h == name) {
+                missing.push(format!("{}: (README, \"{name}\")", f.display()));
+            }
+        }
+        for (i, _) in text.match_indices("README.md#") {
+            let rest = &text[i + 10..];
+            let anchor: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '-')
+                .collect();
+            if !anchors.contains(&anchor) {
+                missing.push(format!("{}: README.md#{anchor}", f.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "pointers to no README section: {missing:#?}"
+    );
+}
+
+/// Every file under `dir` (recursively) whose text the pointer check reads.
+fn collect(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect(&p, out);
+        } else if p.extension().is_some_and(|x| {
+            ["md", "rs", "yaml", "yml", "toml", "service"].contains(&x.to_str().unwrap_or(""))
+        }) {
+            out.push(p);
+        }
+    }
+}

@@ -183,7 +183,8 @@ pub struct Fields {
     #[arg(long, env = "ELECTD_INSECURE")]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     insecure: bool,
-    /// Seed of the node's random source (fault-layer drops); printed at start.
+    /// Seed of the node's random sources, printed at start: the fault layer's drops, quorum
+    /// mode's election jitter and its data dir's incarnation, mutex mode's instance.
     #[arg(long, env = "ELECTD_SEED")]
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<u64>,
@@ -213,7 +214,8 @@ pub struct Fields {
     #[serde(skip_serializing_if = "Option::is_none")]
     join: Option<String>,
     /// Quorum mode: how long a member of higher priority (`priority` in [[peers]]) must be
-    /// connected and up to date before the leader hands over to it, ms (default 10000).
+    /// connected and up to date before the leader hands over to it, and the least time
+    /// between two such handovers, ms (default 10000, at least two follower leases).
     #[arg(long, value_name = "MS", env = "ELECTD_PRIORITY_SETTLE_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     priority_settle_ms: Option<u64>,
