@@ -170,6 +170,17 @@ elif python3 "$root/scripts/lib/check_dashboard.py" --root "$root"; then
 else
   fail "$step"
 fi
+# The ServiceMonitor beside the Kubernetes examples (a CRD kubernetes-validate has no schema
+# for): the fields the Prometheus Operator reads, against the Service of contrib/k8s/electd.yaml.
+step="servicemonitor"
+echo "== scripts/lib/check_servicemonitor.py"
+if ! command -v python3 >/dev/null 2>&1; then
+  skip "$step" "python3 is not installed and could not be installed (see above)"
+elif python3 "$root/scripts/lib/check_servicemonitor.py" "$root"; then
+  pass "$step"
+else
+  fail "$step"
+fi
 step="cargo clippy"
 echo "== cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -66,6 +66,48 @@ pub struct Counters {
     bad_store_rows: Mutex<BTreeMap<&'static str, u64>>,
 }
 
+/// The process's figures as `/proc/self` gives them (Linux), each `None` when unreadable.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessFigures {
+    pub cpu_seconds: Option<f64>,
+    pub resident_bytes: Option<u64>,
+    pub virtual_bytes: Option<u64>,
+    pub open_fds: Option<u64>,
+    pub max_fds: Option<u64>,
+}
+
+/// Reads this process's figures (`process_*` in `/metrics`).
+pub fn process_figures() -> ProcessFigures {
+    let ticks = rustix::param::clock_ticks_per_second() as f64;
+    let page = rustix::param::page_size() as u64;
+    // /proc/self/stat: `pid (comm) state …`; utime and stime are the 12th and 13th fields after
+    // the comm's closing parenthesis (comm may hold spaces).
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let field = |i: usize| after.get(i).and_then(|v| v.parse::<u64>().ok());
+    let cpu_seconds = match (field(11), field(12)) {
+        (Some(u), Some(s)) if ticks > 0.0 => Some((u + s) as f64 / ticks),
+        _ => None,
+    };
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let mut pages = statm.split_whitespace().map(|v| v.parse::<u64>().ok());
+    let virtual_bytes = pages.next().flatten().map(|p| p * page);
+    let resident_bytes = pages.next().flatten().map(|p| p * page);
+    let open_fds = std::fs::read_dir("/proc/self/fd")
+        .ok()
+        .map(|d| d.count() as u64);
+    let max_fds = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    ProcessFigures {
+        cpu_seconds,
+        resident_bytes,
+        virtual_bytes,
+        open_fds,
+        max_fds,
+    }
+}
+
 /// A copy of a counter map with owned keys, as the wire form has them.
 fn owned(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<String, u64> {
     map.lock()

@@ -60,12 +60,18 @@ fn counter(reg: &mut Registry, name: &str, help: &str, value: u64) {
     reg.register(name, help, c);
 }
 
-/// Renders the node's metrics, as OpenMetrics when `openmetrics`, else in the classic format.
+/// Renders the node's metrics, as OpenMetrics when `openmetrics`, else in the classic format:
+/// electd's own under `electd_`, and the process's under the names every exporter uses
+/// (`process_*`, [`register_process`]).
 pub fn render(node: &Node, openmetrics: bool) -> String {
-    let mut reg = Registry::with_prefix("electd");
-    register_view(&mut reg, node.view());
-    register_counters(&mut reg, node.counters.snapshot());
-    register_timings(&mut reg, &node.counters.timings);
+    let mut root = Registry::default();
+    register_process(&mut root, node.started_unix_s);
+    let reg = root.sub_registry_with_prefix("electd");
+    build_info(reg, node.mode().as_str());
+    register_api(reg, node);
+    register_view(reg, node.view());
+    register_counters(reg, node.counters.snapshot());
+    register_timings(reg, &node.counters.timings);
     let contact = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     let now = node.clock.mono_ns();
     let peers = node.members_in_force();
@@ -84,37 +90,13 @@ pub fn render(node: &Node, openmetrics: bool) -> String {
         contact,
     );
     seconds_gauge(
-        &mut reg,
+        reg,
         "start_time",
         "when the node started, seconds since the Unix epoch",
         node.started_unix_s,
     );
-    gauge(
-        &mut reg,
-        "watchers",
-        "open GET /v1/watch streams",
-        node.watchers.open() as i64,
-    );
-    counter(
-        &mut reg,
-        "watchers_refused",
-        "GET /v1/watch requests refused with 429 (max_watchers or max_watchers_per_client reached)",
-        node.watchers.refused(),
-    );
-    gauge(
-        &mut reg,
-        "connections",
-        "connections served now, the members' reserve included",
-        node.connections.open() as i64,
-    );
-    counter(
-        &mut reg,
-        "connections_refused",
-        "connections closed unserved: max_connections reached, and not a member's on the reserve",
-        node.connections.refused(),
-    );
     let mut out = String::new();
-    encode(&mut out, &reg).expect("writing to a String cannot fail");
+    encode(&mut out, &root).expect("writing to a String cannot fail");
     if openmetrics {
         out
     } else {
@@ -161,6 +143,103 @@ fn classic(openmetrics: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// What the API and the server hold: watch streams and connections, and those refused.
+fn register_api(reg: &mut Registry, node: &Node) {
+    gauge(
+        reg,
+        "watchers",
+        "open GET /v1/watch streams",
+        node.watchers.open() as i64,
+    );
+    counter(
+        reg,
+        "watchers_refused",
+        "GET /v1/watch requests refused with 429 (max_watchers or max_watchers_per_client reached)",
+        node.watchers.refused(),
+    );
+    gauge(
+        reg,
+        "connections",
+        "connections served now, the members' reserve included",
+        node.connections.open() as i64,
+    );
+    counter(
+        reg,
+        "connections_refused",
+        "connections closed unserved: max_connections reached, and not a member's on the reserve",
+        node.connections.refused(),
+    );
+}
+
+/// `electd_build_info{version,commit,mode} 1`: what runs, joinable on its labels.
+fn build_info(reg: &mut Registry, mode: &str) {
+    let info = Family::<Labels, Gauge>::default();
+    info.get_or_create(&vec![
+        ("version".into(), env!("CARGO_PKG_VERSION").into()),
+        ("commit".into(), env!("ELECTD_COMMIT").into()),
+        ("mode".into(), mode.into()),
+    ])
+    .set(1);
+    reg.register(
+        "build_info",
+        "1, labelled with the version, the commit and the election mode this node runs",
+        info,
+    );
+}
+
+/// The process's own figures, named as Prometheus' client libraries name them (read from
+/// `/proc/self` at scrape time): CPU time, resident and virtual memory, open and allowed file
+/// descriptors, start time. A figure that cannot be read is left out.
+fn register_process(reg: &mut Registry, started_unix_s: f64) {
+    let p = crate::counters::process_figures();
+    if let Some(cpu) = p.cpu_seconds {
+        let c = Counter::<f64, AtomicU64>::default();
+        c.inc_by(cpu);
+        reg.register_with_unit(
+            "process_cpu",
+            "user and system CPU time this process spent",
+            Unit::Seconds,
+            c,
+        );
+    }
+    let bytes = |reg: &mut Registry, name: &str, help: &str, v: Option<u64>| {
+        if let Some(v) = v {
+            let g = Gauge::<i64>::default();
+            g.set(v as i64);
+            reg.register_with_unit(name, help, Unit::Bytes, g);
+        }
+    };
+    bytes(
+        reg,
+        "process_resident_memory",
+        "resident memory of this process",
+        p.resident_bytes,
+    );
+    bytes(
+        reg,
+        "process_virtual_memory",
+        "virtual memory of this process",
+        p.virtual_bytes,
+    );
+    if let Some(n) = p.open_fds {
+        gauge(reg, "process_open_fds", "open file descriptors", n as i64);
+    }
+    if let Some(n) = p.max_fds {
+        gauge(
+            reg,
+            "process_max_fds",
+            "the most file descriptors this process may open",
+            n as i64,
+        );
+    }
+    seconds_gauge(
+        reg,
+        "process_start_time",
+        "when the process started, seconds since the Unix epoch",
+        started_unix_s,
+    );
 }
 
 /// The judged view: role, term, leader, claim left.

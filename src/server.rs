@@ -28,7 +28,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
-use crate::connections::{Connections, FromMemberHost, Remote, Reserved, Slot};
+use crate::connections::{Connections, FromMemberHost, LocalClient, Remote, Reserved, Slot};
 use crate::tls::{ClientCert, PeerCert, Tls};
 
 /// How long a client has to send a request's headers; also how long a kept-alive connection
@@ -67,8 +67,12 @@ pub async fn serve(
             drop(stream);
             continue;
         };
+        let local = stream.local_addr().ok().map(|a| a.ip());
         let stream = timed(stream);
-        let app = per_connection(&app, remote, &slot, &connections);
+        let mut app = per_connection(&app, remote, &slot, &connections);
+        if local == Some(remote.ip()) {
+            app = app.layer(Extension(LocalClient));
+        }
         let Some(tls) = &tls else {
             let conn = graceful.watch(http(stream, app));
             tokio::spawn(async move {

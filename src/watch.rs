@@ -73,6 +73,7 @@ fn start_of(headers: &HeaderMap, q: &WatchQuery, latest: u64) -> Result<Option<u
 pub(crate) async fn get_watch(
     State(node): State<Arc<Node>>,
     remote: Option<axum::Extension<Remote>>,
+    local: Option<axum::Extension<crate::connections::LocalClient>>,
     headers: HeaderMap,
     q: Result<Query<WatchQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
@@ -82,7 +83,11 @@ pub(crate) async fn get_watch(
     let changed = node.events.subscribe();
     let latest = node.events.latest_seq();
     let start = start_of(&headers, &q, latest)?;
-    let client = remote.map(|axum::Extension(Remote(addr))| addr.ip());
+    // A client on the node's own host is its own client (each local application), under the
+    // node's whole bound only; any other shares its address's `max_watchers_per_client`.
+    let client = remote
+        .filter(|_| local.is_none())
+        .map(|axum::Extension(Remote(addr))| addr.ip());
     let Some(slot) = node.watchers.enter(client) else {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,

@@ -561,7 +561,7 @@ fn no_text_points_at_a_missing_readme_section() {
             let rest = &text[i + 9..];
             let Some(end) = rest.find('"') else { continue };
             let name = rest[..end].trim_end_matches('\\').replace("  ", " ");
-            if !headings.iter().any(|h| *h == name) {
+            if !headings.contains(&name) {
                 missing.push(format!("{}: (README, \"{name}\")", f.display()));
             }
         }

@@ -249,6 +249,69 @@ fn watchers_beyond_the_bound_get_429_and_are_counted() {
     });
 }
 
+/// Issue 52, item 3: applications on a node's own host are each their own client. 60 watch
+/// streams opened to a follower from the address the follower listens on (as 60 local workers
+/// would) all get a stream, and all hear the failover when the leader is killed; before,
+/// `max_watchers_per_client` (16) counted them as one client, and 44 got 429. A remote client
+/// (another address) still gets at most its share.
+#[test]
+fn sixty_local_streams_all_hear_a_failover() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let follower = tc.c.ids().into_iter().find(|&i| i != leader).unwrap();
+    let addr = tc.c.member(follower).unwrap().addr.clone();
+    let own_ip: std::net::IpAddr = addr.parse::<std::net::SocketAddr>().unwrap().ip();
+    let local = Client::with_http(
+        electd_client::http_client()
+            .local_address(own_ip)
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap(),
+        &addr,
+    )
+    .timeout(Duration::from_secs(2));
+    let mut streams = rt.block_on(async {
+        let mut open = Vec::new();
+        for i in 0..60 {
+            let w = local.watch(None).await;
+            open.push(w.unwrap_or_else(|e| panic!("local stream {i}: {e}")));
+        }
+        open
+    });
+    // A remote client's share is still its share.
+    let remote = client_from(7, &addr);
+    rt.block_on(async {
+        let share = electd::config::DEFAULT_MAX_WATCHERS_PER_CLIENT;
+        let mut held = Vec::new();
+        for _ in 0..share {
+            held.push(remote.watch(None).await);
+        }
+        let refused = held.iter().filter(|w| w.is_err()).count();
+        // 60 local and the node's bound of 64: the remote client gets what is left, 4.
+        assert_eq!(refused, share - 4, "the node's bound still holds");
+    });
+    tc.kill(leader);
+    let heard = rt.block_on(async {
+        let mut heard = 0;
+        for w in streams.iter_mut() {
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                match tokio::time::timeout_at(deadline, w.next()).await {
+                    Ok(Ok(Some(ev))) if ev.info.leader.as_ref().is_some_and(|l| l.id != leader) => {
+                        heard += 1;
+                        break;
+                    }
+                    Ok(Ok(Some(_))) => continue,
+                    _ => break,
+                }
+            }
+        }
+        heard
+    });
+    assert_eq!(heard, 60, "local streams that heard the new leader");
+}
+
 fn electd(args: &[&str]) -> (i32, String) {
     let out = Command::new(electd_lab::bin::electd_bin().unwrap())
         .args(args)

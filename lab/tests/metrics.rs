@@ -108,6 +108,23 @@ fn metrics_parse_with_tools_nobody_here_wrote_and_hold_the_election() {
         0.0,
     );
     assert!(contact < 5.0, "the live peer last heard {contact} s ago");
+    // Issue 52, item 4: what runs, and the process's own figures, named by convention.
+    let info = format!(
+        "electd_build_info{{version=\"{}\",commit=",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        classic
+            .lines()
+            .any(|l| l.starts_with(&info) && l.contains("mode=\"quorum\"") && l.ends_with(" 1")),
+        "no {info}…,mode=\"quorum\"}} 1:\n{classic}"
+    );
+    at_least("process_cpu_seconds_total", 0.0);
+    at_least("process_resident_memory_bytes", 1e6);
+    at_least("process_virtual_memory_bytes", 1e6);
+    at_least("process_open_fds", 3.0);
+    at_least("process_max_fds", 64.0);
+    at_least("process_start_time_seconds", 1.7e9);
     for old in ["electd_uptime_ms", "electd_lease_remaining_ms"] {
         assert!(!classic.contains(old), "{old} is still served");
     }
@@ -119,6 +136,8 @@ fn metrics_parse_with_tools_nobody_here_wrote_and_hold_the_election() {
             for name in [
                 "electd_election_duration_seconds",
                 "electd_watch_lag_seconds",
+                "electd_build_info",
+                "process_resident_memory_bytes",
             ] {
                 assert!(names.contains(name), "{name} not parsed: {names}");
             }

@@ -49,7 +49,10 @@ def exported_metrics(text):
     families = {}  # base name (with unit) -> kind
 
     def add(name, kind, unit):
-        families[PREFIX + name + ("_seconds" if unit == "Seconds" else "")] = kind
+        # The process's figures are registered outside the electd_ prefix (process_*).
+        base = name if name.startswith("process_") else PREFIX + name
+        suffix = {"Seconds": "_seconds", "Bytes": "_bytes"}.get(unit, "")
+        families[base + suffix] = kind
 
     # The helpers of src/metrics.rs: counter(reg, "name", …), counter_family(…), gauge(…),
     # seconds_gauge(…).
@@ -261,6 +264,23 @@ def dashboard_problems(dash, known):
     return problems, exprs
 
 
+def runbooks(rules_text, operations_text):
+    """Problems with the alerts' runbooks: an alert without `runbook_url`, or one that names no
+    row of docs/operations.md (`docs/operations.md#<id>` and an `<a id="<id>">` there)."""
+    problems = []
+    blocks = re.split(r"^\s*-\s*alert:\s*", rules_text, flags=re.M)[1:]
+    for block in blocks:
+        name = block.split()[0]
+        m = re.search(r'^\s*runbook_url:\s*"docs/operations\.md#([\w-]+)"', block, re.M)
+        if not m:
+            problems.append(f"{name} has no runbook_url into docs/operations.md")
+        elif f'<a id="{m.group(1)}"></a>' not in operations_text:
+            problems.append(f"{name}'s runbook_url names #{m.group(1)}, which docs/operations.md does not have")
+    if not blocks:
+        problems.append("no alert found")
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -283,6 +303,8 @@ def main():
     with open(path(a.tests), encoding="utf-8") as f:
         alerts, tp = untested_alerts(rules_text, f.read())
     problems += [f"{a.tests}: {p}" for p in tp]
+    with open(path("docs/operations.md"), encoding="utf-8") as f:
+        problems += [f"{a.rules}: {p}" for p in runbooks(rules_text, f.read())]
     if not records or not rule_exprs:
         problems.append(f"{a.rules}: no records or no expressions found")
     for expr, where in rule_exprs:
