@@ -20,6 +20,8 @@ pub const EPOCH_FILE: &str = "legacy-epoch";
 pub struct EpochFile {
     path: PathBuf,
     stored: u64,
+    /// Why the last write failed, until one succeeds.
+    failure: Option<(u64, String)>,
 }
 
 impl EpochFile {
@@ -38,7 +40,11 @@ impl EpochFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        Ok(EpochFile { path, stored })
+        Ok(EpochFile {
+            path,
+            stored,
+            failure: None,
+        })
     }
 
     /// The number last stored.
@@ -46,11 +52,30 @@ impl EpochFile {
         self.stored
     }
 
+    /// `Err` naming the file, the epoch and the error while an epoch could not be stored.
+    pub fn health(&self) -> Result<(), String> {
+        match &self.failure {
+            None => Ok(()),
+            Some((epoch, why)) => Err(format!(
+                "epoch file {}: epoch {epoch} not stored ({why}); {} is; messages naming an \
+                 epoch this node made above it are withheld",
+                self.path.display(),
+                self.stored
+            )),
+        }
+    }
+
     /// Stores `epoch` durably if it is above the number stored.
     pub fn raise(&mut self, epoch: u64) -> std::io::Result<()> {
         if epoch <= self.stored {
             return Ok(());
         }
+        let written = self.write(epoch);
+        self.failure = written.as_ref().err().map(|e| (epoch, e.to_string()));
+        written
+    }
+
+    fn write(&mut self, epoch: u64) -> std::io::Result<()> {
         let tmp = self.path.with_extension("tmp");
         let mut f = fs::File::create(&tmp)?;
         writeln!(f, "{epoch}")?;

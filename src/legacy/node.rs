@@ -3,6 +3,7 @@
 //! outcomes) and carries out its outputs (messages over the shared peer transport, role changes
 //! into the event log). The same node runs bully and ring.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,6 +34,9 @@ pub struct LegacyNode<A: Algorithm> {
     alg: Mutex<A>,
     /// The highest epoch in stable storage, raised before a message names a higher one.
     epochs: Mutex<EpochFile>,
+    /// The highest epoch named by a message a member sent this node: made (and stored) by
+    /// another node, so naming it makes nothing this node could make again after a restart.
+    heard: AtomicU64,
     view: Mutex<View>,
     transport: Arc<Transport>,
     events: Arc<EventLog>,
@@ -77,6 +81,7 @@ where
             running,
             alg: Mutex::new(alg),
             epochs: Mutex::new(epochs),
+            heard: AtomicU64::new(0),
             view: Mutex::new(View::INITIAL),
             transport,
             events,
@@ -113,19 +118,34 @@ where
         let out = {
             let mut alg = self.alg.lock().expect("algorithm lock");
             input(&mut alg);
-            // Stable storage before any message names the new epoch (epoch_file.rs).
+            let out = alg.take_outbox();
+            // Stable storage before any message names the new epoch (epoch_file.rs): the
+            // highest the algorithm has seen, and any its messages name above that (an
+            // invitation names the group it is forming before its coordinator adopts it).
+            let epoch = out
+                .msgs
+                .iter()
+                .map(|(_, m)| m.epoch())
+                .fold(alg.epoch(), u64::max);
             let mut epochs = self.epochs.lock().expect("epoch file");
-            if let Err(e) = epochs.raise(alg.epoch()) {
-                tracing::error!(
+            let failing = epochs.health().is_err();
+            let raised = epochs.raise(epoch);
+            // Logged when writes start and stop failing, not at every retry (every tick).
+            match (&raised, failing) {
+                (Err(e), false) => tracing::error!(
                     error = %e,
-                    epoch = alg.epoch(),
+                    epoch,
                     stored = epochs.stored(),
-                    "cannot store the epoch: no message names it until it is stored"
-                );
+                    "cannot store the epoch: messages naming an epoch this node made above the \
+                     stored one are withheld until a write succeeds"
+                ),
+                (Ok(()), true) if epochs.health().is_ok() => {
+                    tracing::info!(stored = epochs.stored(), "the epoch is stored again")
+                }
+                _ => {}
             }
             stored = epochs.stored();
             drop(epochs);
-            let out = alg.take_outbox();
             if let Some(last) = out.view_changes.last() {
                 *self.view.lock().expect("view lock") = *last;
             }
@@ -143,11 +163,14 @@ where
                 self.counters.election_started();
             }
         }
+        // What a message may name: an epoch stored, or one another member named (it made and
+        // stored that one). An epoch above both is one this node made and could not store (a
+        // full disk): no message names it, or after a restart the node could make that number
+        // again for another group (issue 48, item 5). To the algorithm such a message is one
+        // lost on the way; the node's health says why until the write succeeds.
+        let may_name = stored.max(self.heard.load(Ordering::SeqCst));
         for (to, msg) in out.msgs {
-            if msg.epoch() > stored {
-                // Its epoch is not in stable storage (a failed write: a full disk): it does not
-                // leave the node, or a restart could name that epoch again for another group
-                // (issue 48, item 5). To the algorithm it is a message lost on the way.
+            if msg.epoch() > may_name {
                 self.withhold(to, msg);
             } else {
                 self.send(to, msg);
@@ -201,6 +224,7 @@ where
         ));
     }
     node.counters.received(msg.kind());
+    node.heard.fetch_max(msg.epoch(), Ordering::SeqCst);
     node.apply(|a| a.step(from, msg));
     Ok(Json(serde_json::json!({"ok": true})))
 }
@@ -220,7 +244,8 @@ where
     }
 
     fn health(&self) -> Result<(), String> {
-        self.running.check("the tick loop")
+        self.running.check("the tick loop")?;
+        self.epochs.lock().expect("epoch file").health()
     }
 
     fn status(&self) -> serde_json::Value {
@@ -262,6 +287,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::legacy::invitation::Group;
     use crate::legacy::{Invitation, InvitationMsg};
 
     /// A single-member invitation node on `dir`.
@@ -330,6 +356,39 @@ mod tests {
             sent, 0,
             "messages naming group {epoch} (not stored) left the node"
         );
+        let why = node
+            .health()
+            .expect_err("unhealthy while the epoch is not stored");
+        assert!(
+            why.contains("legacy-epoch") && why.contains("not stored"),
+            "{why}"
+        );
+
+        // A group another member made (and stored) may be named: node 2 invites node 1 to
+        // group 7 and node 1's Accept leaves, though it cannot store 7 either. (Before the
+        // rule knew this, no member of a node that had not yet stored a number it heard
+        // answered: invitation groups never merged, issue 48 CI.)
+        let invitation = serde_json::to_vec(&InvitationMsg::Invitation {
+            group: Group {
+                number: epoch + 5,
+                coordinator: 2,
+            },
+        })
+        .unwrap();
+        let Json(answer) =
+            receive::<Invitation>(State(node.clone()), Extension(PeerId(2)), invitation.into())
+                .await
+                .expect("a member's invitation is taken");
+        assert_eq!(answer["ok"], true);
+        let accepts = || counters.snapshot().messages_sent.get("accept").copied();
+        for _ in 0..100 {
+            if accepts().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(accepts(), Some(1), "the Accept left (within 1 s)");
+        assert_eq!(node.epochs.lock().unwrap().stored(), 0, "still not stored");
         stop.cancel();
     }
 
