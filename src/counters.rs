@@ -24,6 +24,9 @@ pub struct Timings {
     pub election: Histogram,
     /// Each stretch of time this node knew no leader, observed when it knows one again.
     pub leaderless: Histogram,
+    /// The same stretches in follower leases of this node (unitless): what alert rules read,
+    /// so that one threshold ("over 3 follower leases") holds for every timing profile.
+    pub leaderless_follower_leases: Histogram,
     /// From an event's record to its write into a `/v1/watch` stream.
     pub watch_lag: Histogram,
 }
@@ -41,6 +44,9 @@ impl Default for Timings {
             leaderless: ms(&[
                 10.0, 50.0, 100.0, 150.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10_000.0, 60_000.0,
             ]),
+            leaderless_follower_leases: Histogram::new([
+                0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 100.0,
+            ]),
             watch_lag: ms(&[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 50.0, 250.0, 1000.0]),
         }
     }
@@ -51,6 +57,9 @@ pub struct Counters {
     pub timings: Timings,
     /// Since when (event stamp, ns) this node has known no leader.
     leaderless_since_ns: Mutex<Option<u64>>,
+    /// This node's follower lease (ns; 0 until the node sets it): the unit of
+    /// [`Timings::leaderless_follower_leases`].
+    follower_lease_ns: AtomicU64,
     sent: Mutex<BTreeMap<&'static str, u64>>,
     received: Mutex<BTreeMap<&'static str, u64>>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
@@ -188,6 +197,17 @@ impl Counters {
             .copied()
     }
 
+    /// Counters of a node of timing `t`: its follower lease is the unit stretches without a
+    /// leader are also counted in.
+    pub fn for_timing(t: &crate::config::Timing) -> Counters {
+        let c = Counters::default();
+        c.follower_lease_ns.store(
+            t.follower_lease_ms.saturating_mul(1_000_000),
+            Ordering::Relaxed,
+        );
+        c
+    }
+
     /// `view` follows `prev` at `t_ns` (event stamps) on node `me`: a stretch without a leader
     /// starts or ends, and an election this node won is timed from the start of the stretch.
     pub fn view_changed(&self, me: NodeId, prev: View, view: View, t_ns: u64) {
@@ -197,6 +217,12 @@ impl Counters {
             (Some(leader), Some(from)) => {
                 let took = t_ns.saturating_sub(from) as f64 / 1e9;
                 self.timings.leaderless.observe(took);
+                let lease_ns = self.follower_lease_ns.load(Ordering::Relaxed);
+                if lease_ns > 0 {
+                    self.timings
+                        .leaderless_follower_leases
+                        .observe(took * 1e9 / lease_ns as f64);
+                }
                 if leader == me && view.role == Role::Leader && prev.leader != Some(me) {
                     self.timings.election.observe(took);
                 }

@@ -7,6 +7,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,6 +69,7 @@ pub fn render(node: &Node, openmetrics: bool) -> String {
     register_process(&mut root, node.started_unix_s);
     let reg = root.sub_registry_with_prefix("electd");
     build_info(reg, node.mode().as_str());
+    register_timing_config(reg, &node.cfg.timing);
     register_api(reg, node);
     register_view(reg, node.view());
     register_counters(reg, node.counters.snapshot());
@@ -170,6 +172,52 @@ fn register_api(reg: &mut Registry, node: &Node) {
         "connections_refused",
         "connections closed unserved: max_connections reached, and not a member's on the reserve",
         node.connections.refused(),
+    );
+}
+
+/// The stretches without a leader in the node's own follower leases: what the alert rules
+/// read, so that one threshold holds for every timing.
+fn register_unitless(reg: &mut Registry, leases: Histogram) {
+    reg.register(
+        "leaderless_follower_leases",
+        "each stretch of time this node knew no leader, in follower leases of this node \
+         (unitless), observed when it knows one again",
+        leases,
+    );
+}
+
+/// The timings in force (`[timing]`, config/profile.rs), which alert rules scale their
+/// thresholds by: `electd_timing_{heartbeat,follower_lease,claim_lease}_seconds`, and
+/// `electd_timing_profile{profile}` 1 naming the profile they match (`custom`: none).
+fn register_timing_config(reg: &mut Registry, t: &crate::config::Timing) {
+    let ms = |v: u64| v as f64 / 1000.0;
+    seconds_gauge(
+        reg,
+        "timing_heartbeat",
+        "timing.heartbeat_ms in force: how often a leader sends heartbeats and probes",
+        ms(t.heartbeat_ms),
+    );
+    seconds_gauge(
+        reg,
+        "timing_follower_lease",
+        "timing.follower_lease_ms in force: how long a follower tolerates leader silence",
+        ms(t.follower_lease_ms),
+    );
+    seconds_gauge(
+        reg,
+        "timing_claim_lease",
+        "the claim lease in force: how long an acknowledged probe lets the leader claim",
+        ms(t.effective_lease_ms()),
+    );
+    let profile = Family::<Labels, Gauge>::default();
+    let name = crate::config::TimingProfile::of(t).map_or("custom", |p| p.name());
+    profile
+        .get_or_create(&vec![("profile".into(), name.into())])
+        .set(1);
+    reg.register(
+        "timing_profile",
+        "1, labelled with the timing profile the timings in force match (custom: none)",
+        profile,
     );
 }
 
@@ -305,6 +353,8 @@ fn register_timings(reg: &mut Registry, t: &Timings) {
     for (name, help, h) in seconds {
         reg.register_with_unit(name, help, Unit::Seconds, h.clone());
     }
+    let leases = Histogram::clone(&t.leaderless_follower_leases);
+    register_unitless(reg, leases);
 }
 
 /// The counters of `/v1/status`.

@@ -218,7 +218,7 @@ impl Node {
         let on_host = around.wire.is_none() && around.disk.is_none();
         let data_dir = open_data_dir(&cfg, on_host)?;
         let cfg = Arc::new(cfg);
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(Counters::for_timing(&cfg.timing));
         let clock = around.clock;
         let (transport, tls) =
             open_transport(&cfg, seed, &counters, &clock, around.wire, &around.flaws)?;

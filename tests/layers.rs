@@ -14,6 +14,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "role",
         "config",
         "config::validate",
+        "config::profile",
         "clock",
         "error",
         "lease",
@@ -124,7 +125,7 @@ const LAB_LAYERS: &[&[&str]] = &[
         "model::cmd",
     ],
     &["chaos::runner", "versus", "sim"],
-    &["app_failover", "cost"],
+    &["app_failover", "cost", "throttle"],
     &["chaos", "ctl"],
     &["lib"],
 ];

@@ -30,6 +30,10 @@ pub enum CtlCmd {
         /// Seconds to wait for an agreed leader.
         #[arg(long, default_value_t = 30)]
         wait: u64,
+        /// Run the nodes with this timing profile (lan or shared) instead of their config's
+        /// timings (kept for later `start N` until the next `up`).
+        #[arg(long)]
+        timing_profile: Option<String>,
         /// Run the nodes with this heartbeat instead of their config's (kept for later
         /// `start N` until the next `up`), e.g. the fast profile: 10.
         #[arg(long)]
@@ -96,6 +100,17 @@ pub enum BenchCmd {
         /// SIGTERM instead of SIGKILL (graceful handoff).
         #[arg(long)]
         graceful: bool,
+    },
+    /// Every node in a cgroup of a share of one core beside a busy neighbour: leader changes
+    /// over an idle stretch (and an hour's worth), then failover after SIGKILL (root).
+    Throttled {
+        /// The quota of each node's cgroup, percent of one core.
+        #[arg(long, default_value_t = 20)]
+        cpu_percent: u64,
+        #[arg(long, default_value_t = 120)]
+        idle_seconds: u64,
+        #[arg(long, default_value_t = 20)]
+        trials: usize,
     },
     /// Cut the leader off; time its stop and the majority's new claim from the event logs.
     Isolate {
@@ -215,10 +230,18 @@ async fn run(args: CtlArgs) -> Result<ExitCode, CtlError> {
         CtlCmd::Up {
             mode,
             wait,
+            timing_profile,
             heartbeat_ms,
             follower_lease_ms,
             tls,
-        } => up(c, mode, wait, heartbeat_ms, follower_lease_ms, tls).await,
+        } => {
+            let timing = TimingFlags {
+                profile: timing_profile,
+                heartbeat_ms,
+                follower_lease_ms,
+            };
+            up(c, mode, wait, timing, tls).await
+        }
         CtlCmd::Down { wipe } => {
             c.down(Duration::from_secs(5));
             c.stop_detached_store();
@@ -270,17 +293,31 @@ fn node(c: &Cluster, id: NodeId) -> Result<NodeId, CtlError> {
     c.member(id).map(|_| id)
 }
 
+/// `up`'s timing overrides.
+struct TimingFlags {
+    profile: Option<String>,
+    heartbeat_ms: Option<u64>,
+    follower_lease_ms: Option<u64>,
+}
+
 /// `up`: starts every node (refused while nodes run in another mode or with other timing
 /// flags), waits for an agreed leader and prints the states.
 async fn up(
     mut c: Cluster,
     mode: Mode,
     wait: u64,
-    heartbeat_ms: Option<u64>,
-    follower_lease_ms: Option<u64>,
+    timing: TimingFlags,
     tls: bool,
 ) -> Result<ExitCode, CtlError> {
+    let TimingFlags {
+        profile,
+        heartbeat_ms,
+        follower_lease_ms,
+    } = timing;
     let mut flags = Vec::new();
+    if let Some(p) = profile {
+        flags.extend(["--timing-profile".to_string(), p]);
+    }
     if let Some(v) = heartbeat_ms {
         flags.extend(["--heartbeat-ms".to_string(), v.to_string()]);
     }
@@ -378,6 +415,11 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
             trials,
             graceful: true,
         } => crate::bench::handoff(&c, trials).await.map(print_handoff),
+        BenchCmd::Throttled {
+            cpu_percent,
+            idle_seconds,
+            trials,
+        } => crate::throttle::throttled(&c, cpu_percent, idle_seconds, trials).await,
         BenchCmd::Isolate { trials } => crate::bench::isolate(&c, trials).await.map(|(s, e)| {
             crate::bench::summarize("isolated leader stopped claiming", s);
             crate::bench::summarize("majority's new leader claimed", e);

@@ -33,4 +33,5 @@ pub mod model;
 pub mod sim;
 pub mod skip;
 pub mod stamp;
+pub mod throttle;
 pub mod versus;

@@ -25,6 +25,9 @@ enum Cli {
     /// A bare axum handler answering GET /v1/leader (the cost benchmark's peer).
     #[command(hide = true)]
     BareLeader(electd_lab::cost::BareArgs),
+    /// Keeps one core busy for a bounded time (the throttled benchmark's busy neighbour).
+    #[command(hide = true)]
+    Spin(electd_lab::throttle::SpinArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,5 +38,6 @@ fn main() -> ExitCode {
         Cli::Model(args) => electd_lab::model::cmd::main(args),
         Cli::Stamp(args) => electd_lab::stamp::main(args),
         Cli::BareLeader(args) => electd_lab::cost::bare_main(args),
+        Cli::Spin(args) => electd_lab::throttle::spin_main(args),
     }
 }

@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::role::Mode;
 use crate::role::NodeId;
 
+mod profile;
 mod validate;
+pub use profile::TimingProfile;
 pub use validate::{LEASE_BEATS, MAX_FOLLOWER_LEASE_MS, MIN_FOLLOWER_LEASE_MS, MIN_MARGIN_MS};
 
 /// One member of the cluster, self included.
@@ -60,6 +62,8 @@ pub struct Timing {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TimingFile {
+    /// A named set of the three timings (`config/profile.rs`); fields given override it.
+    profile: Option<String>,
     heartbeat_ms: Option<u64>,
     follower_lease_ms: Option<u64>,
     lease_ms: Option<u64>,
@@ -85,7 +89,10 @@ impl TryFrom<TimingFile> for Timing {
                         timing.follower_lease_ms: give only follower_lease_ms"
                 .into());
         }
-        let d = Timing::default();
+        let d = match &f.profile {
+            Some(name) => TimingProfile::parse(name)?.timing(),
+            None => Timing::default(),
+        };
         Ok(Timing {
             heartbeat_ms: f.heartbeat_ms.unwrap_or(d.heartbeat_ms),
             follower_lease_ms: f
@@ -98,14 +105,10 @@ impl TryFrom<TimingFile> for Timing {
 }
 
 impl Default for Timing {
-    /// Heartbeat 30 ms, follower lease 150 ms: the tolerance of etcd at
+    /// The `lan` profile: heartbeat 30 ms, follower lease 150 ms, the tolerance of etcd at
     /// `--heartbeat-interval 30 --election-timeout 150`, so that comparisons are fair.
     fn default() -> Self {
-        Timing {
-            heartbeat_ms: 30,
-            follower_lease_ms: 150,
-            lease_ms: 0,
-        }
+        TimingProfile::Lan.timing()
     }
 }
 

@@ -187,7 +187,8 @@ pub(super) fn secrets(c: &Config) -> Result<(), ConfigError> {
         if c.cluster_secret.is_none() {
             return Err(invalid(
                 "cluster_secret_accepted",
-                "is a second secret taken besides cluster_secret while it changes: set                  cluster_secret too",
+                "is a second secret taken besides cluster_secret while it changes: set \
+                 cluster_secret too",
             ));
         }
     }

@@ -263,6 +263,12 @@ impl TlsFields {
 /// `[timing]` as flags and environment variables.
 #[derive(clap::Args, Debug, Serialize)]
 pub struct TimingFields {
+    /// A named set of the timings below: lan (the default: 30, 150, 120 ms) or shared (for
+    /// shared or CPU-limited hosts: 100, 1000, 800 ms); any of them given as well overrides
+    /// the profile's.
+    #[arg(long = "timing-profile", env = "ELECTD_TIMING_PROFILE")]
+    #[serde(rename = "profile", skip_serializing_if = "Option::is_none")]
+    timing_profile: Option<String>,
     /// Leader heartbeat (and quorum probe) interval, ms.
     #[arg(long, env = "ELECTD_HEARTBEAT_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -294,7 +300,8 @@ fn unset(secret: &Option<String>) -> bool {
 
 impl TimingFields {
     fn is_empty(&self) -> bool {
-        self.heartbeat_ms.is_none()
+        self.timing_profile.is_none()
+            && self.heartbeat_ms.is_none()
             && self.follower_lease_ms.is_none()
             && self.election_timeout_min_ms.is_none()
             && self.lease_ms.is_none()
