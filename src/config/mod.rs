@@ -393,6 +393,7 @@ impl Config {
             Some(path) => read_table(path)?,
             None => toml::Table::new(),
         };
+        profile_replaces_timings(&mut table, &overrides);
         merge(&mut table, overrides);
         toml::Value::Table(table)
             .try_into()
@@ -474,6 +475,27 @@ impl Timing {
     /// follower lease, at least [`MIN_MARGIN_MS`].
     pub fn min_margin_ms(&self) -> u64 {
         (self.follower_lease_ms / 10).max(MIN_MARGIN_MS)
+    }
+}
+
+/// A timing profile given by a flag or the environment wins over the file's timings as any
+/// flag wins over the file: the file's `[timing]` values are dropped before the flags' are laid
+/// over it (timings given beside the profile in the flags still override it).
+fn profile_replaces_timings(file: &mut toml::Table, overrides: &toml::Table) {
+    let flag_profile = overrides
+        .get("timing")
+        .and_then(toml::Value::as_table)
+        .is_some_and(|t| t.contains_key("profile"));
+    if let (true, Some(toml::Value::Table(timing))) = (flag_profile, file.get_mut("timing")) {
+        for field in [
+            "profile",
+            "heartbeat_ms",
+            "follower_lease_ms",
+            "lease_ms",
+            "election_timeout_max_ms",
+        ] {
+            timing.remove(field);
+        }
     }
 }
 

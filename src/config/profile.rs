@@ -109,6 +109,37 @@ mod tests {
         assert_eq!(e, "timing.profile (\"wan\") must be one of lan, shared");
     }
 
+    /// A profile given by a flag (or the environment) wins over the file's timings, as every
+    /// flag wins over the file; a timing flag beside it still overrides it.
+    #[test]
+    fn a_profile_flag_wins_over_the_files_timings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "id = 1\ndata_dir = \"d\"\ninsecure = true\npeers = [{ id = 1, addr = \
+             \"127.0.0.1:1\" }]\n[timing]\nheartbeat_ms = 30\nfollower_lease_ms = 150\n",
+        )
+        .unwrap();
+        let flags = |text: &str| toml::from_str::<toml::Table>(text).unwrap();
+        let cfg = Config::resolve(Some(&path), flags("[timing]\nprofile = \"shared\"")).unwrap();
+        assert_eq!(cfg.timing, TimingProfile::Shared.timing());
+        let cfg = Config::resolve(
+            Some(&path),
+            flags("[timing]\nprofile = \"shared\"\nheartbeat_ms = 50"),
+        )
+        .unwrap();
+        assert_eq!(
+            (cfg.timing.heartbeat_ms, cfg.timing.follower_lease_ms),
+            (50, 1000)
+        );
+        let cfg = Config::resolve(Some(&path), flags("[timing]\nheartbeat_ms = 40")).unwrap();
+        assert_eq!(
+            (cfg.timing.heartbeat_ms, cfg.timing.follower_lease_ms),
+            (40, 150)
+        );
+    }
+
     /// A field given beside a profile overrides that field only; timings that match no
     /// profile are no profile's.
     #[test]

@@ -315,10 +315,6 @@ mod tests {
         (node, stop)
     }
 
-    /// Issue 33, item 2: one message naming group `u64::MAX` made every node adopt it, and
-    /// every group it made after was `u64::MAX` again (saturated). Now it is refused at the door
-    /// (400 `bad_epoch`) and the node's counter is untouched; the counter it keeps survives a
-    /// restart, so the restarted node's group is numbered above the one it had.
     /// An invitation node on `dir` whose epoch file cannot be written (its temp file's name
     /// taken by a directory, as a full disk would fail the write), with a member 2 that never
     /// answers; after ten beats, with the epoch of its own group.
@@ -415,6 +411,10 @@ mod tests {
         stop.cancel();
     }
 
+    /// Issue 33, item 2: one message naming group `u64::MAX` made every node adopt it, and
+    /// every group it made after was `u64::MAX` again (saturated). Now it is refused at the door
+    /// (400 `bad_epoch`) and the node's counter is untouched; the counter it keeps survives a
+    /// restart, so the restarted node's group is numbered above the one it had.
     #[tokio::test]
     async fn a_group_number_beyond_the_bound_is_refused_and_the_counter_survives() {
         let dir = tempfile::tempdir().unwrap();
