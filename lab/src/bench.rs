@@ -89,6 +89,16 @@ async fn leader_before_trial(c: &Cluster) -> Result<NodeId, String> {
 
 /// Failover after killing the leader, `trials` times.
 pub async fn failover(c: &Cluster, trials: usize) -> Result<Vec<f64>, String> {
+    failover_then(c, trials, |_, _| Ok(())).await
+}
+
+/// [`failover`], calling `started(node, pid)` on each killed node as soon as it runs again
+/// (the throttled benchmark puts it back in its cgroup).
+pub async fn failover_then(
+    c: &Cluster,
+    trials: usize,
+    started: impl Fn(NodeId, i32) -> Result<(), String>,
+) -> Result<Vec<f64>, String> {
     let mut out = Vec::new();
     for i in 0..trials {
         let leader = leader_before_trial(c).await?;
@@ -104,7 +114,9 @@ pub async fn failover(c: &Cluster, trials: usize) -> Result<Vec<f64>, String> {
             i + 1
         );
         out.push(dt);
-        restart_and_rejoin(c, leader, i).await?;
+        let pid = c.start(leader, c.mode()).map_err(|e| e.to_string())?;
+        started(leader, pid)?;
+        rejoin(c, leader, i).await?;
     }
     Ok(out)
 }
@@ -112,6 +124,11 @@ pub async fn failover(c: &Cluster, trials: usize) -> Result<Vec<f64>, String> {
 /// Starts `id` again and waits until it follows a leader.
 async fn restart_and_rejoin(c: &Cluster, id: NodeId, trial: usize) -> Result<(), String> {
     c.start(id, c.mode()).map_err(|e| e.to_string())?;
+    rejoin(c, id, trial).await
+}
+
+/// Waits until the restarted `id` follows a leader.
+async fn rejoin(c: &Cluster, id: NodeId, trial: usize) -> Result<(), String> {
     let rejoined = c
         .wait_for(
             WAIT,

@@ -19,11 +19,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use electd::clock::mono_ns;
 use electd_client::NodeId;
 
 use crate::bench::{spawn_owned, summarize, Owned};
-use crate::cluster::{Cluster, Observed};
+use crate::cluster::Cluster;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// The quota's period, µs (the CFS default).
@@ -212,36 +211,8 @@ pub async fn throttled(
         throttled_ms
     );
 
-    let mut failovers = Vec::new();
-    for i in 0..trials {
-        let leader = c
-            .wait_agreed(WAIT)
-            .await
-            .ok_or(format!("trial {i}: no agreed leader before it"))?;
-        let t0 = mono_ns();
-        c.kill(leader);
-        let next = c
-            .wait_agreed(WAIT)
-            .await
-            .ok_or(format!("trial {i}: no new leader within {WAIT:?}"))?;
-        let dt = (mono_ns() - t0) as f64 / 1e6;
-        println!(
-            "trial {:>3}: leader {leader} -> {next} in {dt:.0} ms",
-            i + 1
-        );
-        failovers.push(dt);
-        let pid = c.start(leader, c.mode()).map_err(|e| e.to_string())?;
-        nodes[&leader].quota.add(pid)?;
-        let rejoined = c
-            .wait_for(
-                WAIT,
-                |s| matches!(s.get(&leader), Some(Observed::Up(i)) if i.leader.is_some()),
-            )
-            .await;
-        if !rejoined {
-            return Err(format!("trial {i}: node {leader} did not rejoin"));
-        }
-    }
+    let failovers =
+        crate::bench::failover_then(c, trials, |node, pid| nodes[&node].quota.add(pid)).await?;
     if trials > 0 {
         summarize(
             &format!("throttled {percent}%: failover after SIGKILL of the leader"),
