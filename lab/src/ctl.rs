@@ -635,6 +635,11 @@ pub struct ChaosArgs {
     /// checkers (each run's `runs/*/runlog.json`) and rewrite report.json and report.md.
     #[arg(long)]
     pub rejudge: bool,
+    /// Run the lab's `electd-flawed` binary (beside electd; `cargo build -p electd --features
+    /// flaws --bin electd-flawed`) with this deliberate flaw (src/bin/electd/main.rs,
+    /// `lab_flaws`): a broken variant, to see which checker catches it. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub lab_flaw: Vec<String>,
 }
 
 /// Entry point of `electd-lab chaos`; exits 1 when a run failed.
@@ -712,6 +717,7 @@ fn matrix(args: &ChaosArgs) -> Result<Matrix, ExitCode> {
         seeds,
         out: args.out.clone(),
         tls: args.tls,
+        flaws: args.lab_flaw.clone(),
     })
 }
 

@@ -8,6 +8,7 @@
 //! and the directory synced, before any message that names the new epoch leaves the node
 //! (`node.rs`, `apply`), so a crash leaves either the old number or the new one.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -89,6 +90,63 @@ impl EpochFile {
     }
 }
 
+/// How many epochs above the stored one [`EpochNames`] keeps of each kind: past it the lowest
+/// goes, which only withholds more (a bound on what a long disk failure can cost in memory).
+const KEPT: usize = 1024;
+
+/// Which epochs a node's messages may name while some are not stored (issue 48, item 5): an
+/// epoch at or below the stored one; above it, only one a member named to this node (that
+/// member made and stored it) and this node did not make itself. An epoch this node made
+/// stays unnamed until stored, whoever names the same number back: after a restart from the
+/// stored number the node could make that number again, for another group. (The rule before
+/// compared numbers only: once a member named N, the node's own unstored N left too.)
+///
+/// I/O-free: `node.rs` tells it what members named ([`EpochNames::heard`]) and what the
+/// algorithm named ([`EpochNames::named`]), under the algorithm's lock, in the order they
+/// happened.
+#[derive(Debug, Default)]
+pub struct EpochNames {
+    /// Epochs above the stored one that a member named to this node.
+    heard: BTreeSet<u64>,
+    /// Epochs above the stored one this node made (named before any member named them).
+    made: BTreeSet<u64>,
+    /// Every epoch up to this one was made here or dropped from `made` past [`KEPT`]: none is
+    /// named above the stored one.
+    made_below: u64,
+}
+
+impl EpochNames {
+    /// A member named `epoch` to this node, `stored` being the number stored.
+    pub fn heard(&mut self, epoch: u64, stored: u64) {
+        if epoch > stored && self.heard.insert(epoch) && self.heard.len() > KEPT {
+            self.heard.pop_first();
+        }
+    }
+
+    /// The algorithm names `epochs` (its own and its messages'), `stored` being the number
+    /// stored after the write that tried to store them: those above it that no member named
+    /// first are this node's own.
+    pub fn named(&mut self, epochs: impl IntoIterator<Item = u64>, stored: u64) {
+        for e in epochs {
+            let made = e > stored && !self.heard.contains(&e) && self.made.insert(e);
+            if made && self.made.len() > KEPT {
+                let lowest = self.made.pop_first().unwrap_or_default();
+                self.made_below = self.made_below.max(lowest);
+            }
+        }
+        self.heard.retain(|&e| e > stored);
+        self.made.retain(|&e| e > stored);
+    }
+
+    /// Whether a message may name `epoch`, `stored` being the number stored.
+    pub fn may_name(&self, epoch: u64, stored: u64) -> bool {
+        epoch <= stored
+            || (self.heard.contains(&epoch)
+                && !self.made.contains(&epoch)
+                && epoch > self.made_below)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +162,39 @@ mod tests {
         fs::write(dir.path().join(EPOCH_FILE), "seven\n").unwrap();
         let e = EpochFile::open(dir.path()).unwrap_err();
         assert!(e.contains("legacy-epoch: not an epoch"), "{e}");
+    }
+
+    /// The node's own unstored epoch stays unnamed when a member names the same number
+    /// back; a number a member made first may be named; storing frees both.
+    #[test]
+    fn an_epoch_made_here_is_named_only_once_stored() {
+        let mut n = EpochNames::default();
+        n.named([5], 0);
+        assert!(!n.may_name(5, 0), "made here, not stored");
+        n.heard(5, 0);
+        assert!(!n.may_name(5, 0), "a member naming 5 back does not free it");
+        n.heard(9, 0);
+        n.named([9], 0);
+        assert!(n.may_name(9, 0), "9 was a member's first");
+        n.named([5, 9], 5);
+        assert!(
+            n.may_name(5, 5) && n.may_name(9, 5),
+            "5 stored; 9 still a member's"
+        );
+        assert!(!n.may_name(6, 5), "nobody named 6");
+    }
+
+    /// Past [`KEPT`] made epochs, the lowest ones are forgotten by a floor that withholds
+    /// every epoch up to them, heard or not.
+    #[test]
+    fn forgotten_epochs_made_here_stay_withheld() {
+        let mut n = EpochNames::default();
+        n.heard(3, 0);
+        n.named(10..10 + KEPT as u64 + 1, 0);
+        assert_eq!(n.made.len(), KEPT);
+        assert!(
+            !n.may_name(10, 0) && !n.may_name(3, 0),
+            "at or below the floor"
+        );
     }
 }

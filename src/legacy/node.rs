@@ -3,7 +3,6 @@
 //! outcomes) and carries out its outputs (messages over the shared peer transport, role changes
 //! into the event log). The same node runs bully and ring.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use futures_util::future::BoxFuture;
 
 use super::core::{Algorithm, MsgKind, Outbox, Ticks, MAX_EPOCH};
-use super::epoch_file::EpochFile;
+use super::epoch_file::{EpochFile, EpochNames};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::counters::Counters;
@@ -32,11 +31,11 @@ pub const PATH_MSG: &str = "/peer/msg";
 /// A legacy-mode node running algorithm `A`.
 pub struct LegacyNode<A: Algorithm> {
     alg: Mutex<A>,
-    /// The highest epoch in stable storage, raised before a message names a higher one.
-    epochs: Mutex<EpochFile>,
-    /// The highest epoch named by a message a member sent this node: made (and stored) by
-    /// another node, so naming it makes nothing this node could make again after a restart.
-    heard: AtomicU64,
+    /// The highest epoch in stable storage, raised before a message names a higher one, and
+    /// which epochs above it messages may name (epoch_file.rs, [`EpochNames`]).
+    epochs: Mutex<(EpochFile, EpochNames)>,
+    /// The members: only what they name counts as heard.
+    members: Vec<NodeId>,
     view: Mutex<View>,
     transport: Arc<Transport>,
     events: Arc<EventLog>,
@@ -80,8 +79,8 @@ where
         let node = Arc::new(LegacyNode {
             running,
             alg: Mutex::new(alg),
-            epochs: Mutex::new(epochs),
-            heard: AtomicU64::new(0),
+            epochs: Mutex::new((epochs, EpochNames::default())),
+            members: cfg.member_ids(),
             view: Mutex::new(View::INITIAL),
             transport,
             events,
@@ -113,13 +112,23 @@ where
     /// modes record role changes: "became leader" is stamped before the view changes, anything
     /// else after, so claim intervals in the log err wide.
     fn apply(self: &Arc<Self>, input: impl FnOnce(&mut A)) {
+        self.apply_heard(None, input)
+    }
+
+    /// [`LegacyNode::apply`] of a message from `heard`'s member naming `heard`'s epoch: noted
+    /// as heard (when the sender is a member) under the algorithm's lock, before the algorithm
+    /// steps, so that what the algorithm names next is judged in the order things happened.
+    fn apply_heard(self: &Arc<Self>, heard: Option<(NodeId, u64)>, input: impl FnOnce(&mut A)) {
         let before = self.clock.mono_ns();
-        let stored;
         let out = {
             let mut alg = self.alg.lock().expect("algorithm lock");
+            if let Some((_, epoch)) = heard.filter(|(from, _)| self.members.contains(from)) {
+                let (file, names) = &mut *self.epochs.lock().expect("epoch file");
+                names.heard(epoch, file.stored());
+            }
             input(&mut alg);
             let out = alg.take_outbox();
-            stored = self.store_epoch(&*alg, &out);
+            self.store_epoch(&*alg, &out);
             if let Some(last) = out.view_changes.last() {
                 *self.view.lock().expect("view lock") = *last;
             }
@@ -137,48 +146,48 @@ where
                 self.counters.election_started();
             }
         }
-        // What a message may name: an epoch stored, or one another member named (it made and
-        // stored that one). An epoch above both is one this node made and could not store (a
-        // full disk): no message names it, or after a restart the node could make that number
+        // What a message may name (epoch_file.rs, `EpochNames`): an epoch stored, or one a
+        // member made and named first. An epoch this node made and could not store (a full
+        // disk) is named by no message, or after a restart the node could make that number
         // again for another group (issue 48, item 5). To the algorithm such a message is one
         // lost on the way; the node's health says why until the write succeeds.
-        let may_name = stored.max(self.heard.load(Ordering::SeqCst));
-        for (to, msg) in out.msgs {
-            if msg.epoch() > may_name {
-                self.withhold(to, msg);
-            } else {
-                self.send(to, msg);
-            }
+        let (withheld, sent): (Vec<_>, Vec<_>) = {
+            let (file, names) = &*self.epochs.lock().expect("epoch file");
+            (out.msgs.into_iter()).partition(|(_, m)| !names.may_name(m.epoch(), file.stored()))
+        };
+        for (to, msg) in withheld {
+            self.withhold(to, msg);
+        }
+        for (to, msg) in sent {
+            self.send(to, msg);
         }
     }
 
     /// Stable storage before any message names the new epoch (epoch_file.rs): the highest the
     /// algorithm has seen, and any of `out`'s messages names above that (an invitation names
-    /// the group it is forming before its coordinator adopts it). Returns the epoch stored.
-    fn store_epoch(&self, alg: &A, out: &Outbox<A::Msg>) -> u64 {
-        let epoch = out
-            .msgs
-            .iter()
-            .map(|(_, m)| m.epoch())
-            .fold(alg.epoch(), u64::max);
-        let mut epochs = self.epochs.lock().expect("epoch file");
-        let failing = epochs.health().is_err();
-        let raised = epochs.raise(epoch);
+    /// the group it is forming before its coordinator adopts it); then what was named is noted
+    /// ([`EpochNames::named`]: those above the stored number no member named are this node's).
+    fn store_epoch(&self, alg: &A, out: &Outbox<A::Msg>) {
+        let named = || out.msgs.iter().map(|(_, m)| m.epoch()).chain([alg.epoch()]);
+        let epoch = named().max().unwrap_or_default();
+        let (file, names) = &mut *self.epochs.lock().expect("epoch file");
+        let failing = file.health().is_err();
+        let raised = file.raise(epoch);
         // Logged when writes start and stop failing, not at every retry (every tick).
         match (&raised, failing) {
             (Err(e), false) => tracing::error!(
                 error = %e,
                 epoch,
-                stored = epochs.stored(),
+                stored = file.stored(),
                 "cannot store the epoch: messages naming an epoch this node made above the \
                  stored one are withheld until a write succeeds"
             ),
-            (Ok(()), true) if epochs.health().is_ok() => {
-                tracing::info!(stored = epochs.stored(), "the epoch is stored again")
+            (Ok(()), true) if file.health().is_ok() => {
+                tracing::info!(stored = file.stored(), "the epoch is stored again")
             }
             _ => {}
         }
-        epochs.stored()
+        names.named(named(), file.stored());
     }
 
     /// A message not sent: the algorithm hears of it as of a delivery that failed, after the
@@ -227,8 +236,7 @@ where
         ));
     }
     node.counters.received(msg.kind());
-    node.heard.fetch_max(msg.epoch(), Ordering::SeqCst);
-    node.apply(|a| a.step(from, msg));
+    node.apply_heard(Some((from, msg.epoch())), |a| a.step(from, msg));
     Ok(Json(serde_json::json!({"ok": true})))
 }
 
@@ -248,7 +256,7 @@ where
 
     fn health(&self) -> Result<(), String> {
         self.running.check("the tick loop")?;
-        self.epochs.lock().expect("epoch file").health()
+        self.epochs.lock().expect("epoch file").0.health()
     }
 
     fn status(&self) -> serde_json::Value {
@@ -353,7 +361,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(10 * cfg.timing.heartbeat_ms)).await;
         let epoch = node.alg.lock().unwrap().epoch();
         assert!(epoch >= 1, "a group of its own");
-        assert_eq!(node.epochs.lock().unwrap().stored(), 0, "the write fails");
+        assert_eq!(node.epochs.lock().unwrap().0.stored(), 0, "the write fails");
         (node, counters, stop, epoch)
     }
 
@@ -407,7 +415,42 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(accepts(), Some(1), "the Accept left (within 1 s)");
-        assert_eq!(node.epochs.lock().unwrap().stored(), 0, "still not stored");
+        assert_eq!(
+            node.epochs.lock().unwrap().0.stored(),
+            0,
+            "still not stored"
+        );
+        stop.cancel();
+    }
+
+    /// A member naming this node's own unstored number back does not free it: the node
+    /// made that number and could make it again after a restart (issue 48, item 5's review:
+    /// the rule before compared numbers only, and once node 2 named group N, node 1's Accept
+    /// and every message of its own group N left, N still not stored).
+    #[tokio::test]
+    async fn a_number_made_here_stays_unnamed_when_a_member_names_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (node, counters, stop, epoch) = unstorable_node(dir.path()).await;
+        let invitation = serde_json::to_vec(&InvitationMsg::Invitation {
+            group: Group {
+                number: epoch,
+                coordinator: 2,
+            },
+        })
+        .unwrap();
+        let Json(answer) =
+            receive::<Invitation>(State(node.clone()), Extension(PeerId(2)), invitation.into())
+                .await
+                .expect("a member's invitation is taken");
+        assert_eq!(answer["ok"], true);
+        let beats = Duration::from_millis(10 * 30);
+        tokio::time::sleep(beats).await;
+        assert_eq!(
+            counters.snapshot().total_sent(),
+            0,
+            "a message naming {epoch}, made here and not stored, left: {:?}",
+            counters.snapshot().messages_sent
+        );
         stop.cancel();
     }
 

@@ -434,12 +434,22 @@ pub struct Matrix {
     pub out: PathBuf,
     /// Every run over TLS ([`RunSpec::tls`]).
     pub tls: bool,
+    /// Deliberate flaws (`--lab-flaw NAME` each): the runs use the lab's `electd-flawed`
+    /// binary beside `bin` with them, to see which checker catches a flaw.
+    pub flaws: Vec<String>,
 }
 
 /// Runs the matrix, writes the report; returns whether every run passed (a skipped run did not).
 pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
     std::fs::create_dir_all(&m.out)?;
     let keep = m.out.join("runs");
+    let flawed = bin.with_file_name("electd-flawed");
+    let (bin, extra): (&Path, Vec<&str>) = if m.flaws.is_empty() {
+        (bin, Vec::new())
+    } else {
+        let args = m.flaws.iter().flat_map(|f| ["--lab-flaw", f.as_str()]);
+        (&flawed, args.collect())
+    };
     let mut results = Vec::new();
     let mut timelines = Vec::new();
     for s in &m.scenarios {
@@ -467,7 +477,7 @@ pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
                         seed: *seed,
                         tls: m.tls,
                     };
-                    let (res, log) = run_one(&spec, bin, Some(&keep)).await;
+                    let (res, log) = run_one_with(&spec, bin, Some(&keep), &extra).await;
                     println!(
                         "{:<4} {:<7} {:<7} seed={:<6} split_brain={:>7.1} ms max_leaders={} leaderless={:>7.1} ms failover={} converge={} {}{}",
                         s.as_str(),
