@@ -22,7 +22,6 @@ use super::verdict::{evaluate, RunResult, HARNESS_NOTE};
 use crate::chaos::record::{Dropped, PromisePoller, Recorder};
 use crate::cluster::{AddrBlock, Cluster};
 use electd::clock::{mono_ns, ms};
-use electd::config::Timing;
 use electd_client::Mode;
 use electd_client::NodeId;
 
@@ -208,7 +207,7 @@ fn set_up(spec: &RunSpec, bin: &Path, extra: &[&str]) -> Result<Run, NotRun> {
         .map_err(failed("temp dir"))?;
     std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
         .map_err(failed("temp dir"))?;
-    let timing = Timing::default();
+    let timing = spec.scenario.timing(spec.mode);
     let (block, addrs, mut ips) = addresses(5);
     Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos")
         .map_err(failed("configs"))?;
