@@ -3,6 +3,11 @@
 //! scenario, so that the checkers of the chaos suite are shown to catch what they are for.
 //! (The simulator's broken variants are in tests/sim.rs.)
 
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestCluster, TEST_TIMING};
 use electd_client::Mode;
 use electd_lab::chaos::runner::{run_one_with, Layer, RunSpec, Scenario};
 
@@ -119,5 +124,45 @@ fn a_node_that_dies_by_itself_fails_the_run() {
             .any(|n| n.contains("node 5 exited by itself (killed by signal 6 (ABORT))")),
         "the run names the node and how it ended: {:?}",
         r.notes
+    );
+}
+
+/// The multi-process tests' own check (`TestCluster::assert_safe`, issue 48, item 8) judges
+/// promises (C6) and can fail: on nodes whose claim lease is three follower leases
+/// (`long-lease`), the leader is paused (SIGSTOP) once the poller holds its promises; the others
+/// elect one and it claims inside the paused leader's last promise.
+#[test]
+fn the_tests_own_check_catches_a_promise_broken_by_the_next_leader() {
+    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
+    let mut tc = TestCluster::configure(Mode::Quorum, 3, TEST_TIMING);
+    tc.c.bin = bin.with_file_name("electd-flawed");
+    tc.c.extra_args
+        .extend(["--lab-flaw".into(), "long-lease".into()]);
+    for id in tc.c.ids() {
+        tc.start_node(id);
+    }
+    tc.poll();
+    let rt = TestCluster::rt();
+    let wait = Duration::from_secs(20);
+    let leader = rt.block_on(tc.c.wait_agreed(wait)).expect("a leader");
+    let until = Instant::now() + wait;
+    while tc.promises_so_far() < 10 {
+        assert!(Instant::now() < until, "no promise recorded in {wait:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tc.c.signal(leader, rustix::process::Signal::STOP);
+    let next = rt.block_on(tc.c.wait_agreed_other_than(Some(leader), wait));
+    assert!(next.is_some(), "the others elected none in {wait:?}");
+    // The new leader's promises, then the paused one back.
+    let recorded = tc.promises_so_far();
+    while tc.promises_so_far() < recorded + 5 {
+        assert!(Instant::now() < until, "no promise of the new leader");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tc.c.signal(leader, rustix::process::Signal::CONT);
+    let found = tc.safety_violations();
+    assert!(
+        found.iter().any(|v| v.starts_with("promises broken (C6)")),
+        "C6 did not see the claim inside the paused leader's promise: {found:#?}"
     );
 }

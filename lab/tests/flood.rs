@@ -218,6 +218,10 @@ fn floods_before_authentication_stay_bounded_and_the_leader_stays() {
         .expect("an agreed leader");
     let term = rt.block_on(tc.c.leader_info(leader)).unwrap().term;
     let member = tc.c.ids().into_iter().find(|&i| i != leader).unwrap();
+    // The promises judged are those of the nodes flood 3 does not play (a client asking the
+    // played member's address would read the player's 64 MiB answers).
+    let others: Vec<NodeId> = tc.c.ids().into_iter().filter(|&i| i != member).collect();
+    tc.poll_on(&others);
     // Floods 1 and 2 on the leader, each from its idle level (flood 1 first: a heap that an
     // earlier flood grew would hide a later one's growth from the peak).
     let idle = idle_kb(&tc, leader);
@@ -255,7 +259,6 @@ fn floods_before_authentication_stay_bounded_and_the_leader_stays() {
     // Flood 3: a follower stopped and played by a peer whose every answer is 64 MiB; the other
     // two (a majority of 3, the leader among them) keep their leader and send it heartbeats.
     let played = member;
-    let others: Vec<NodeId> = tc.c.ids().into_iter().filter(|&i| i != played).collect();
     tc.stop(played);
     let stop = Arc::new(AtomicBool::new(false));
     let begun = Arc::new(AtomicU64::new(0));

@@ -107,6 +107,9 @@ pub struct Dropped {
     pub answers: u64,
     #[serde(default)]
     pub unreadable_answers: u64,
+    /// The first of them, as the client read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_unreadable: Option<String>,
     /// Questions that got no answer (a node killed, paused or cut off: normal under faults).
     #[serde(default)]
     pub unanswered: u64,
@@ -123,10 +126,11 @@ impl Dropped {
             .collect();
         if self.unreadable_answers as f64 > MAX_UNREADABLE_ANSWERS * self.answers.max(1) as f64 {
             out.push(format!(
-                "{} of {} answers to the poller could not be read (at most {:.1}% may)",
+                "{} of {} answers to the poller could not be read (at most {:.1}% may); first: {}",
                 self.unreadable_answers,
                 self.answers,
-                MAX_UNREADABLE_ANSWERS * 100.0
+                MAX_UNREADABLE_ANSWERS * 100.0,
+                self.first_unreadable.as_deref().unwrap_or("-")
             ));
         }
         out
@@ -286,14 +290,24 @@ pub struct PromisePoller {
 }
 
 impl PromisePoller {
-    /// Starts asking every node of `c` (on the current tokio runtime).
+    /// Starts asking every node of `c` every [`POLL_EVERY`] (on the current tokio runtime).
     pub fn start(c: &Cluster) -> PromisePoller {
+        Self::start_every(c, POLL_EVERY)
+    }
+
+    /// Starts asking every node of `c` every `every` (on the current tokio runtime).
+    pub fn start_every(c: &Cluster, every: Duration) -> PromisePoller {
+        Self::start_on(c, &c.ids(), every)
+    }
+
+    /// Starts asking nodes `ids` of `c` every `every` (on the current tokio runtime).
+    pub fn start_on(c: &Cluster, ids: &[NodeId], every: Duration) -> PromisePoller {
         let promises = Arc::new(Mutex::new(Vec::new()));
         let counts = Arc::new(Mutex::new(Dropped::default()));
         let stop = CancellationToken::new();
         let leased = c.mode().leased();
         let mut tasks = Vec::new();
-        for id in c.ids() {
+        for &id in ids {
             // A connection pool of its own: a pool shared with another runtime would hand it
             // connections driven there.
             let http = c.http_for(Duration::from_millis(200));
@@ -302,7 +316,7 @@ impl PromisePoller {
             };
             let (promises, stop, counts) = (promises.clone(), stop.clone(), counts.clone());
             tasks.push(tokio::spawn(async move {
-                let mut tick = tokio::time::interval(POLL_EVERY);
+                let mut tick = tokio::time::interval(every);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tokio::select! {
@@ -315,10 +329,12 @@ impl PromisePoller {
                         let mut c = counts.lock().expect("counts");
                         match &answer {
                             Ok(_) => c.answers += 1,
-                            Err(electd_client::Error::Api { .. })
-                            | Err(electd_client::Error::Decode { .. }) => {
+                            Err(e @ electd_client::Error::Api { .. })
+                            | Err(e @ electd_client::Error::Decode { .. }) => {
                                 c.answers += 1;
                                 c.unreadable_answers += 1;
+                                c.first_unreadable
+                                    .get_or_insert_with(|| format!("node {id}: {e}"));
                             }
                             Err(_) => c.unanswered += 1,
                         }
@@ -356,6 +372,13 @@ impl PromisePoller {
     /// How many promises were recorded so far.
     pub fn recorded(&self) -> usize {
         self.promises.lock().expect("promises").len()
+    }
+
+    /// Every promise recorded so far, and what could not be read, while it goes on asking.
+    pub fn so_far(&self) -> (Vec<Promise>, Dropped) {
+        let promises = self.promises.lock().expect("promises").clone();
+        let counts = self.counts.lock().expect("counts").clone();
+        (promises, counts)
     }
 
     /// Stops asking; answers every promise recorded, and what could not be read.
