@@ -73,6 +73,8 @@ pub struct Counters {
     /// Mutex mode: answers of the store whose lease row held a value out of range, by the
     /// first such field (`mutex/store.rs`, `BadRow`).
     bad_store_rows: Mutex<BTreeMap<&'static str, u64>>,
+    /// Quorum mode: vote requests refused before openraft saw them, by reason.
+    votes_refused: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// The process's figures as `/proc/self` gives them (Linux), each `None` when unreadable.
@@ -164,6 +166,12 @@ impl Counters {
         bump(&self.bad_store_rows, field);
     }
 
+    /// Quorum mode: a vote request refused before openraft saw it, for `reason` (`promise`,
+    /// `unconfirmed`).
+    pub fn vote_refused(&self, reason: &'static str) {
+        bump(&self.votes_refused, reason);
+    }
+
     /// A peer got a request through to us at `now_ns`.
     pub fn contact(&self, peer: NodeId, now_ns: u64) {
         self.last_contact_ns
@@ -242,6 +250,7 @@ impl Counters {
             rejected_peer_requests: owned(&self.rejected),
             claims_ended: owned(&self.claims_ended),
             bad_store_rows: owned(&self.bad_store_rows),
+            votes_refused: owned(&self.votes_refused),
         }
     }
 }

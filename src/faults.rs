@@ -246,6 +246,29 @@ impl Faults {
         }
     }
 
+    /// This node's request to `to` at `path`, once [`Faults::on_send`] let it go: what the
+    /// fault set's `paths` make of it (lost, or delayed; the first rule that names the leg).
+    pub fn on_send_path(&self, to: NodeId, path: &str) -> Verdict {
+        let set = self.set.lock().expect("faults lock");
+        let rule = set.paths.iter().find(|p| {
+            p.to == to && p.path == path && p.lose != Some(electd_client::wire::Leg::Answer)
+        });
+        match rule {
+            Some(p) if p.lose.is_some() => Verdict::Drop,
+            Some(p) => Verdict::Deliver(Duration::from_millis(p.delay_ms)),
+            None => Verdict::Deliver(Duration::ZERO),
+        }
+    }
+
+    /// Whether `to`'s answer to this node's request at `path` is lost (the fault set's
+    /// `paths`): `to` ran the request.
+    pub fn answer_lost(&self, to: NodeId, path: &str) -> bool {
+        let set = self.set.lock().expect("faults lock");
+        set.paths.iter().any(|p| {
+            p.to == to && p.path == path && p.lose == Some(electd_client::wire::Leg::Answer)
+        })
+    }
+
     /// A statement this node is about to send its store (mutex mode).
     pub fn on_send_store(&self) -> Verdict {
         let set = self.set.lock().expect("faults lock").clone();
@@ -335,6 +358,37 @@ fn grant(v: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path fault acts on its peer, path and leg only: a lost request, a lost answer, a
+    /// delay.
+    #[test]
+    fn path_faults_act_on_their_peer_path_and_leg() {
+        use electd_client::wire::{Leg, PathFault};
+        let f = Faults::new(1);
+        let rule = |to, path: &str, lose, delay_ms| PathFault {
+            to,
+            path: path.into(),
+            lose,
+            delay_ms,
+        };
+        f.replace(FaultSet {
+            paths: vec![
+                rule(2, "/peer/raft/append", Some(Leg::Request), 0),
+                rule(3, "/peer/raft/append", Some(Leg::Answer), 0),
+                rule(2, "/peer/raft/vote", None, 40),
+            ],
+            ..FaultSet::default()
+        });
+        assert_eq!(f.on_send_path(2, "/peer/raft/append"), Verdict::Drop);
+        assert!(!f.answer_lost(2, "/peer/raft/append"));
+        let delivered = Verdict::Deliver(Duration::ZERO);
+        assert_eq!(f.on_send_path(3, "/peer/raft/append"), delivered);
+        assert!(f.answer_lost(3, "/peer/raft/append"));
+        assert!(!f.answer_lost(3, "/peer/raft/vote"));
+        let late = Verdict::Deliver(Duration::from_millis(40));
+        assert_eq!(f.on_send_path(2, "/peer/raft/vote"), late);
+        assert_eq!(f.on_send_path(4, "/peer/raft/vote"), delivered);
+    }
 
     #[test]
     fn forged_bodies_grant_and_acknowledge() {

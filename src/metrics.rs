@@ -394,6 +394,14 @@ fn register_counters(reg: &mut Registry, snap: Counters) {
         "reason",
         by(&snap.rejected_peer_requests),
     );
+    register_refusals_and_ends(reg, &snap);
+}
+
+/// The counters of `/v1/status` that count refusals and ends: bad store rows, votes refused,
+/// claims ended.
+fn register_refusals_and_ends(reg: &mut Registry, snap: &Counters) {
+    let by =
+        |map: &BTreeMap<String, u64>| map.iter().map(|(k, v)| (k.clone(), *v)).collect::<Vec<_>>();
     // Every cause from the start (at 0), so that increase() sees the first claim lost.
     let mut ended = by(&snap.claims_ended);
     for cause in [ClaimEnd::Lost, ClaimEnd::Resigned, ClaimEnd::Stopped] {
@@ -408,6 +416,14 @@ fn register_counters(reg: &mut Registry, snap: Counters) {
          such field (holder, term, wait_ms, version)",
         "field",
         by(&snap.bad_store_rows),
+    );
+    counter_family(
+        reg,
+        "votes_refused",
+        "quorum mode: vote requests refused before the vote was counted, by reason: promise (a \
+         promise this node answered can still run, or it stops), unconfirmed (a new data dir)",
+        "reason",
+        by(&snap.votes_refused),
     );
     counter_family(
         reg,

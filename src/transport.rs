@@ -209,10 +209,12 @@ impl Transport {
             tokio::time::sleep_until(deadline).await;
             TransportError::Timeout(to, timeout)
         };
-        match self.faults.on_send(to) {
-            Verdict::Drop => return Err(lost().await),
-            Verdict::Deliver(delay) if !delay.is_zero() => tokio::time::sleep(delay).await,
-            Verdict::Deliver(_) => {}
+        for verdict in [self.faults.on_send(to), self.faults.on_send_path(to, path)] {
+            match verdict {
+                Verdict::Drop => return Err(lost().await),
+                Verdict::Deliver(delay) if !delay.is_zero() => tokio::time::sleep(delay).await,
+                Verdict::Deliver(_) => {}
+            }
         }
         let body = Bytes::from(serde_json::to_vec(req).expect("peer message serialises"));
         // With a cluster secret the first request to a peer (after it or we started) is signed
@@ -332,7 +334,7 @@ impl Transport {
         }
         // The response is a message from `to`: `block_from` and the drop rate apply to it as
         // to a request from `to`.
-        if self.faults.on_receive(to) == Verdict::Drop {
+        if self.faults.on_receive(to) == Verdict::Drop || self.faults.answer_lost(to, path) {
             return Err(lost().await);
         }
         self.faults.record_answer(to, path, &res);

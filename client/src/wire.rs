@@ -198,6 +198,12 @@ pub struct Counters {
     /// `version`. Absent from servers before it, and empty in the other modes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub bad_store_rows: BTreeMap<String, u64>,
+    /// Quorum mode: vote requests this node refused before openraft saw them, by reason:
+    /// `promise` (a promise this node answered can still run, or it stops: docs/safety.md,
+    /// step 4), `unconfirmed` (its data dir's incarnation is not confirmed). Absent from
+    /// servers before it, and while none was refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub votes_refused: BTreeMap<String, u64>,
 }
 
 impl Counters {
@@ -303,6 +309,38 @@ pub struct FaultSet {
     /// a `PUT` naming it is refused, `invalid_fault_set`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forger: Option<ForgerCounts>,
+    /// Faults on this node's requests to one peer at one peer path, beside the others: a
+    /// request lost, its answer lost (the peer ran it), or the request delayed. The lab's
+    /// squeeze (chaos S24) builds the precondition of docs/safety.md's step 4 from them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathFault>,
+}
+
+/// One fault on this node's requests to `to` at `path` ([`FaultSet::paths`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathFault {
+    pub to: NodeId,
+    /// A peer path, e.g. `/peer/raft/append` or `/peer/raft/vote`.
+    pub path: String,
+    /// Which leg is lost: the request (the peer never sees it) or the answer (the peer ran
+    /// it). Without it, the request is delayed by `delay_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lose: Option<Leg>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delay_ms: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// A leg of a peer request ([`PathFault::lose`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Leg {
+    Request,
+    Answer,
 }
 
 /// What the forger of a node did since it started ([`FaultSet::forger`]).
@@ -357,6 +395,28 @@ impl FaultSet {
                 "delay_ms".into(),
                 format!("{} must be at most {MAX_DELAY_MS}", self.delay_ms),
             ));
+        }
+        for (i, p) in self.paths.iter().enumerate() {
+            let field = |name: &str| format!("paths[{i}].{name}");
+            if !members.contains(&p.to) {
+                let why = format!("node {} is not a member of the cluster {members:?}", p.to);
+                return Err((field("to"), why));
+            }
+            if !p.path.starts_with("/peer/") {
+                let why = format!("{:?} is not a peer path (/peer/...)", p.path);
+                return Err((field("path"), why));
+            }
+            match (p.lose, p.delay_ms) {
+                (Some(_), d) if d > 0 => {
+                    return Err((field("delay_ms"), "a lost leg has no delay".into()))
+                }
+                (None, 0) => return Err((field("lose"), "lose or delay_ms is needed".into())),
+                (None, d) if d > MAX_DELAY_MS => {
+                    let why = format!("{d} must be at most {MAX_DELAY_MS}");
+                    return Err((field("delay_ms"), why));
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -473,6 +533,49 @@ mod tests {
         };
         assert_eq!(bad.validate(&[1, 2, 3]).unwrap_err().0, "delay_ms");
         assert!(FaultSet::default().validate(&[1]).is_ok());
+    }
+
+    /// Path faults: a member, a peer path, and one of `lose` and `delay_ms`; each refusal
+    /// names the rule and its field.
+    #[test]
+    fn path_faults_are_checked_rule_by_rule() {
+        let set = |json: &str| serde_json::from_str::<FaultSet>(json).unwrap();
+        let ok = set(
+            r#"{"paths":[{"to":2,"path":"/peer/raft/vote","delay_ms":40},
+            {"to":3,"path":"/peer/raft/append","lose":"answer"}]}"#,
+        );
+        assert!(ok.validate(&[1, 2, 3]).is_ok());
+        for (json, field) in [
+            (
+                r#"{"paths":[{"to":9,"path":"/peer/raft/vote","lose":"request"}]}"#,
+                "paths[0].to",
+            ),
+            (
+                r#"{"paths":[{"to":2,"path":"/v1/leader","lose":"request"}]}"#,
+                "paths[0].path",
+            ),
+            (
+                r#"{"paths":[{"to":2,"path":"/peer/x","lose":"answer","delay_ms":5}]}"#,
+                "paths[0].delay_ms",
+            ),
+            (r#"{"paths":[{"to":2,"path":"/peer/x"}]}"#, "paths[0].lose"),
+            (
+                r#"{"paths":[{"to":2,"path":"/peer/x","delay_ms":60001}]}"#,
+                "paths[0].delay_ms",
+            ),
+        ] {
+            assert_eq!(
+                set(json).validate(&[1, 2, 3]).unwrap_err().0,
+                field,
+                "{json}"
+            );
+        }
+        assert!(serde_json::from_str::<FaultSet>(
+            r#"{"paths":[{"to":2,"path":"/peer/x","lose":"both"}]}"#
+        )
+        .is_err());
+        let json = serde_json::to_value(FaultSet::default()).unwrap();
+        assert!(json.get("paths").is_none(), "left out when empty: {json}");
     }
 
     #[test]

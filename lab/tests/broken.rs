@@ -74,6 +74,22 @@ fn the_chaos_checkers_catch_answers_taken_unsigned() {
     caught(Scenario::S20, "accept-unsigned-answers");
 }
 
+/// The leader squeezed (S24: docs/safety.md's step 4 on real processes) on nodes whose vote
+/// handler is the one before that step (`vote-while-leading`): a leader grants a vote that
+/// reaches it inside a promise it just answered, and the winner claims inside that promise.
+/// C6 catches it (6 to 7 promises broken a run on seeds 1-3 here); C2, which judges claim
+/// intervals, does not (the voter's claim ended when it voted), as in the simulator.
+#[test]
+fn the_chaos_checkers_catch_a_vote_inside_a_promise() {
+    caught_in(
+        Mode::Quorum,
+        Scenario::S24,
+        Layer::App,
+        "vote-while-leading",
+        false,
+    );
+}
+
 /// The holder resigning again and again (S23) in mutex mode, on nodes whose release counts the
 /// row's wait from the claim the resign had just ended (`release-from-ended-claim`: the node
 /// before issue 48): the row is free 30 ms after the resign, and the next holder claims inside

@@ -1023,6 +1023,29 @@ fn quorum_forger_on_the_path() {
     leader_keeps_and_cut_lose(&ran, &w[1], &victim);
 }
 
+/// S24, the leader squeezed twelve times (docs/safety.md, step 4, on real processes): quorum
+/// mode keeps every promise, and the schedule reached what it is for: a vote request arrived at
+/// a leader inside a promise it had answered, and was refused (`[N vote requests refused inside
+/// a promise]`), in several squeezes (7 and 8 of 12 on seeds 1 and 2 here). The flawed node
+/// that votes there fails the same run on C6 (broken.rs).
+#[test]
+fn quorum_squeezed_leader_refuses_votes_inside_its_promise() {
+    let Some(ran) = quorum_is_safe(Scenario::S24, Layer::App) else {
+        return;
+    };
+    let w = windows(&ran.log);
+    assert_eq!(w.len(), 24, "twelve squeezes of two windows: {}", ran.why());
+    let reached = w
+        .iter()
+        .filter(|w| observed(w, " vote requests refused inside a promise").is_some_and(|n| n > 0.0))
+        .count();
+    assert!(
+        reached >= 2,
+        "a vote request reached a leader inside its promise in {reached} of 12 squeezes: {}",
+        ran.why()
+    );
+}
+
 /// Legacy modes under S20: they converge (judged as they are: the forged links are a cut, and
 /// a cut leader of bully, ring or invitation goes on claiming), and what the forger made up was
 /// refused as in quorum mode.

@@ -391,6 +391,55 @@ impl Harness {
         Ok(())
     }
 
+    /// Sets each node's path faults (`FaultSet::paths`) to `rules[n]`, and every other
+    /// running node's to none, on top of the app-layer faults in force, and opens a fault window
+    /// labelled `label` (its groups: the cuts in force; a path fault cuts no link whole).
+    /// [`Self::heal`] takes them off.
+    pub(super) async fn path_faults(
+        &mut self,
+        rules: &BTreeMap<NodeId, Vec<electd_client::wire::PathFault>>,
+        label: &str,
+    ) -> Result<(), String> {
+        self.close_window();
+        for id in self.ids() {
+            if self.c.pid(id).is_none() {
+                continue;
+            }
+            let client = self.c.client(id).map_err(|e| e.to_string())?;
+            let mut set = client.faults().await.map_err(|e| e.to_string())?;
+            set.paths = rules.get(&id).cloned().unwrap_or_default();
+            set.forger = None;
+            self.c
+                .set_faults(id, &set)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let t = mono_ns();
+        self.mark_fault(t);
+        self.open = Some((t, label.to_string(), self.groups()));
+        Ok(())
+    }
+
+    /// Vote requests the running nodes refused because a promise of theirs could still run
+    /// (`votes_refused.promise`), summed; a node that does not answer is left out.
+    pub(super) async fn votes_refused_in_promise(&self) -> u64 {
+        let mut n = 0;
+        for id in self.ids() {
+            if self.c.pid(id).is_none() {
+                continue;
+            }
+            if let Ok(s) = self.c.status(id).await {
+                n += s
+                    .counters
+                    .votes_refused
+                    .get("promise")
+                    .copied()
+                    .unwrap_or(0);
+            }
+        }
+        n
+    }
+
     /// Cuts `nodes` from the store (mutex mode), both ways, and opens a fault window.
     pub(super) async fn cut_from_store(
         &mut self,

@@ -465,6 +465,9 @@ pub async fn run_matrix(m: &Matrix, bin: &Path) -> std::io::Result<bool> {
                 if s.between_peers() && *mode == Mode::Mutex {
                     continue; // mutex mode's nodes talk to the store only
                 }
+                if s.quorum_only() && *mode != Mode::Quorum {
+                    continue; // appends and votes are quorum mode's
+                }
                 if s.leased_only() && !mode.leased() {
                     continue; // bully, ring and invitation have no resign
                 }

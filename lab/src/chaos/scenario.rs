@@ -7,6 +7,7 @@
 //! A scenario's random draws (who is cut off, who is killed) come from the harness's generator,
 //! seeded by the run's seed, so a seed replays the same schedule.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -47,11 +48,12 @@ pub enum Scenario {
     S21,
     S22,
     S23,
+    S24,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 23] = [
+    pub const ALL: [Scenario; 24] = [
         Scenario::S1,
         Scenario::S2,
         Scenario::S3,
@@ -75,9 +77,10 @@ impl Scenario {
         Scenario::S21,
         Scenario::S22,
         Scenario::S23,
+        Scenario::S24,
     ];
 
-    /// `"S1"` … `"S23"`.
+    /// `"S1"` … `"S24"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::S1 => "S1",
@@ -103,6 +106,7 @@ impl Scenario {
             Scenario::S21 => "S21",
             Scenario::S22 => "S22",
             Scenario::S23 => "S23",
+            Scenario::S24 => "S24",
         }
     }
 
@@ -147,6 +151,11 @@ impl Scenario {
             Scenario::S23 => {
                 "the holder resigns, ten times, each right after a client was answered and once \
                  a holder claims again (the modes with a lease)"
+            }
+            Scenario::S24 => {
+                "quorum: the leader squeezed, twelve times: its appends to two members lost and \
+                 their vote requests to it late, the answers of the other two lost for about a \
+                 follower lease (docs/safety.md, step 4)"
             }
         }
     }
@@ -197,6 +206,12 @@ impl Scenario {
         self == Scenario::S23
     }
 
+    /// Whether the scenario acts on quorum mode's own messages (appends and votes), which only
+    /// quorum mode has.
+    pub fn quorum_only(self) -> bool {
+        self == Scenario::S24
+    }
+
     /// Whether the scenario acts on the links between nodes that talk to each other, which
     /// mutex mode's nodes do not (the matrix leaves mutex mode out).
     pub fn between_peers(self) -> bool {
@@ -215,7 +230,7 @@ impl Scenario {
             | Scenario::S21
             | Scenario::S22
             | Scenario::S23 => &[Layer::Process],
-            Scenario::S9 | Scenario::S20 => &[Layer::App],
+            Scenario::S9 | Scenario::S20 | Scenario::S24 => &[Layer::App],
             _ => &[Layer::App, Layer::Kernel],
         }
     }
@@ -248,6 +263,7 @@ impl Scenario {
             Scenario::S21 => row_deleted(h).await,
             Scenario::S22 => store_clock_steps(h).await,
             Scenario::S23 => holder_resigns(h).await,
+            Scenario::S24 => squeezes(h).await,
         }
     }
 }
@@ -692,6 +708,65 @@ async fn forger_on_the_path(h: &mut Harness, l: NodeId) -> Result<(), String> {
     h.heal().await
 }
 
+/// S24: the schedule of docs/safety.md's step 4 on real processes (the simulator's
+/// `Step::Squeeze`), [`SQUEEZES`] times: the leader's appends to two members are lost, and
+/// those members' vote requests reach it late (25 or 45 ms); the answers of the other two to its
+/// appends are lost for about a follower lease (F − 8 ms to F + 8 ms, drawn), so that the two
+/// cut-off members campaign (the leader grants their pre-vote: it lost its claim) and, once the
+/// answers pass again, the leader claims anew as their vote requests reach it, inside the
+/// promise it just answered. A node that votes there lets the candidate win and claim inside
+/// that promise (the lab's flaw `vote-while-leading`); electd refuses (counted in
+/// `votes_refused.promise`, which each window's label reports: `[N vote requests refused inside
+/// a promise]`). After each squeeze the rest holds 20 beats, then heals.
+async fn squeezes(h: &mut Harness) -> Result<(), String> {
+    use electd::quorum::{PATH_APPEND, PATH_VOTE};
+    use electd_client::wire::{Leg, PathFault};
+    let f = h.timing.follower_lease_ms;
+    let rule = |to, path: &str, lose, delay_ms| PathFault {
+        to,
+        path: path.to_string(),
+        lose,
+        delay_ms,
+    };
+    for round in 0..SQUEEZES {
+        let l = h.leader().await?;
+        let hold = Duration::from_millis(h.rng.gen_range(f.saturating_sub(8)..=f + 8));
+        let delay = [25, 45][round % 2];
+        let mut others = h.others(&[l]);
+        others.shuffle(&mut h.rng);
+        let (cut, muted) = others.split_at(others.len() / 2);
+        let mut lasting: BTreeMap<NodeId, Vec<PathFault>> = BTreeMap::new();
+        for &c in cut {
+            let on_l = lasting.entry(l).or_default();
+            on_l.push(rule(c, PATH_APPEND, Some(Leg::Request), 0));
+            lasting.insert(c, vec![rule(l, PATH_VOTE, None, delay)]);
+        }
+        let mut squeezed = lasting.clone();
+        for &m in muted {
+            let on_l = squeezed.entry(l).or_default();
+            on_l.push(rule(m, PATH_APPEND, Some(Leg::Answer), 0));
+        }
+        let before = h.votes_refused_in_promise().await;
+        let label = format!(
+            "{l} squeezed: appends to {cut:?} lost, their votes {delay} ms late, the answers of \
+             {muted:?} lost for {} ms",
+            hold.as_millis()
+        );
+        h.path_faults(&squeezed, &label).await?;
+        sleep(hold).await;
+        h.path_faults(&lasting, &format!("the answers of {muted:?} pass again"))
+            .await?;
+        sleep(Duration::from_millis(20 * h.timing.heartbeat_ms)).await;
+        let refused = h.votes_refused_in_promise().await.saturating_sub(before);
+        h.observed(&format!("{refused} vote requests refused inside a promise"));
+        h.heal().await?;
+    }
+    Ok(())
+}
+
+/// How many times S24 squeezes a leader.
+const SQUEEZES: usize = 12;
+
 /// What a window of S20 saw, for its label (the chaos tests read the numbers back).
 fn forger_observed(t: super::harness::ForgerTally) -> String {
     format!(
@@ -709,7 +784,7 @@ mod tests {
     #[test]
     fn names_parse_back_and_are_in_order() {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=23).map(|i| format!("S{i}")).collect();
+        let expected: Vec<String> = (1..=24).map(|i| format!("S{i}")).collect();
         assert_eq!(names, expected);
         for s in Scenario::ALL {
             assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));

@@ -361,10 +361,17 @@ impl QuorumPeer for QuorumNode {
             inside_promise,
         }) = self.ask(asked).await
         else {
-            let why = match confirmed {
-                true => "a promise of this node can still run, or the node stops",
-                false => "this data dir's incarnation is not confirmed",
+            let (reason, why) = match confirmed {
+                true => (
+                    "promise",
+                    "a promise of this node can still run, or the node stops",
+                ),
+                false => (
+                    "unconfirmed",
+                    "this data dir's incarnation is not confirmed",
+                ),
             };
+            self.counters.vote_refused(reason);
             tracing::debug!(term, "vote refused: {why}");
             // Its own vote and log, not granted: nothing the candidate learns makes it step down.
             let vote = self.raft.metrics().borrow().vote;
