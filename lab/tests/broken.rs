@@ -182,3 +182,105 @@ fn the_tests_own_check_catches_a_promise_broken_by_the_next_leader() {
         "C6 did not see the claim inside the paused leader's promise: {found:#?}"
     );
 }
+
+/// A wiped follower restarted (without join) as the leader dies, on nodes that take a new data
+/// dir's incarnation as confirmed at once (`trust-new-incarnation`: docs/safety.md's "A wiped
+/// disk never votes twice" left out). What the nodes did shows it, not the flag the flaw sets:
+/// the wiped node stays up and holds a vote of the cluster's term (it voted, or followed a
+/// leader, so its answers count), while fewer than ⌈n/2⌉ of the others recorded its new
+/// incarnation (they still hold the one it had, in `/v1/status` `engine.identity.peers`). The
+/// same check passes the fixed node, which stops (`quorum.rs`, `a_wiped_follower_refuses_...`).
+#[test]
+fn a_wiped_member_that_votes_at_once_is_caught_on_real_processes() {
+    let fixed = wiped_during_an_election(None);
+    assert!(fixed.is_empty(), "the fixed node was flagged: {fixed:?}");
+    let flawed = wiped_during_an_election(Some("trust-new-incarnation"));
+    assert!(
+        !flawed.is_empty(),
+        "the wiped node voted unrecorded and went unseen"
+    );
+}
+
+/// Five nodes; once every member recorded every other's incarnation, a follower is wiped and
+/// restarted (with `flaw`, the only node started from then on) as the leader dies. Samples
+/// [`unrecorded`] every 20 ms until the others agree on a new leader and for 3 s more (or the
+/// wiped node stopped, as the fixed one does): the times the wiped node was found.
+fn wiped_during_an_election(flaw: Option<&str>) -> Vec<usize> {
+    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
+    let mut tc = TestCluster::start(Mode::Quorum, 5);
+    let rt = TestCluster::rt();
+    let wait = Duration::from_secs(20);
+    let leader = rt.block_on(tc.c.wait_agreed(wait)).expect("a leader");
+    let wiped = tc.c.ids().into_iter().find(|i| *i != leader).unwrap();
+    let until = Instant::now() + wait;
+    while !unrecorded(&tc, &rt).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "not recorded: {:?}",
+            unrecorded(&tc, &rt)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tc.kill(wiped);
+    std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, wiped)).unwrap();
+    if let Some(flaw) = flaw {
+        tc.c.bin = bin.with_file_name("electd-flawed");
+        tc.c.extra_args.extend(["--lab-flaw".into(), flaw.into()]);
+    }
+    tc.start_node(wiped);
+    tc.kill(leader);
+    let mut found = Vec::new();
+    let (until, mut agreed_at) = (Instant::now() + wait, None);
+    while Instant::now() < until && agreed_at.is_none_or(|t: Instant| t.elapsed().as_secs() < 3) {
+        found.extend(
+            unrecorded(&tc, &rt)
+                .iter()
+                .filter(|(id, _)| *id == wiped)
+                .map(|(_, n)| *n),
+        );
+        if agreed_at.is_none()
+            && rt
+                .block_on(tc.c.agreed_leader())
+                .is_some_and(|l| l != leader)
+        {
+            agreed_at = Some(Instant::now());
+        }
+        if tc.c.pid(wiped).is_none() || tc.c.wait_exit(wiped, Duration::ZERO) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        agreed_at.is_some() || flaw.is_none(),
+        "no leader after the leader died"
+    );
+    found
+}
+
+/// The running members that hold a vote of some term while fewer than ⌈n/2⌉ of the other
+/// running members record the incarnation they run on (identity.rs, rule 1), each with how
+/// many do.
+fn unrecorded(tc: &TestCluster, rt: &tokio::runtime::Runtime) -> Vec<(u64, usize)> {
+    let ids = tc.c.ids();
+    let needed = electd::quorum::confirmations_needed(ids.len());
+    let statuses: Vec<(u64, serde_json::Value)> = ids
+        .iter()
+        .filter(|id| tc.c.pid(**id).is_some())
+        .filter_map(|&id| Some((id, rt.block_on(tc.c.status(id)).ok()?.engine)))
+        .collect();
+    let mut out = Vec::new();
+    for (id, engine) in &statuses {
+        let mine = &engine["identity"]["incarnation"];
+        let voted = engine["vote"].as_str().is_some();
+        let recorders = statuses
+            .iter()
+            .filter(|(other, e)| {
+                other != id && &e["identity"]["peers"][id.to_string()]["incarnation"] == mine
+            })
+            .count();
+        if voted && recorders < needed {
+            out.push((*id, recorders));
+        }
+    }
+    out
+}

@@ -47,13 +47,15 @@ pub use self::driver::Driver;
 #[cfg(feature = "flaws")]
 pub use self::election::{Contact, PreVoteRefusal};
 #[cfg(feature = "flaws")]
-pub use self::identity::{hello_answer, recognise, Heard, Recognition, Verdict};
+pub use self::identity::{
+    confirmations_needed, hello_answer, recognise, Heard, Recognition, Verdict,
+};
 pub use self::node::QuorumNode;
 #[cfg(feature = "flaws")]
 pub use self::preference::Followers;
 #[cfg(feature = "flaws")]
 pub use self::protocol::HelloAnswer;
-pub use self::protocol::{PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE, RESIGN_TIMEOUT};
+pub use self::protocol::{PATH_APPEND, PATH_HELLO, PATH_SNAPSHOT, PATH_VOTE, RESIGN_TIMEOUT};
 pub use self::start::QuorumError;
 pub use self::storage::{
     Disk, MemDisk, StateFile, Store, StoreError, RECOVERY_TERM_GAP, SLOT_FILES, STATE_FILE,

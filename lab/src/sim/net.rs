@@ -25,7 +25,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{Request, Response};
 use axum::Router;
-use electd::quorum::PATH_SNAPSHOT;
+use electd::quorum::{HelloAnswer, PATH_HELLO, PATH_SNAPSHOT, PATH_VOTE};
 use electd::{Wire, WireError};
 use electd_client::NodeId;
 use futures_util::future::BoxFuture;
@@ -94,6 +94,12 @@ struct State {
     snapshots: BTreeMap<NodeId, u64>,
     /// Every resignation notice delivered (`/peer/raft/resign`).
     handovers: Vec<Handover>,
+    /// Every vote granted, as the candidate read it: when, by which incarnation of which
+    /// member (the network's count of its starts), to whom.
+    grants: Vec<(tokio::time::Instant, NodeId, u64, NodeId)>,
+    /// For each incarnation of each member (the network's count), the members that answered
+    /// a hello of its own that they recorded it (`accepted`), and when.
+    recorded: BTreeMap<(NodeId, u64), BTreeMap<NodeId, tokio::time::Instant>>,
 }
 
 /// A leader's resignation notice as a follower received it: who resigned, in which term, and
@@ -118,6 +124,8 @@ impl Net {
                 rng: StdRng::seed_from_u64(seed),
                 snapshots: BTreeMap::new(),
                 handovers: Vec::new(),
+                grants: Vec::new(),
+                recorded: BTreeMap::new(),
             }),
             resumed: Notify::new(),
         })
@@ -220,6 +228,54 @@ impl Net {
         }
     }
 
+    /// Notes what the simulation judges of an answer that reached `from`'s incarnation
+    /// `incarnation`: a vote `to` granted, a hello of its that `to` recorded.
+    fn observe_answer(&self, from: (NodeId, u64), to: NodeId, path: &str, answer: &[u8]) {
+        let now = tokio::time::Instant::now();
+        if path.starts_with(PATH_VOTE) {
+            let granted = serde_json::from_slice::<serde_json::Value>(answer)
+                .is_ok_and(|v| v["Ok"]["vote_granted"] == true);
+            let mut st = self.state();
+            let voter = st.members.get(&to).map(|m| m.incarnation);
+            if let (true, Some(voter)) = (granted, voter) {
+                st.grants.push((now, to, voter, from.0));
+            }
+        } else if path.starts_with(PATH_HELLO) {
+            if serde_json::from_slice::<HelloAnswer>(answer).is_ok_and(|a| a.accepted) {
+                let mut st = self.state();
+                st.recorded
+                    .entry(from)
+                    .or_default()
+                    .entry(to)
+                    .or_insert(now);
+            }
+        }
+    }
+
+    /// The votes incarnation `incarnation` of member `id` granted while fewer than `needed`
+    /// other members had answered a hello of that incarnation that they recorded it (what
+    /// identity.rs's rule 1 asks before a new data dir votes): each as (when, candidate, how
+    /// many had).
+    pub fn votes_before_recorded(
+        &self,
+        id: NodeId,
+        incarnation: u64,
+        needed: usize,
+    ) -> Vec<(tokio::time::Instant, NodeId, usize)> {
+        let st = self.state();
+        let recorded = st.recorded.get(&(id, incarnation));
+        let had = |at| recorded.map_or(0, |r| r.values().filter(|t| **t <= at).count());
+        (st.grants.iter())
+            .filter(|g| (g.1, g.2) == (id, incarnation) && had(g.0) < needed)
+            .map(|g| (g.0, g.3, had(g.0)))
+            .collect()
+    }
+
+    /// The network's count of member `id`'s starts: the incarnation running, if up.
+    pub fn incarnation(&self, id: NodeId) -> Option<u64> {
+        self.state().members.get(&id).map(|m| m.incarnation)
+    }
+
     /// Replaces the network's rules.
     pub fn set_rules(&self, rules: Vec<Rule>) {
         self.state().rules = rules;
@@ -318,6 +374,10 @@ impl MemWire {
         if !self.net.current(self.from, self.incarnation) {
             // The answer reaches a process that is gone.
             return std::future::pending().await;
+        }
+        if parts.status == 200 {
+            self.net
+                .observe_answer((self.from, self.incarnation), to, &path, &bytes);
         }
         Ok(Response::from_parts(parts, bytes))
     }

@@ -1245,10 +1245,14 @@ impl Sim {
     }
 
     /// For `ms` of simulated time, member `n`, started on a wiped disk as the member it was:
-    /// it must stop on its own (a member knows its earlier incarnation) or stay unconfirmed;
-    /// never be confirmed as a voter.
+    /// it must stop on its own (a member knows its earlier incarnation) or stay quiet; never
+    /// grant a vote before ⌈n/2⌉ other members answered its hellos that they recorded its new
+    /// incarnation (identity.rs, rule 1), judged from what crossed the network (the votes the
+    /// candidates read, the hellos' answers), not from what the node says of itself.
     async fn watch_wiped(&mut self, n: NodeId, ms: u64, join: bool) {
         let until = self.clock.elapsed_ms() + ms;
+        let incarnation = self.net.incarnation(n);
+        let needed = electd::quorum::confirmations_needed(self.ids.len());
         while self.clock.elapsed_ms() < until {
             let Some(r) = self.running.get(&n) else {
                 return;
@@ -1258,11 +1262,14 @@ impl Sim {
                 self.note(format!("{n} refused to run on its wiped disk"));
                 return;
             }
-            let confirmed = r.node.engine_status()["identity"]["confirmed"] == true;
-            if confirmed {
+            let early = incarnation
+                .map(|i| self.net.votes_before_recorded(n, i, needed))
+                .unwrap_or_default();
+            if let Some((_, candidate, had)) = early.first() {
                 self.watch.lock().expect("watch").violations.push(format!(
-                    "at {} ms member {n}, restarted on a wiped disk {} join, was confirmed: it \
-                     votes again as the member it was",
+                    "at {} ms member {n}, restarted on a wiped disk {} join, granted {candidate} \
+                     a vote when {had} of the {needed} members it needs had recorded its new \
+                     incarnation: it may vote twice in a term",
                     self.clock.elapsed_ms(),
                     if join { "with" } else { "without" }
                 ));
