@@ -97,9 +97,9 @@ struct State {
     /// Every vote granted, as the candidate read it: when, by which incarnation of which
     /// member (the network's count of its starts), to whom.
     grants: Vec<(tokio::time::Instant, NodeId, u64, NodeId)>,
-    /// For each incarnation of each member (the network's count), the members that answered
-    /// a hello of its own that they recorded it (`accepted`), and when.
-    recorded: BTreeMap<(NodeId, u64), BTreeMap<NodeId, tokio::time::Instant>>,
+    /// For each incarnation of each member (the network's count of its starts), the members
+    /// that answered a hello of its that they recorded it (`accepted`).
+    accepted: BTreeMap<(NodeId, u64), BTreeSet<NodeId>>,
 }
 
 /// A leader's resignation notice as a follower received it: who resigned, in which term, and
@@ -125,7 +125,7 @@ impl Net {
                 snapshots: BTreeMap::new(),
                 handovers: Vec::new(),
                 grants: Vec::new(),
-                recorded: BTreeMap::new(),
+                accepted: BTreeMap::new(),
             }),
             resumed: Notify::new(),
         })
@@ -228,46 +228,41 @@ impl Net {
         }
     }
 
-    /// Notes what the simulation judges of an answer that reached `from`'s incarnation
-    /// `incarnation`: a vote `to` granted, a hello of its that `to` recorded.
+    /// Notes what an answer that reached `from` (its incarnation of the network's count) tells:
+    /// a vote `to` granted it, or that `to` recorded the incarnation its hello named.
     fn observe_answer(&self, from: (NodeId, u64), to: NodeId, path: &str, answer: &[u8]) {
-        let now = tokio::time::Instant::now();
+        let mut st = self.state();
         if path.starts_with(PATH_VOTE) {
             let granted = serde_json::from_slice::<serde_json::Value>(answer)
                 .is_ok_and(|v| v["Ok"]["vote_granted"] == true);
-            let mut st = self.state();
             let voter = st.members.get(&to).map(|m| m.incarnation);
             if let (true, Some(voter)) = (granted, voter) {
-                st.grants.push((now, to, voter, from.0));
+                st.grants
+                    .push((tokio::time::Instant::now(), to, voter, from.0));
             }
-        } else if path.starts_with(PATH_HELLO) {
-            if serde_json::from_slice::<HelloAnswer>(answer).is_ok_and(|a| a.accepted) {
-                let mut st = self.state();
-                st.recorded
-                    .entry(from)
-                    .or_default()
-                    .entry(to)
-                    .or_insert(now);
-            }
+        } else if path.starts_with(PATH_HELLO)
+            && serde_json::from_slice::<HelloAnswer>(answer).is_ok_and(|a| a.accepted)
+        {
+            st.accepted.entry(from).or_default().insert(to);
         }
     }
 
-    /// The votes incarnation `incarnation` of member `id` granted while fewer than `needed`
-    /// other members had answered a hello of that incarnation that they recorded it (what
-    /// identity.rs's rule 1 asks before a new data dir votes): each as (when, candidate, how
-    /// many had).
-    pub fn votes_before_recorded(
-        &self,
-        id: NodeId,
-        incarnation: u64,
-        needed: usize,
-    ) -> Vec<(tokio::time::Instant, NodeId, usize)> {
+    /// The members that answered a hello of incarnation `incarnation` of member `id` that they
+    /// recorded it.
+    pub fn recorded_by(&self, id: NodeId, incarnation: u64) -> BTreeSet<NodeId> {
         let st = self.state();
-        let recorded = st.recorded.get(&(id, incarnation));
-        let had = |at| recorded.map_or(0, |r| r.values().filter(|t| **t <= at).count());
-        (st.grants.iter())
-            .filter(|g| (g.1, g.2) == (id, incarnation) && had(g.0) < needed)
-            .map(|g| (g.0, g.3, had(g.0)))
+        st.accepted
+            .get(&(id, incarnation))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The candidates incarnation `incarnation` of member `id` granted a vote to, as they
+    /// read its answers.
+    pub fn votes_granted(&self, id: NodeId, incarnation: u64) -> Vec<NodeId> {
+        (self.state().grants.iter())
+            .filter(|g| (g.1, g.2) == (id, incarnation))
+            .map(|g| g.3)
             .collect()
     }
 

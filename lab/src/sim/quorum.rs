@@ -1245,13 +1245,16 @@ impl Sim {
     }
 
     /// For `ms` of simulated time, member `n`, started on a wiped disk as the member it was:
-    /// it must stop on its own (a member knows its earlier incarnation) or stay quiet; never
-    /// grant a vote before ⌈n/2⌉ other members answered its hellos that they recorded its new
-    /// incarnation (identity.rs, rule 1), judged from what crossed the network (the votes the
-    /// candidates read, the hellos' answers), not from what the node says of itself.
+    /// it must stop on its own (a member knows its earlier incarnation) or stay unconfirmed.
+    /// Judged from what crossed the network, not from what the node says of itself: it never
+    /// grants a vote as the member it was (its earlier incarnation may have voted in that
+    /// term), and never ⌈n/2⌉ other members answer its hellos that they recorded it (which
+    /// would confirm it: docs/safety.md, "A wiped disk never votes twice").
     async fn watch_wiped(&mut self, n: NodeId, ms: u64, join: bool) {
         let until = self.clock.elapsed_ms() + ms;
-        let incarnation = self.net.incarnation(n);
+        let Some(incarnation) = self.net.incarnation(n) else {
+            return;
+        };
         let needed = electd::quorum::confirmations_needed(self.ids.len());
         while self.clock.elapsed_ms() < until {
             let Some(r) = self.running.get(&n) else {
@@ -1262,20 +1265,23 @@ impl Sim {
                 self.note(format!("{n} refused to run on its wiped disk"));
                 return;
             }
-            let early = incarnation
-                .map(|i| self.net.votes_before_recorded(n, i, needed))
-                .unwrap_or_default();
-            if let Some((_, candidate, had)) = early.first() {
-                self.watch.lock().expect("watch").violations.push(format!(
-                    "at {} ms member {n}, restarted on a wiped disk {} join, granted {candidate} \
-                     a vote when {had} of the {needed} members it needs had recorded its new \
-                     incarnation: it may vote twice in a term",
-                    self.clock.elapsed_ms(),
-                    if join { "with" } else { "without" }
-                ));
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            let granted = self.net.votes_granted(n, incarnation);
+            let recorded = self.net.recorded_by(n, incarnation);
+            let what = match (granted.first(), recorded.len() >= needed) {
+                (Some(c), _) => format!("granted {c} a vote as the member it was"),
+                (None, true) => format!("was recorded by {recorded:?}, enough to confirm it"),
+                (None, false) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                }
+            };
+            self.watch.lock().expect("watch").violations.push(format!(
+                "at {} ms member {n}, restarted on a wiped disk {} join, {what}: it may vote \
+                 twice in a term",
+                self.clock.elapsed_ms(),
+                if join { "with" } else { "without" }
+            ));
+            return;
         }
         self.note(format!("{n} still unconfirmed on its wiped disk"));
     }
