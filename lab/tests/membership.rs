@@ -335,83 +335,9 @@ fn restart(rt: &tokio::runtime::Runtime, tc: &mut TestCluster, id: NodeId) {
 fn a_wiped_member_is_refused_by_members_added_while_it_was_cut_off() {
     let rt = TestCluster::rt();
     let mut tc = TestCluster::configure(Mode::Quorum, 7, TEST_TIMING);
-    let all: Vec<NodeId> = (1..=7).collect();
-    let node1 = tc.c.member(1).unwrap().addr.clone();
-    for id in 1..=3 {
-        rewrite_config(&tc.c.member(id).unwrap().config.clone(), &[1, 2, 3], None);
-    }
-    for id in 4..=7 {
-        rewrite_config(&tc.c.member(id).unwrap().config.clone(), &all, Some(&node1));
-    }
-    for id in 1..=3 {
-        tc.start_node(id);
-    }
-    let leader = rt
-        .block_on(tc.c.wait_agreed(WAIT))
-        .expect("a leader of three");
-    assert!(rt.block_on(until_voters(&tc, 1, &[1, 2, 3])));
-    // 3 must not lead: the new members catch up from the leader, and 3 will not reach them.
-    if leader == 3 {
-        rt.block_on(admin(&tc, 3).resign(Some(1)))
-            .expect("3 hands over");
-        let next = rt.block_on(until_leader_among(&tc, &[1, 2, 3]));
-        assert!(
-            next.is_some_and(|l| l != 3),
-            "a leader other than 3: {next:?}"
-        );
-    }
-    // Grow to seven, 3 cut off from each new member from its start: 3 is paused while the
-    // member starts and takes its cut (a hello from 3 would beat the fault set otherwise), and
-    // takes the cut itself once it counts the member (a fault set names members only).
-    let mut voters = vec![1, 2, 3];
-    for k in 4..=7 {
-        tc.rec.pause(&tc.c, 3);
-        tc.start_node(k);
-        assert!(
-            rt.block_on(until_faults(&tc, k, &cut_from([3]))),
-            "node {k} takes the cut from 3"
-        );
-        tc.rec.resume(&tc.c, 3);
-        assert!(
-            rt.block_on(until_faults(&tc, 3, &cut_from(4..=k))),
-            "node 3 takes the cut from 4-{k}"
-        );
-        voters.push(k);
-        assert!(
-            rt.block_on(until_voters(&tc, 1, &voters)),
-            "node {k} added without 3"
-        );
-    }
-    // The cut held: none of 4-7 recorded 3's incarnation from a hello of 3 or an answer of 3.
-    for id in 4..=7 {
-        let heard = tc.log_since(id, 0);
-        let heard: Vec<&str> = heard
-            .lines()
-            .filter(|l| l.contains("recorded a member's incarnation") && l.contains(" peer=3 "))
-            .collect();
-        assert!(heard.is_empty(), "node {id} heard 3: {heard:?}");
-    }
-    let t0 = mono_ns();
-    // The issue's steps: {1, 2} cut off from the rest, and crashed.
-    for id in [1, 2] {
-        assert!(rt.block_on(until_faults(&tc, id, &cut_from(3..=7))));
-    }
-    assert!(rt.block_on(until_faults(&tc, 3, &cut_from([1, 2, 4, 5, 6, 7]))));
-    for id in 4..=7 {
-        assert!(rt.block_on(until_faults(&tc, id, &cut_from([1, 2, 3]))));
-    }
-    tc.kill(1);
-    tc.kill(2);
-    // 3 on a wiped data dir, without --join: its config still names {1, 2, 3}.
-    tc.kill(3);
-    let logged_before = tc.log_len(3);
-    std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, 3)).unwrap();
-    restart(&rt, &mut tc, 3);
-    // Heal the cut between 3 and 4-7 (3 started with no fault set).
-    for id in 4..=7 {
-        assert!(rt.block_on(until_faults(&tc, id, &cut_from([1, 2]))));
-    }
-    // Until 3 stops, at most 20 s: never confirmed while it runs.
+    let (t0, logged_before) = grow_without_3_then_wipe_it(&rt, &mut tc);
+    // Until 3 stops, at most 20 s: never confirmed while it runs, by its own account or by
+    // 4-7's records (none holds the incarnation it runs on).
     let until = Instant::now() + WAIT;
     let mut answers = 0;
     while tc.c.pid(3).is_some() && Instant::now() < until {
@@ -423,6 +349,11 @@ fn a_wiped_member_is_refused_by_members_added_while_it_was_cut_off() {
                 "node 3 on a wiped data dir was confirmed by 4-7: it votes again"
             );
         }
+        let recorders = recorders_of_3(&tc, &rt);
+        assert!(
+            recorders.len() < 4,
+            "4-7 recorded 3's wiped data dir: {recorders:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let log = tc.log_since(3, logged_before);
@@ -447,6 +378,126 @@ fn a_wiped_member_is_refused_by_members_added_while_it_was_cut_off() {
     let next = rt.block_on(until_leader_among(&tc, &[4, 5, 6, 7]));
     assert!(next.is_some(), "4-7 elect a leader without 1, 2 and 3");
     tc.assert_safe();
+}
+
+/// Issue 48, item 9: the same growth on nodes whose leader changes the membership without
+/// writing the voters' incarnations into the log (`unlogged-incarnations`, identity.rs's rule 5
+/// left out): 4-7, which never heard 3, record the incarnation its wiped data dir runs on, all
+/// four of them (⌈7/2⌉ = 4 confirm it), as their `/v1/status` shows: a data dir that lost its
+/// votes may vote again. Read from the members' records, not from the flag the flaw sets.
+#[test]
+fn members_added_later_that_confirm_a_wiped_disk_are_caught() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Quorum, 7, TEST_TIMING);
+    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
+    tc.c.bin = bin.with_file_name("electd-flawed");
+    tc.c.extra_args
+        .extend(["--lab-flaw".into(), "unlogged-incarnations".into()]);
+    grow_without_3_then_wipe_it(&rt, &mut tc);
+    let until = Instant::now() + WAIT;
+    let mut recorders = recorders_of_3(&tc, &rt);
+    while recorders.len() < 4 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+        recorders = recorders_of_3(&tc, &rt);
+    }
+    assert_eq!(recorders, [4, 5, 6, 7].into(), "the flaw went unseen");
+}
+
+/// The members of 4-7 whose `/v1/status` records, for node 3, the incarnation node 3 runs on.
+fn recorders_of_3(tc: &TestCluster, rt: &tokio::runtime::Runtime) -> BTreeSet<NodeId> {
+    let Ok(three) = rt.block_on(tc.c.status(3)) else {
+        return BTreeSet::new();
+    };
+    let mine = &three.engine["identity"]["incarnation"];
+    (4..=7)
+        .filter(|&id| {
+            rt.block_on(tc.c.status(id))
+                .is_ok_and(|st| &st.engine["identity"]["peers"]["3"]["incarnation"] == mine)
+        })
+        .collect()
+}
+
+/// The schedule of `a_wiped_member_is_refused_by_members_added_while_it_was_cut_off` up to node
+/// 3's restart on a wiped data dir, healed to 4-7: when 1 and 2 were cut off, and how long 3's
+/// log was before the restart.
+fn grow_without_3_then_wipe_it(rt: &tokio::runtime::Runtime, tc: &mut TestCluster) -> (u64, usize) {
+    let all: Vec<NodeId> = (1..=7).collect();
+    let node1 = tc.c.member(1).unwrap().addr.clone();
+    for id in 1..=3 {
+        rewrite_config(&tc.c.member(id).unwrap().config.clone(), &[1, 2, 3], None);
+    }
+    for id in 4..=7 {
+        rewrite_config(&tc.c.member(id).unwrap().config.clone(), &all, Some(&node1));
+    }
+    for id in 1..=3 {
+        tc.start_node(id);
+    }
+    let leader = rt
+        .block_on(tc.c.wait_agreed(WAIT))
+        .expect("a leader of three");
+    assert!(rt.block_on(until_voters(tc, 1, &[1, 2, 3])));
+    // 3 must not lead: the new members catch up from the leader, and 3 will not reach them.
+    if leader == 3 {
+        rt.block_on(admin(tc, 3).resign(Some(1)))
+            .expect("3 hands over");
+        let next = rt.block_on(until_leader_among(tc, &[1, 2, 3]));
+        assert!(
+            next.is_some_and(|l| l != 3),
+            "a leader other than 3: {next:?}"
+        );
+    }
+    // Grow to seven, 3 cut off from each new member from its start: 3 is paused while the
+    // member starts and takes its cut (a hello from 3 would beat the fault set otherwise), and
+    // takes the cut itself once it counts the member (a fault set names members only).
+    let mut voters = vec![1, 2, 3];
+    for k in 4..=7 {
+        tc.rec.pause(&tc.c, 3);
+        tc.start_node(k);
+        assert!(
+            rt.block_on(until_faults(tc, k, &cut_from([3]))),
+            "node {k} takes the cut from 3"
+        );
+        tc.rec.resume(&tc.c, 3);
+        assert!(
+            rt.block_on(until_faults(tc, 3, &cut_from(4..=k))),
+            "node 3 takes the cut from 4-{k}"
+        );
+        voters.push(k);
+        assert!(
+            rt.block_on(until_voters(tc, 1, &voters)),
+            "node {k} added without 3"
+        );
+    }
+    // The cut held: none of 4-7 recorded 3's incarnation from a hello of 3 or an answer of 3.
+    for id in 4..=7 {
+        let heard = tc.log_since(id, 0);
+        let heard: Vec<&str> = heard
+            .lines()
+            .filter(|l| l.contains("recorded a member's incarnation") && l.contains(" peer=3 "))
+            .collect();
+        assert!(heard.is_empty(), "node {id} heard 3: {heard:?}");
+    }
+    let t0 = mono_ns();
+    // The issue's steps: {1, 2} cut off from the rest, and crashed.
+    for id in [1, 2] {
+        assert!(rt.block_on(until_faults(tc, id, &cut_from(3..=7))));
+    }
+    assert!(rt.block_on(until_faults(tc, 3, &cut_from([1, 2, 4, 5, 6, 7]))));
+    for id in 4..=7 {
+        assert!(rt.block_on(until_faults(tc, id, &cut_from([1, 2, 3]))));
+    }
+    tc.kill(1);
+    tc.kill(2);
+    // 3 on a wiped data dir, without --join: its config still names {1, 2, 3}.
+    tc.kill(3);
+    let logged_before = tc.log_len(3);
+    std::fs::remove_dir_all(tc.c.data_dir(Mode::Quorum, 3)).unwrap();
+    restart(rt, tc, 3);
+    // Heal the cut between 3 and 4-7 (3 started with no fault set).
+    for id in 4..=7 {
+        assert!(rt.block_on(until_faults(tc, id, &cut_from([1, 2]))));
+    }
+    (t0, logged_before)
 }
 
 #[test]

@@ -202,6 +202,9 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             Some("record-between-probes") => lab.flaws.record_between_probes = true,
             Some("accept-unsigned-answers") => lab.flaws.accept_unsigned_answers = true,
             Some("release-from-ended-claim") => lab.flaws.release_from_ended_claim = true,
+            Some("unlogged-incarnations") => lab.flaws.unlogged_incarnations = true,
+            Some("handover-to-unconfirmed") => lab.flaws.handover_to_unconfirmed = true,
+            Some("snapshot-keeps-incarnations") => lab.flaws.snapshot_keeps_incarnations = true,
             Some("abort-node-5") => lab.abort_node_5 = true,
             other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
         }
