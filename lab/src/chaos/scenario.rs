@@ -793,7 +793,7 @@ mod tests {
             assert!(!s.description().is_empty());
         }
         assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S24".parse::<Scenario>().is_err());
+        assert!("S25".parse::<Scenario>().is_err());
         assert!("s5".parse::<Scenario>().is_err());
         assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
     }
@@ -802,13 +802,14 @@ mod tests {
     fn layers_as_documented() {
         // chaos.md: crashes, the store's process faults (S16 killed, S17 paused, S21 its row
         // deleted, S22 its clock stepped), wall-clock jumps (S19) and resigns (S23) have no
-        // network layer; S9 (clock pause) is app-only.
+        // network layer; S9 (delays), S20 (the forger) and S24 (path faults: a leg of one
+        // path lost or late, which iptables cannot tell apart) are app-only.
         for s in Scenario::ALL {
             let want: &[Layer] = match s.as_str() {
                 "S1" | "S2" | "S11" | "S16" | "S17" | "S19" | "S21" | "S22" | "S23" => {
                     &[Layer::Process]
                 }
-                "S9" | "S20" => &[Layer::App],
+                "S9" | "S20" | "S24" => &[Layer::App],
                 _ => &[Layer::App, Layer::Kernel],
             };
             assert_eq!(s.layers(), want, "{s}");
