@@ -9,6 +9,11 @@
 //!    from headers anyone can write);
 //! 3. a peer that answers every request with a body of 64 MiB (answers were read whole before
 //!    their MAC was checked).
+//!
+//! The cluster runs at the `shared` timings (follower lease 1 s): "keeps its leader" (the same
+//! leader in the same term after the floods) is judged against a second's starvation, not
+//! against the 300 ms of the other tests, which a CI host under a flood of 10,000 signed
+//! requests crossed once (the term went from 2 to 4, the leader the same; issue 48, item 10).
 
 mod common;
 
@@ -20,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::TestCluster;
 use electd::auth::{PeerAuth, HDR_ADDR, HDR_EPOCH};
-use electd::config::Secret;
+use electd::config::{Secret, TimingProfile};
 use electd::{HDR_CLUSTER, HDR_FROM};
 use electd_client::{Mode, NodeId};
 
@@ -211,7 +216,7 @@ fn huge_answers(
 
 #[test]
 fn floods_before_authentication_stay_bounded_and_the_leader_stays() {
-    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let mut tc = TestCluster::start_with(Mode::Quorum, 3, TimingProfile::Shared.timing());
     let rt = TestCluster::rt();
     let leader = rt
         .block_on(tc.c.wait_agreed(WAIT))
