@@ -365,6 +365,22 @@ mod tests {
         (node, counters, stop, epoch)
     }
 
+    /// Node 2 invites `node` to its group `number`; the invitation is taken.
+    async fn invited_by_2(node: &Arc<LegacyNode<Invitation>>, number: u64) {
+        let invitation = serde_json::to_vec(&InvitationMsg::Invitation {
+            group: Group {
+                number,
+                coordinator: 2,
+            },
+        })
+        .unwrap();
+        let Json(answer) =
+            receive::<Invitation>(State(node.clone()), Extension(PeerId(2)), invitation.into())
+                .await
+                .expect("a member's invitation is taken");
+        assert_eq!(answer["ok"], true);
+    }
+
     /// Issue 48, item 5: an epoch that could not be stored is named by no message that leaves
     /// the node, and the node says why. Before, the failure was logged and the messages sent
     /// anyway: after a restart the node could make that group number again.
@@ -395,18 +411,7 @@ mod tests {
     async fn a_node_that_cannot_store_still_names_the_epochs_it_heard() {
         let dir = tempfile::tempdir().unwrap();
         let (node, counters, stop, epoch) = unstorable_node(dir.path()).await;
-        let invitation = serde_json::to_vec(&InvitationMsg::Invitation {
-            group: Group {
-                number: epoch + 5,
-                coordinator: 2,
-            },
-        })
-        .unwrap();
-        let Json(answer) =
-            receive::<Invitation>(State(node.clone()), Extension(PeerId(2)), invitation.into())
-                .await
-                .expect("a member's invitation is taken");
-        assert_eq!(answer["ok"], true);
+        invited_by_2(&node, epoch + 5).await;
         let accepts = || counters.snapshot().messages_sent.get("accept").copied();
         for _ in 0..100 {
             if accepts().is_some() {
@@ -431,18 +436,7 @@ mod tests {
     async fn a_number_made_here_stays_unnamed_when_a_member_names_it_back() {
         let dir = tempfile::tempdir().unwrap();
         let (node, counters, stop, epoch) = unstorable_node(dir.path()).await;
-        let invitation = serde_json::to_vec(&InvitationMsg::Invitation {
-            group: Group {
-                number: epoch,
-                coordinator: 2,
-            },
-        })
-        .unwrap();
-        let Json(answer) =
-            receive::<Invitation>(State(node.clone()), Extension(PeerId(2)), invitation.into())
-                .await
-                .expect("a member's invitation is taken");
-        assert_eq!(answer["ok"], true);
+        invited_by_2(&node, epoch).await;
         let beats = Duration::from_millis(10 * 30);
         tokio::time::sleep(beats).await;
         assert_eq!(

@@ -366,29 +366,13 @@ impl Harness {
         forgers: &BTreeMap<NodeId, BTreeSet<NodeId>>,
         label: &str,
     ) -> Result<(), String> {
-        self.close_window();
-        for (&id, to) in forgers {
-            if self.c.pid(id).is_none() {
-                continue;
+        let groups = self.groups_with(forgers);
+        self.amend_faults(label, groups, |id, set| {
+            if let Some(to) = forgers.get(&id) {
+                set.forge_to = to.clone();
             }
-            let mut set = self
-                .c
-                .client(id)
-                .map_err(|e| e.to_string())?
-                .faults()
-                .await
-                .map_err(|e| e.to_string())?;
-            set.forge_to = to.clone();
-            set.forger = None;
-            self.c
-                .set_faults(id, &set)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        let t = mono_ns();
-        self.mark_fault(t);
-        self.open = Some((t, label.to_string(), self.groups_with(forgers)));
-        Ok(())
+        })
+        .await
     }
 
     /// Sets each node's path faults (`FaultSet::paths`) to `rules[n]`, and every other
@@ -400,6 +384,22 @@ impl Harness {
         rules: &BTreeMap<NodeId, Vec<electd_client::wire::PathFault>>,
         label: &str,
     ) -> Result<(), String> {
+        let groups = self.groups();
+        self.amend_faults(label, groups, |id, set| {
+            set.paths = rules.get(&id).cloned().unwrap_or_default();
+        })
+        .await
+    }
+
+    /// Reads each running node's fault set, changes it with `edit`, puts it back (the
+    /// forger's counts left out: they are answered, not set), and opens a fault window
+    /// labelled `label` over `groups`.
+    async fn amend_faults(
+        &mut self,
+        label: &str,
+        groups: Vec<Vec<NodeId>>,
+        edit: impl Fn(NodeId, &mut FaultSet),
+    ) -> Result<(), String> {
         self.close_window();
         for id in self.ids() {
             if self.c.pid(id).is_none() {
@@ -407,7 +407,11 @@ impl Harness {
             }
             let client = self.c.client(id).map_err(|e| e.to_string())?;
             let mut set = client.faults().await.map_err(|e| e.to_string())?;
-            set.paths = rules.get(&id).cloned().unwrap_or_default();
+            let before = set.clone();
+            edit(id, &mut set);
+            if set == before {
+                continue;
+            }
             set.forger = None;
             self.c
                 .set_faults(id, &set)
@@ -416,7 +420,7 @@ impl Harness {
         }
         let t = mono_ns();
         self.mark_fault(t);
-        self.open = Some((t, label.to_string(), self.groups()));
+        self.open = Some((t, label.to_string(), groups));
         Ok(())
     }
 
