@@ -16,6 +16,7 @@
 //! | | `error` | the error answer of every route, and the request limits |
 //! | | `lease` | the lease-bound claim and the promises it makes (quorum and mutex modes) |
 //! | | [`data_dir`] | the data dir's lock: one process at a time in a data dir |
+//! | | [`roles`] | named roles (quorum mode): the table applied from the log, a holder's claims, the leader's ledger, the planner |
 //! | 1 plumbing | `events` | the event log (`/v1/events`, `<data_dir>/events.jsonl`) |
 //! | | `faults` | the application-layer fault set (block to/from, drop rate, delay) |
 //! | | [`auth`] | peer authentication (HMAC-SHA256 over each request, replay window) |
@@ -48,6 +49,7 @@ pub mod data_dir;
 pub mod legacy;
 pub mod quorum;
 mod role;
+pub mod roles;
 
 mod api;
 mod counters;

@@ -12,6 +12,11 @@ use std::path::{Path, PathBuf};
 const NODE_LAYERS: &[&[&str]] = &[
     &[
         "role",
+        "roles::table",
+        "roles::holder",
+        "roles::ledger",
+        "roles::planner",
+        "roles",
         "config",
         "config::validate",
         "config::profile",
@@ -130,7 +135,13 @@ const LAB_LAYERS: &[&[&str]] = &[
     &["lib"],
 ];
 
-const CLIENT_LAYERS: &[&[&str]] = &[&["wire"], &["error"], &["watch"], &["http"], &["lib"]];
+const CLIENT_LAYERS: &[&[&str]] = &[
+    &["wire", "roles"],
+    &["error"],
+    &["watch"],
+    &["http"],
+    &["lib"],
+];
 
 /// Module path of a source file: `src/quorum/mod.rs` → `quorum`, `src/lib.rs` → `lib`.
 fn module_of(src: &Path, file: &Path) -> String {
@@ -709,6 +720,7 @@ const SEARCH: &[&str] = &[
     "src/quorum/node",
     "src/quorum/driver",
     "src/legacy",
+    "src/roles",
     "src/bin/electd",
     "client/src",
     "lab",

@@ -3,19 +3,22 @@
 //! `electd` client commands) reads them, so a field cannot drift between server and client.
 //!
 //! # Layout
-//! - [`wire`]: roles, modes, the (role, term, leader) [`View`], `/v1/leader`, `/v1/status`,
+//! - [`wire`]: a node's role (leader, follower, candidate), modes, the (role, term, leader) [`View`], `/v1/leader`, `/v1/status`,
 //!   `/v1/events`, fault sets, resign, the error body.
 //! - [`http`]: [`Client`] for one node, and [`http_client`] (and [`tls_client`] over TLS), the one place where electd's HTTP
 //!   clients (peers included) are configured.
 //! - [`watch`]: [`Watch`], a `/v1/watch` stream read as views.
+//! - [`roles`]: a named role's [`RoleName`] and its fencing [`Token`].
 
 mod error;
 pub mod http;
+pub mod roles;
 pub mod watch;
 pub mod wire;
 
 pub use error::{causes, Error};
 pub use http::{http_client, tls_client, Client, CLIENT_IDLE};
+pub use roles::{RoleName, RoleNameError, Token};
 pub use watch::{Watch, Watched, WATCH_SILENCE};
 pub use wire::{
     AddMember, Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Gap, Health,

@@ -1,0 +1,111 @@
+//! The wire types of named roles (`docs/design/roles.md`): a role's name and its fencing token.
+//! A *role* here is a named election the cluster holds beside its own (the scheduler, the
+//! compactor, the owner of queue partition 17); it is not the `role` of a [`View`](crate::View),
+//! which says whether a node leads the cluster's own election.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A role's fencing token: drawn from one counter of the cluster's log as each grant is
+/// applied, so it grows for every name and across names, and no two grants share one.
+pub type Token = u64;
+
+/// A role's name: 1 to [`RoleName::MAX_LEN`] ASCII letters, digits, `.`, `_` and `-`, starting
+/// with a letter or a digit, so that it is one URL path segment (`/v1/claim/{name}`), a file
+/// name and a metric label value as it is.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RoleName(String);
+
+/// Why a string is not a role name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RoleNameError {
+    #[error("a role name is empty")]
+    Empty,
+    #[error("a role name is at most {max} bytes long, not {len}", max = RoleName::MAX_LEN)]
+    TooLong { len: usize },
+    #[error("a role name starts with a letter or a digit, not {0:?}")]
+    Start(char),
+    #[error("a role name holds only ASCII letters, digits, '.', '_' and '-', not {0:?}")]
+    Char(char),
+}
+
+impl RoleName {
+    /// The longest name, in bytes.
+    pub const MAX_LEN: usize = 128;
+
+    /// `s` as a role name, or why it is not one.
+    pub fn new(s: impl Into<String>) -> Result<RoleName, RoleNameError> {
+        let s = s.into();
+        let first = s.chars().next().ok_or(RoleNameError::Empty)?;
+        if s.len() > Self::MAX_LEN {
+            return Err(RoleNameError::TooLong { len: s.len() });
+        }
+        if !first.is_ascii_alphanumeric() {
+            return Err(RoleNameError::Start(first));
+        }
+        match s
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            Some(c) => Err(RoleNameError::Char(c)),
+            None => Ok(RoleName(s)),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for RoleName {
+    type Error = RoleNameError;
+    fn try_from(s: String) -> Result<RoleName, RoleNameError> {
+        RoleName::new(s)
+    }
+}
+
+impl From<RoleName> for String {
+    fn from(n: RoleName) -> String {
+        n.0
+    }
+}
+
+impl fmt::Display for RoleName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_path_segments_and_label_values() {
+        for ok in ["scheduler", "queue-17", "a", "v1.compactor_2", "9lives"] {
+            assert_eq!(RoleName::new(ok).unwrap().as_str(), ok);
+        }
+        let long = "a".repeat(RoleName::MAX_LEN + 1);
+        assert_eq!(
+            RoleName::new(long),
+            Err(RoleNameError::TooLong { len: 129 })
+        );
+        assert!(RoleName::new("a".repeat(RoleName::MAX_LEN)).is_ok());
+        assert_eq!(RoleName::new(""), Err(RoleNameError::Empty));
+        assert_eq!(RoleName::new(".hidden"), Err(RoleNameError::Start('.')));
+        assert_eq!(RoleName::new("-x"), Err(RoleNameError::Start('-')));
+        for (bad, c) in [("a/b", '/'), ("a b", ' '), ("a%2F", '%'), ("é", 'é')] {
+            let e = RoleName::new(bad).unwrap_err();
+            assert!(
+                e == RoleNameError::Char(c) || e == RoleNameError::Start(c),
+                "{bad}: {e}"
+            );
+        }
+        // The JSON form is the string, and a bad one is refused when read.
+        let n: RoleName = serde_json::from_str("\"queue-17\"").unwrap();
+        assert_eq!(serde_json::to_string(&n).unwrap(), "\"queue-17\"");
+        assert!(serde_json::from_str::<RoleName>("\"a/b\"").is_err());
+    }
+}

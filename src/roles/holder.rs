@@ -1,0 +1,305 @@
+//! [`Holder`]: a node's claims on the roles the log grants it, as plain logic on
+//! `CLOCK_BOOTTIME` without I/O. One renewal covers every role the node holds: the node reads
+//! the time, then asks the leader ([`Holder::ask`]); when the leader answers
+//! ([`Holder::answered`]), the node may claim each role its own table grants it until that send
+//! instant plus the claim lease, as a leader claims the cluster's election from a probe's send
+//! instant (`lease.rs`). The argument, and why the leader's answer carries `taken_at`, is in
+//! docs/safety.md ("Roles"); the leader's side is `ledger.rs`.
+
+use std::collections::BTreeMap;
+
+use super::table::RoleTable;
+use crate::role::NodeId;
+use electd_client::{RoleName, Token};
+
+/// The leader's answer to a renewal (`ledger.rs`, [`Ledger::renew`](super::ledger::Ledger::renew)).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Renewed {
+    /// The log index of the last entry that took a role from the asker, as the leader has
+    /// applied it: the answer covers the asker's roles only once its own table has applied
+    /// that far, so that a role taken from it (and perhaps granted to another) is not among them.
+    pub taken_at: u64,
+    /// Roles the leader stopped renewing for the asker (a planned move): the asker stops
+    /// claiming them and releases each once every promise it answered for it has ended.
+    pub stop: Vec<(RoleName, Token)>,
+}
+
+/// One claim on a role, as an answer to `GET /v1/claim/{name}` gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoleClaim {
+    pub token: Token,
+    /// The claim holds while `now < until_ns` (BOOTTIME).
+    pub until_ns: u64,
+}
+
+/// Renewals asked and not answered, at most this many (older ones are forgotten: an answer to
+/// them would renew little or nothing).
+const ASKED_KEPT: usize = 64;
+
+/// The role claims of one node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    me: NodeId,
+    lease_ns: u64,
+    next_ask: u64,
+    /// Renewals asked and not yet answered: id → send instant (BOOTTIME).
+    asked: BTreeMap<u64, u64>,
+    /// The latest end the answered renewals give this node's roles (BOOTTIME).
+    renewed_until_ns: u64,
+    /// Roles this node stopped claiming (the leader moves them, or it withdraws), by the token
+    /// of the grant it stopped: once every promise answered for one has ended, it releases it.
+    stopping: BTreeMap<RoleName, Token>,
+    /// For each role this node answered a claim on: the latest end any of those answers
+    /// promised. A stop does not move it ([`Holder::promised_until`]).
+    promised: BTreeMap<RoleName, u64>,
+    /// The node is stopping: no claim ever again in this process.
+    closed: bool,
+}
+
+impl Holder {
+    /// The claims of a process that starts now: none until a renewal is answered.
+    pub fn new(me: NodeId, lease_ns: u64) -> Holder {
+        Holder {
+            me,
+            lease_ns,
+            next_ask: 1,
+            asked: BTreeMap::new(),
+            renewed_until_ns: 0,
+            stopping: BTreeMap::new(),
+            promised: BTreeMap::new(),
+            closed: false,
+        }
+    }
+
+    /// A renewal is sent now (`now_ns` read *before* it is sent): its id, which the answer
+    /// carries back.
+    pub fn ask(&mut self, now_ns: u64) -> u64 {
+        let id = self.next_ask;
+        self.next_ask += 1;
+        self.asked.insert(id, now_ns);
+        while self.asked.len() > ASKED_KEPT {
+            self.asked.pop_first();
+        }
+        id
+    }
+
+    /// The leader answered renewal `id`. Its stops take effect at once; it renews this node's
+    /// roles only if `table` has applied every entry the leader had applied that took a role
+    /// from this node. Returns whether it renewed them. An unknown or repeated id (a replay, an
+    /// answer to a forgotten ask) changes nothing.
+    pub fn answered(&mut self, id: u64, answer: &Renewed, table: &RoleTable) -> bool {
+        let Some(sent_ns) = self.asked.remove(&id) else {
+            return false;
+        };
+        for (role, token) in &answer.stop {
+            if table.holder(role) == Some((self.me, *token)) {
+                self.stopping.insert(role.clone(), *token);
+            }
+        }
+        if table.applied() < answer.taken_at || self.closed {
+            return false;
+        }
+        self.renewed_until_ns = self.renewed_until_ns.max(sent_ns + self.lease_ns);
+        true
+    }
+
+    /// The claim on `role` at `now_ns`: `table` grants it to this node, it has not stopped
+    /// claiming it, and a renewal still runs. An answer given from it is a promise until
+    /// `until_ns` at most, recorded as such.
+    pub fn claim(&mut self, role: &RoleName, table: &RoleTable, now_ns: u64) -> Option<RoleClaim> {
+        let (node, token) = table.holder(role)?;
+        if node != self.me
+            || self.closed
+            || self.stopping.get(role) == Some(&token)
+            || now_ns >= self.renewed_until_ns
+        {
+            return None;
+        }
+        let until_ns = self.renewed_until_ns;
+        let p = self.promised.entry(role.clone()).or_default();
+        *p = (*p).max(until_ns);
+        Some(RoleClaim { token, until_ns })
+    }
+
+    /// This node stops claiming `role` (held with `token`): a withdrawal, or a resign.
+    pub fn stop(&mut self, role: &RoleName, token: Token) {
+        self.stopping.insert(role.clone(), token);
+    }
+
+    /// Until when (BOOTTIME) an answer this process gave on `role` may promise it (0: none).
+    pub fn promised_until(&self, role: &RoleName) -> u64 {
+        self.promised.get(role).copied().unwrap_or(0)
+    }
+
+    /// The roles this node stopped claiming that `table` still grants it and whose every
+    /// promise has ended at `now_ns`: what it may release now, with no wait left for anyone.
+    /// Forgets the stops the table no longer needs (the role was taken, or granted anew).
+    pub fn releasable(&mut self, table: &RoleTable, now_ns: u64) -> Vec<(RoleName, Token)> {
+        let me = self.me;
+        self.stopping
+            .retain(|role, token| table.holder(role) == Some((me, *token)));
+        let promised = &self.promised;
+        let out: Vec<(RoleName, Token)> = self
+            .stopping
+            .iter()
+            .filter(|(role, _)| promised.get(*role).is_none_or(|p| *p <= now_ns))
+            .map(|(r, t)| (r.clone(), *t))
+            .collect();
+        self.promised
+            .retain(|role, p| *p > now_ns || table.holder(role).is_some_and(|(n, _)| n == me));
+        out
+    }
+
+    /// The node is stopping: no claim ever again. The promises already answered still run
+    /// ([`Holder::promised_until`]).
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::roles::table::RoleCommand;
+
+    const MS: u64 = 1_000_000;
+    const L: u64 = 120 * MS;
+
+    fn n(s: &str) -> RoleName {
+        RoleName::new(s).unwrap()
+    }
+
+    /// Node 1 stands for a and b and holds both (tokens 1 and 2); node 2 stands for a.
+    fn table() -> RoleTable {
+        let mut t = RoleTable::default();
+        t.apply(
+            1,
+            &RoleCommand::Stand {
+                node: 1,
+                roles: vec![n("a"), n("b")],
+            },
+        );
+        t.apply(
+            2,
+            &RoleCommand::Stand {
+                node: 2,
+                roles: vec![n("a")],
+            },
+        );
+        t.apply(
+            3,
+            &RoleCommand::Grant {
+                grants: vec![(n("a"), 1), (n("b"), 1)],
+            },
+        );
+        t
+    }
+
+    #[test]
+    fn a_renewal_claims_from_its_send_instant_for_the_lease() {
+        let t = table();
+        let mut h = Holder::new(1, L);
+        assert_eq!(h.claim(&n("a"), &t, 0), None, "nothing before a renewal");
+        let id = h.ask(1_000 * MS);
+        // The answer arrives 50 ms later: the claim still runs from the send instant.
+        assert!(h.answered(id, &Renewed::default(), &t));
+        let c = h.claim(&n("a"), &t, 1_050 * MS).unwrap();
+        assert_eq!(
+            c,
+            RoleClaim {
+                token: 1,
+                until_ns: 1_000 * MS + L
+            }
+        );
+        assert_eq!(h.claim(&n("a"), &t, 1_000 * MS + L), None, "ended");
+        assert_eq!(h.promised_until(&n("a")), 1_000 * MS + L);
+        // The same answer again (a replay) renews nothing.
+        assert!(!h.answered(id, &Renewed::default(), &t));
+        // Node 2 claims nothing from a renewal: the table does not grant it a.
+        let mut h2 = Holder::new(2, L);
+        let id = h2.ask(1_000 * MS);
+        h2.answered(id, &Renewed::default(), &t);
+        assert_eq!(h2.claim(&n("a"), &t, 1_001 * MS), None);
+    }
+
+    #[test]
+    fn an_answer_covers_nothing_until_the_table_has_applied_what_the_leader_took() {
+        // The leader revoked a from 1 at index 4 and granted it to 2 at index 5; node 1's
+        // table has not applied either yet. Read as "all your roles", the answer would let 1
+        // claim a beside 2.
+        let behind = table();
+        let mut h = Holder::new(1, L);
+        let id = h.ask(0);
+        let answer = Renewed {
+            taken_at: 4,
+            stop: vec![],
+        };
+        assert!(!h.answered(id, &answer, &behind));
+        assert_eq!(h.claim(&n("a"), &behind, MS), None);
+        assert_eq!(h.claim(&n("b"), &behind, MS), None);
+        // Once its table has applied the revocation, the next answer renews b only.
+        let mut caught_up = behind.clone();
+        caught_up.apply(
+            4,
+            &RoleCommand::Revoke {
+                roles: vec![(n("a"), 1)],
+            },
+        );
+        let id = h.ask(2 * MS);
+        assert!(h.answered(id, &answer, &caught_up));
+        assert_eq!(h.claim(&n("a"), &caught_up, 3 * MS), None);
+        assert!(h.claim(&n("b"), &caught_up, 3 * MS).is_some());
+    }
+
+    #[test]
+    fn a_stopped_role_is_released_only_after_every_promise_answered_for_it() {
+        let t = table();
+        let mut h = Holder::new(1, L);
+        let id = h.ask(0);
+        h.answered(id, &Renewed::default(), &t);
+        let c = h.claim(&n("a"), &t, 10 * MS).unwrap();
+        // The leader moves a: the next answer says stop.
+        let id = h.ask(30 * MS);
+        let stop = Renewed {
+            taken_at: 0,
+            stop: vec![(n("a"), 1)],
+        };
+        assert!(h.answered(id, &stop, &t));
+        assert_eq!(h.claim(&n("a"), &t, 40 * MS), None, "stopped");
+        assert!(h.claim(&n("b"), &t, 40 * MS).is_some(), "b runs on");
+        // The answer at 10 ms promised a until 120 ms: no release before.
+        assert!(h.releasable(&t, 40 * MS).is_empty());
+        assert!(h.releasable(&t, c.until_ns - 1).is_empty());
+        assert_eq!(h.releasable(&t, c.until_ns), vec![(n("a"), 1)]);
+        // A role never answered is releasable at once; a stop naming an old token is ignored.
+        let mut h = Holder::new(1, L);
+        h.stop(&n("b"), 2);
+        h.stop(&n("a"), 9);
+        assert_eq!(h.releasable(&t, 0), vec![(n("b"), 2)]);
+    }
+
+    #[test]
+    fn a_closed_holder_claims_nothing_but_its_promises_still_count() {
+        let t = table();
+        let mut h = Holder::new(1, L);
+        let id = h.ask(0);
+        h.answered(id, &Renewed::default(), &t);
+        h.claim(&n("a"), &t, MS).unwrap();
+        h.close();
+        assert_eq!(h.claim(&n("a"), &t, 2 * MS), None);
+        let id = h.ask(3 * MS);
+        assert!(!h.answered(id, &Renewed::default(), &t));
+        assert_eq!(h.promised_until(&n("a")), L);
+    }
+
+    #[test]
+    fn only_the_latest_asks_are_kept() {
+        let t = table();
+        let mut h = Holder::new(1, L);
+        let first = h.ask(0);
+        for i in 1..=ASKED_KEPT as u64 {
+            h.ask(i);
+        }
+        assert!(!h.answered(first, &Renewed::default(), &t));
+    }
+}
