@@ -1,5 +1,5 @@
-//! openraft's configuration for electd: its types (elections, and one kind of application
-//! entry, the members' incarnations: identity.rs, rule 5) and its runtime config (electd's
+//! openraft's configuration for electd: its types (elections, and two kinds of application
+//! entry: the members' incarnations, identity.rs, rule 5; the named roles, roles/table.rs) and its runtime config (electd's
 //! timings, its own elections and heartbeats off); and how electd reads what openraft says: the
 //! membership its metrics name, and a membership change's answer (`changed`). Below storage,
 //! network and the node, which all import it.
@@ -15,6 +15,7 @@ use super::election;
 use crate::config::Timing;
 use crate::engine::MembershipError;
 use crate::role::NodeId;
+use crate::roles::table::RoleCommand;
 
 /// The application entries of electd's log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,11 +24,14 @@ pub enum Command {
     /// recorded them (identity.rs, rule 5). Applied, each one is kept unless the log already
     /// holds one for that member, and only while the member is one.
     Incarnations(BTreeMap<NodeId, u64>),
+    /// A fact about the named roles (roles/table.rs): a candidacy, grants, a release, a
+    /// revocation.
+    Roles(RoleCommand),
 }
 
 // `declare_raft_types!` in 0.9 expects `Cursor` in scope for the default snapshot data type.
 openraft::declare_raft_types!(
-    /// openraft's type configuration: elections, and the members' incarnations.
+    /// openraft's type configuration: elections, the members' incarnations, the named roles.
     pub TypeConfig: D = Command, R = ()
 );
 

@@ -124,10 +124,13 @@ impl From<RoleTable> for TableData {
 }
 
 impl RoleTable {
-    /// Applies the entry at log `index` (entries come in log order, each once) and says what
-    /// it changed.
+    /// Applies the entry at log `index` and says what it changed. Entries come in log order;
+    /// one at or below the last index applied (openraft applies committed entries again after
+    /// a crash) changes nothing.
     pub fn apply(&mut self, index: u64, cmd: &RoleCommand) -> Vec<RoleChange> {
-        debug_assert!(index > self.applied, "role entries apply in log order");
+        if index <= self.applied {
+            return Vec::new();
+        }
         self.applied = index;
         let mut changes = Vec::new();
         match cmd {

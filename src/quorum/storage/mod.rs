@@ -1,5 +1,5 @@
-//! Durable Raft state for quorum mode: the vote, the log, the commit index and the (tiny) state
-//! machine, as one JSON document.
+//! Durable Raft state for quorum mode: the vote, the log, the commit index and the state machine
+//! (the membership, the members' incarnations, the named roles), as one JSON document.
 //!
 //! An election-only node has a tiny log (the membership entry plus one blank entry per elected
 //! leader, purged behind snapshots), so the whole state is written on every durable change
@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::identity::{recognise, Identity, Recognition};
 use super::types::TypeConfig;
 use crate::role::NodeId;
+use crate::roles::table::RoleTable;
 
 mod raft;
 mod slots;
@@ -86,6 +87,9 @@ struct Persisted {
     /// replicated record, which every member, one added later too, has once it applied the log.
     #[serde(default)]
     logged: BTreeMap<NodeId, u64>,
+    /// The named roles as the applied log holds them (roles/table.rs).
+    #[serde(default)]
+    roles: RoleTable,
 }
 
 /// What a snapshot holds: an election-only state machine is its applied id and membership.
@@ -96,6 +100,9 @@ struct SnapshotData {
     /// The incarnations the log held (identity.rs, rule 5).
     #[serde(default)]
     logged: BTreeMap<NodeId, u64>,
+    /// The named roles the log held (roles/table.rs).
+    #[serde(default)]
+    roles: RoleTable,
 }
 
 impl Persisted {
@@ -139,6 +146,7 @@ impl Persisted {
             identity: None,
             known: BTreeMap::new(),
             logged: BTreeMap::new(),
+            roles: RoleTable::default(),
         }
     }
 }
@@ -382,6 +390,11 @@ impl Store {
 
     /// The index of the last log entry applied: what this node has forgotten and recorded
     /// goes with it (identity.rs, rule 3).
+    /// Reads the named roles as the applied log holds them (roles/table.rs).
+    pub fn roles<R>(&self, f: impl FnOnce(&RoleTable) -> R) -> R {
+        self.read(|s| f(&s.roles))
+    }
+
     pub fn applied_index(&self) -> Option<u64> {
         self.read(|s| s.last_applied.map(|l| l.index))
     }
@@ -593,6 +606,7 @@ mod tests {
             last_applied: Some(last),
             membership: membership.clone(),
             logged: BTreeMap::from([(2, 0x22)]),
+            roles: RoleTable::default(),
         })
         .unwrap();
         let meta = SnapshotMeta {

@@ -154,6 +154,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
                     last_applied: s.last_applied,
                     membership: s.membership.clone(),
                     logged: s.logged.clone(),
+                    roles: s.roles.clone(),
                 })
                 .expect("snapshot serialises");
                 let id = match s.last_applied {
@@ -213,6 +214,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             }
                         }
                     }
+                    EntryPayload::Normal(Command::Roles(cmd)) => {
+                        // Applied again after a crash, an entry changes nothing (the table
+                        // knows the last index it applied).
+                        s.roles.apply(e.log_id.index, &cmd);
+                    }
                     EntryPayload::Blank => {}
                 }
             }
@@ -251,6 +257,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     s.forget_outside(decoded.membership.membership());
                 }
                 s.logged = decoded.logged;
+                s.roles = decoded.roles;
                 s.membership = decoded.membership;
                 s.snapshot = Some(StoredSnapshot { meta, data });
             })
@@ -262,5 +269,65 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
         Ok(self.0.read(Self::snapshot_of))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+    use crate::roles::table::RoleCommand;
+    use electd_client::RoleName;
+
+    fn roles_entry(index: u64, cmd: RoleCommand) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Command::Roles(cmd)),
+        }
+    }
+
+    /// The named roles are applied from the log, kept across a restart, carried by a snapshot to
+    /// a member that installs it, and not changed by entries applied again after a crash.
+    #[tokio::test]
+    async fn roles_are_applied_from_the_log_and_carried_by_snapshots() {
+        let a = RoleName::new("scheduler").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        let mut sm = StateMachine(store.clone());
+        let entries = vec![
+            roles_entry(
+                1,
+                RoleCommand::Stand {
+                    node: 2,
+                    roles: vec![a.clone()],
+                },
+            ),
+            roles_entry(
+                2,
+                RoleCommand::Grant {
+                    grants: vec![(a.clone(), 2)],
+                },
+            ),
+        ];
+        sm.apply(entries.clone()).await.unwrap();
+        assert_eq!(store.roles(|t| t.holder(&a)), Some((2, 1)));
+        // Applied again (openraft after a crash): no second token.
+        sm.apply(entries).await.unwrap();
+        assert_eq!(
+            store.roles(|t| (t.holder(&a), t.last_token())),
+            (Some((2, 1)), 1)
+        );
+        let snap = sm.build_snapshot().await.unwrap();
+        drop((sm, store));
+        let store = Store::open(dir.path(), 1, "c").unwrap();
+        assert_eq!(store.roles(|t| t.holder(&a)), Some((2, 1)), "durable");
+        let other = tempfile::tempdir().unwrap();
+        let store2 = Store::open(other.path(), 3, "c").unwrap();
+        let mut sm2 = StateMachine(store2.clone());
+        sm2.install_snapshot(&snap.meta, snap.snapshot)
+            .await
+            .unwrap();
+        assert_eq!(store2.roles(|t| t.clone()), store.roles(|t| t.clone()));
     }
 }
