@@ -13,7 +13,7 @@ use crate::role::NodeId;
 use electd_client::{RoleName, Token};
 
 /// The leader's answer to a renewal (`ledger.rs`, [`Ledger::renew`](super::ledger::Ledger::renew)).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Renewed {
     /// The log index of the last entry that took a role from the asker, as the leader has
     /// applied it: the answer covers the asker's roles only once its own table has applied
@@ -37,7 +37,7 @@ pub struct RoleClaim {
 const ASKED_KEPT: usize = 64;
 
 /// The role claims of one node.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Holder {
     me: NodeId,
     lease_ns: u64,
@@ -91,10 +91,11 @@ impl Holder {
         let Some(sent_ns) = self.asked.remove(&id) else {
             return false;
         };
+        // Every stop counts, also one for a grant this node's table has not applied yet: the
+        // leader renews this node's other roles after it stopped that one, and once the grant
+        // is applied, those renewals must not cover it (the model checker's first finding).
         for (role, token) in &answer.stop {
-            if table.holder(role) == Some((self.me, *token)) {
-                self.stopping.insert(role.clone(), *token);
-            }
+            self.stopping.insert(role.clone(), *token);
         }
         if table.applied() < answer.taken_at || self.closed {
             return false;
@@ -133,15 +134,18 @@ impl Holder {
 
     /// The roles this node stopped claiming that `table` still grants it and whose every
     /// promise has ended at `now_ns`: what it may release now, with no wait left for anyone.
-    /// Forgets the stops the table no longer needs (the role was taken, or granted anew).
+    /// Forgets the stops the table no longer needs: the grant was applied here and the role is
+    /// no longer this node's with that token (taken, or granted anew).
     pub fn releasable(&mut self, table: &RoleTable, now_ns: u64) -> Vec<(RoleName, Token)> {
         let me = self.me;
-        self.stopping
-            .retain(|role, token| table.holder(role) == Some((me, *token)));
+        self.stopping.retain(|role, token| {
+            *token > table.last_token() || table.holder(role) == Some((me, *token))
+        });
         let promised = &self.promised;
         let out: Vec<(RoleName, Token)> = self
             .stopping
             .iter()
+            .filter(|(role, token)| table.holder(role) == Some((me, **token)))
             .filter(|(role, _)| promised.get(*role).is_none_or(|p| *p <= now_ns))
             .map(|(r, t)| (r.clone(), *t))
             .collect();
@@ -271,11 +275,46 @@ mod tests {
         assert!(h.releasable(&t, 40 * MS).is_empty());
         assert!(h.releasable(&t, c.until_ns - 1).is_empty());
         assert_eq!(h.releasable(&t, c.until_ns), vec![(n("a"), 1)]);
-        // A role never answered is releasable at once; a stop naming an old token is ignored.
+        // A role never answered is releasable at once; a stop naming a grant not applied here
+        // is kept, and released only once it is.
         let mut h = Holder::new(1, L);
         h.stop(&n("b"), 2);
         h.stop(&n("a"), 9);
         assert_eq!(h.releasable(&t, 0), vec![(n("b"), 2)]);
+        assert_eq!(h.stopping.get(&n("a")), Some(&9));
+    }
+
+    /// The model checker's first finding (lab/src/model/roles.rs): the leader stops a role it
+    /// just granted, and answers the holder's renewal with the stop before the holder's table
+    /// has applied the grant. Dropped as "not mine", the stop was lost: once the grant was
+    /// applied, that renewal covered the role, past the stop's end, while the leader granted
+    /// it to another.
+    #[test]
+    fn a_stop_that_comes_before_its_grant_is_applied_still_stops_it() {
+        let mut t = RoleTable::default();
+        t.apply(
+            1,
+            &RoleCommand::Stand {
+                node: 1,
+                roles: vec![n("a")],
+            },
+        );
+        let mut h = Holder::new(1, L);
+        let id = h.ask(0);
+        let stop = Renewed {
+            taken_at: 0,
+            stop: vec![(n("a"), 1)],
+        };
+        assert!(h.answered(id, &stop, &t));
+        assert!(h.releasable(&t, 0).is_empty(), "not granted here yet");
+        t.apply(
+            2,
+            &RoleCommand::Grant {
+                grants: vec![(n("a"), 1)],
+            },
+        );
+        assert_eq!(h.claim(&n("a"), &t, MS), None);
+        assert_eq!(h.releasable(&t, MS), vec![(n("a"), 1)]);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use electd_client::{RoleName, Token};
 /// An entry of the log about roles. Only the leader proposes them (a node's own stand,
 /// withdraw and release reach it as requests); each is applied by the rule its variant names,
 /// and an entry whose precondition no longer holds when it is applied changes nothing.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RoleCommand {
     /// `node` stands for these roles (a role is created by its first candidate).
     Stand { node: NodeId, roles: Vec<RoleName> },
@@ -40,7 +40,7 @@ pub enum RoleCommand {
 }
 
 /// One role's facts.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RoleState {
     /// The nodes that stand for the role.
     pub candidates: BTreeSet<NodeId>,
@@ -49,7 +49,7 @@ pub struct RoleState {
 }
 
 /// A change an applied entry made: the events and watch streams of roles are made of these.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RoleChange {
     Granted {
         role: RoleName,
@@ -69,7 +69,7 @@ pub enum RoleChange {
 }
 
 /// Every role's facts, as the log has them up to [`RoleTable::applied`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "TableData", into = "TableData")]
 pub struct RoleTable {
     roles: BTreeMap<RoleName, RoleState>,
