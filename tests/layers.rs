@@ -103,6 +103,7 @@ const LAB_LAYERS: &[&[&str]] = &[
         "sim::net",
         "sim::schedule",
         "sim::legacy",
+        "model::roles",
     ],
     &[
         "cluster::configs",

@@ -52,6 +52,7 @@ use stateright::{Model, Property};
 
 pub mod cmd;
 pub mod liveness;
+pub mod roles;
 pub mod search;
 
 pub type NodeId = u64;
