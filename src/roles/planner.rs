@@ -38,7 +38,10 @@ pub struct Plan {
     pub moves: Vec<RoleName>,
 }
 
-/// A stable score for `role` on `node`: the tie-break between equally loaded candidates.
+/// A score for `role` on `node`: the tie-break between equally loaded candidates. std's
+/// `DefaultHasher::new` hashes with fixed keys, so every node of one build scores alike; a
+/// leader of another build may place differently, which moves roles (rate-limited), never
+/// breaks a promise (placement only proposes: `ledger.rs` decides when a grant is safe).
 fn score(role: &RoleName, node: NodeId) -> u64 {
     let mut h = DefaultHasher::new();
     (role.as_str(), node).hash(&mut h);
