@@ -14,6 +14,9 @@
 #   scripts/model.sh --nodes 5 …                   five nodes
 #   scripts/model.sh --variant long-lease --paths  one variant, with its counterexample
 #   scripts/model.sh --seed S                      replay the walks of seed S
+#   scripts/model.sh --roles [--roles-states N]    named roles' rules (lab/src/model/roles.rs):
+#                                                  walks of the sound rules, then of each
+#                                                  broken rule until caught (20M states each)
 # Ends with "model: as expected" (exit 0) or "model: NOT as expected" (exit 1).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -44,11 +44,21 @@ pub struct ModelArgs {
     /// Check only this variant (default: the sound core, then every broken variant).
     #[arg(long, value_enum)]
     pub variant: Option<Variant>,
+    /// Check the rules of named roles instead (roles.rs): random walks of the sound rules, then
+    /// of each broken rule until it is caught, each at most `--roles-states` states.
+    #[arg(long)]
+    pub roles: bool,
+    /// States each walk search of `--roles` may visit.
+    #[arg(long, default_value_t = 20_000_000)]
+    pub roles_states: usize,
 }
 
 pub fn main(args: ModelArgs) -> ExitCode {
     let seed = args.seed.unwrap_or_else(rand::random);
     println!("model: seed {seed} (replay: --seed {seed})");
+    if args.roles {
+        return roles_main(&args, seed);
+    }
     let variants = match args.variant {
         Some(v) => vec![v],
         None => vec![
@@ -92,6 +102,54 @@ pub fn main(args: ModelArgs) -> ExitCode {
             let r = liveness::check(&model(), seed, depth, Duration::from_secs(args.live_s));
             print_liveness(&r, args.nodes, depth, args.paths);
             ok &= r.failed.is_none();
+        }
+    }
+    println!(
+        "model: {}",
+        if ok { "as expected" } else { "NOT as expected" }
+    );
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `--roles`: the sound rules must break nothing and reach every `sometimes`; each broken rule
+/// must be caught.
+fn roles_main(args: &ModelArgs, seed: u64) -> ExitCode {
+    use super::roles::{check, RolesModel, RolesVariant};
+    let guard = Duration::from_secs(args.timeout_s.max(args.find_s));
+    let mut ok = true;
+    for v in [
+        RolesVariant::Sound,
+        RolesVariant::GrantInFirstLease,
+        RolesVariant::IgnoreTakenAt,
+        RolesVariant::GrantRevokedAtOnce,
+        RolesVariant::ReleaseAtOnce,
+    ] {
+        let model = RolesModel::new(args.nodes, v);
+        let r = check(model, args.walk_depth, Some(seed), args.roles_states, guard);
+        let as_expected = if v == RolesVariant::Sound {
+            r.broken.is_empty() && r.reached.len() == 3
+        } else {
+            !r.broken.is_empty()
+        };
+        ok &= as_expected;
+        println!(
+            "model roles {v:?}, {} nodes, walks of {} steps, seed {seed}: {} states, {:.1} s; broken {:?}; reached {:?}{}",
+            args.nodes,
+            args.walk_depth,
+            r.states,
+            r.took.as_secs_f64(),
+            r.broken.iter().map(|b| (b.0, b.1)).collect::<Vec<_>>(),
+            r.reached,
+            if as_expected { "" } else { " (NOT as expected)" }
+        );
+        if args.paths {
+            for b in &r.broken {
+                println!("  {}: {}", b.0, b.2);
+            }
         }
     }
     println!(
