@@ -131,20 +131,21 @@ impl Ledger {
         let l = self.leading.as_mut()?;
         let (holder, token) = table.holder(role)?;
         let promised_until_ns = l.renewed.get(&holder).map_or(l.gate_ns, |r| r + f);
-        let s = l.stops.entry(role.clone()).or_insert(Stop {
+        let fresh = Stop {
             holder,
             token,
             promised_until_ns,
             why,
-        });
-        if s.token != token {
-            *s = Stop {
-                holder,
-                token,
-                promised_until_ns,
-                why,
-            };
-        }
+        };
+        let s = l
+            .stops
+            .entry(role.clone())
+            .and_modify(|s| {
+                if s.token != token {
+                    *s = fresh;
+                }
+            })
+            .or_insert(fresh);
         if why == StopReason::Revoke {
             s.why = StopReason::Revoke;
         }

@@ -104,6 +104,11 @@ pub fn main(args: ModelArgs) -> ExitCode {
             ok &= r.failed.is_none();
         }
     }
+    verdict_line(ok)
+}
+
+/// The run's last line, and its exit status.
+fn verdict_line(ok: bool) -> ExitCode {
     println!(
         "model: {}",
         if ok { "as expected" } else { "NOT as expected" }
@@ -152,15 +157,7 @@ fn roles_main(args: &ModelArgs, seed: u64) -> ExitCode {
             }
         }
     }
-    println!(
-        "model: {}",
-        if ok { "as expected" } else { "NOT as expected" }
-    );
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    verdict_line(ok)
 }
 
 /// The sound core breaks no `always` property; each broken one breaks one.

@@ -405,7 +405,8 @@ impl RolesModel {
                 let l = s.leader()?;
                 let now = s.now;
                 let n = &s.nodes[(l - 1) as usize];
-                if !n.ledger.may_grant(&Self::role(), &n.table, now) || s.pending_touches() {
+                // One change of the role proposed at a time, as the driver plans from its table.
+                if !n.ledger.may_grant(&Self::role(), &n.table, now) || !s.pending.is_empty() {
                     return None;
                 }
                 s.propose(RoleCommand::Grant {
@@ -436,13 +437,13 @@ impl RolesModel {
                 let now = s.now;
                 let n = s.node(id);
                 let table = n.table.clone();
-                let roles = if self.variant == RolesVariant::ReleaseAtOnce {
-                    let r = n.holder.releasable(&table, u64::MAX);
-                    n.holder.releasable(&table, now);
-                    r
+                // Released at once: as if every promise had ended.
+                let at = if self.variant == RolesVariant::ReleaseAtOnce {
+                    u64::MAX
                 } else {
-                    n.holder.releasable(&table, now)
+                    now
                 };
+                let roles = n.holder.releasable(&table, at);
                 let to = s.leader()?;
                 if roles.is_empty() {
                     return None;
@@ -526,14 +527,6 @@ impl RolesModel {
                 |_, s: &RoleState| s.ghost.claimed_after_failover,
             ),
         ]
-    }
-}
-
-impl RoleState {
-    /// A grant, a revocation or a release is already proposed: the leader proposes one change
-    /// of the role at a time (as the driver does: it plans from its applied table).
-    fn pending_touches(&self) -> bool {
-        !self.pending.is_empty()
     }
 }
 
