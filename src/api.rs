@@ -19,8 +19,11 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use crate::config::ExposeSecret;
+use crate::connections::LocalClient;
 use crate::connections::Reserved;
-use crate::engine::{MembershipError, ResignError};
+use crate::engine::{
+    MembershipError, ResignError, RolesError, RolesQuery, RolesReply, RolesRequest,
+};
 use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 use crate::faults::FaultSet;
 use crate::metrics;
@@ -29,7 +32,10 @@ use crate::page;
 use crate::role::{NodeId, Resigned};
 use crate::transport;
 use crate::watch;
-use electd_client::{AddMember, Members};
+use axum::extract::{FromRequestParts, Path};
+use electd_client::{
+    AddMember, Members, RoleClaimInfo, RoleInfo, RoleName, RoleResign, RoleResigned, RolesPage,
+};
 
 /// A membership change refused or failed, as its answer.
 fn membership_error(e: MembershipError) -> ApiError {
@@ -77,7 +83,20 @@ pub fn app(node: Arc<Node>) -> Router {
         .route("/v1/status", get(get_status))
         .route("/v1/events", get(get_events))
         .route("/v1/health", get(health))
+        .route("/v1/roles", get(get_roles))
+        .route("/v1/claim/{name}", get(get_role_claim))
         .route("/metrics", get(get_metrics));
+    // A node's own candidacies and resigns: from its own host without the token, else through
+    // the admin door (`role_door`).
+    let roles = Router::new()
+        .route(
+            "/v1/roles/{name}/candidates/{id}",
+            axum::routing::put(put_candidate).delete(delete_candidate),
+        )
+        .route(
+            "/v1/roles/{name}/resign",
+            axum::routing::post(post_role_resign),
+        );
     // The admin API: every route behind one door (client certificate, then token).
     let admin = Router::new()
         .route(
@@ -94,6 +113,7 @@ pub fn app(node: Arc<Node>) -> Router {
     Router::new()
         .merge(read)
         .route("/v1/members", get(get_members))
+        .merge(roles)
         .merge(admin)
         .with_state(node)
         .merge(peer)
@@ -390,26 +410,34 @@ async fn admin_door(
     req: axum::extract::Request,
     next: middleware::Next,
 ) -> Response {
+    match admit(&node, req.extensions(), req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The admin door's judgement of one request: its client certificate when the config asks for
+/// one, then its bearer token.
+fn admit(
+    node: &Node,
+    extensions: &axum::http::Extensions,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
     let tls = node.tls.as_ref().filter(|t| t.admin_client_cert());
     // Judged again on every admin request, not only at the handshake (a reload may have removed
     // its CA since, on a kept-alive connection).
-    let presented = req
-        .extensions()
+    let presented = extensions
         .get::<crate::tls::ClientCert>()
         .and_then(|c| c.0.as_deref())
         .is_some_and(|c| tls.is_some_and(|t| t.admits_client(c)));
     if tls.is_some() && !presented {
-        return ApiError::new(
+        return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "client_certificate_required",
             "the admin API of this node needs a client certificate signed by the cluster CA",
-        )
-        .into_response();
+        ));
     }
-    match check_admin(&node, req.headers()) {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
-    }
+    check_admin(node, headers)
 }
 
 /// Checks the admin bearer token; without one configured the admin API is disabled (403).
@@ -523,6 +551,166 @@ async fn delete_member(
         .map_err(membership_error)?;
     tracing::info!(member = id, "member removed by the admin API");
     Ok(Json(members))
+}
+
+/// A request about a named role refused, as its answer.
+fn roles_error(node: &Node, e: RolesError) -> ApiError {
+    let (status, code) = match &e {
+        RolesError::NotSupported => (StatusCode::CONFLICT, "roles_unsupported"),
+        RolesError::UnknownRole(_) => (StatusCode::NOT_FOUND, "unknown_role"),
+        RolesError::StaleToken { .. } => (StatusCode::CONFLICT, "stale_token"),
+        RolesError::NotApplied(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_applied"),
+        RolesError::Stopping => (StatusCode::SERVICE_UNAVAILABLE, "stopping"),
+    };
+    let message = match e {
+        RolesError::NotSupported => format!(
+            "named roles are served in quorum mode only; this node runs {} mode",
+            node.cfg.mode
+        ),
+        e => e.to_string(),
+    };
+    ApiError::new(status, code, message)
+}
+
+/// A role name from the path, or 400 `invalid_role_name` saying which rule it breaks.
+fn role_name(s: String) -> Result<RoleName, ApiError> {
+    RoleName::new(s).map_err(|e| ApiError::bad_request("invalid_role_name", e.to_string()))
+}
+
+/// `GET /v1/roles[?prefix=P&after=NAME&limit=N]`.
+async fn get_roles(
+    State(node): State<Arc<Node>>,
+    q: Result<Query<RolesQuery>, QueryRejection>,
+) -> Result<Json<RolesPage>, ApiError> {
+    let Query(q) = q?;
+    match roles(&node, RolesRequest::List(q)).await? {
+        RolesReply::Page(p) => Ok(Json(p)),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Asks the engine about roles; its refusal as the answer.
+async fn roles(node: &Node, req: RolesRequest) -> Result<RolesReply, ApiError> {
+    node.engine()
+        .roles(req)
+        .await
+        .map_err(|e| roles_error(node, e))
+}
+
+/// An engine's reply of another request's kind: a 500, the node keeps running.
+fn unexpected(reply: RolesReply) -> ApiError {
+    tracing::error!(?reply, "a roles reply of another request's kind");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "the request could not be handled",
+    )
+}
+
+/// `GET /v1/claim/{name}`: 200 on the role's holder while its claim holds, 503 elsewhere.
+async fn get_role_claim(
+    State(node): State<Arc<Node>>,
+    Path(name): Path<String>,
+) -> Result<(StatusCode, Json<RoleClaimInfo>), ApiError> {
+    let name = role_name(name)?;
+    let (holds, info) = match roles(&node, RolesRequest::Claim(name)).await? {
+        RolesReply::Claim(holds, info) => (holds, info),
+        other => return Err(unexpected(other)),
+    };
+    let status = match holds {
+        true => StatusCode::OK,
+        false => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    Ok((status, Json(info)))
+}
+
+/// Who may change node `id`'s roles: the node's own host for its own id, with no token (the
+/// local application decides whether its node stands); anyone else through the admin door.
+fn role_door(
+    node: &Node,
+    id: NodeId,
+    local: bool,
+    extensions: &axum::http::Extensions,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    if local && id == node.cfg.id {
+        return Ok(());
+    }
+    admit(node, extensions, headers)
+}
+
+/// The name and member id of a candidacy's path.
+fn candidacy(node: &Node, name: String, id: String) -> Result<(RoleName, NodeId), ApiError> {
+    let name = role_name(name)?;
+    let id: NodeId = id.parse().map_err(|_| {
+        ApiError::bad_request("bad_member_id", format!("{id:?} is not a member id"))
+    })?;
+    let members = node.members_in_force();
+    if !members.iter().any(|(m, _)| *m == id) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_member",
+            format!("{id} is not a member of this cluster"),
+        ));
+    }
+    Ok((name, id))
+}
+
+/// `PUT` and `DELETE /v1/roles/{name}/candidates/{id}`: answers the role once applied.
+async fn change_candidacy(
+    node: Arc<Node>,
+    req: axum::extract::Request,
+    stands: bool,
+) -> Result<Json<RoleInfo>, ApiError> {
+    let (mut parts, _) = req.into_parts();
+    let Path((name, id)) = Path::<(String, String)>::from_request_parts(&mut parts, &node)
+        .await
+        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
+    let (name, id) = candidacy(&node, name, id)?;
+    let local = parts.extensions.get::<LocalClient>().is_some();
+    role_door(&node, id, local, &parts.extensions, &parts.headers)?;
+    let stand = RolesRequest::Stand {
+        name,
+        node: id,
+        stands,
+    };
+    match roles(&node, stand).await? {
+        RolesReply::Role(info) => Ok(Json(info)),
+        other => Err(unexpected(other)),
+    }
+}
+
+async fn put_candidate(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+) -> Result<Json<RoleInfo>, ApiError> {
+    change_candidacy(node, req, true).await
+}
+
+async fn delete_candidate(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+) -> Result<Json<RoleInfo>, ApiError> {
+    change_candidacy(node, req, false).await
+}
+
+/// `POST /v1/roles/{name}/resign {"token": T}`: answers once the release is applied.
+async fn post_role_resign(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+) -> Result<Json<RoleResigned>, ApiError> {
+    let (mut parts, body) = req.into_parts();
+    let Path(name) = Path::<String>::from_request_parts(&mut parts, &node)
+        .await
+        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
+    let name = role_name(name)?;
+    let local = parts.extensions.get::<LocalClient>().is_some();
+    role_door(&node, node.cfg.id, local, &parts.extensions, &parts.headers)?;
+    let RoleResign { token } = read_json(&parts.headers, body, None).await?;
+    match roles(&node, RolesRequest::Resign { name, token }).await? {
+        RolesReply::Resigned(done) => Ok(Json(done)),
+        other => Err(unexpected(other)),
+    }
 }
 
 #[cfg(test)]

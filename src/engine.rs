@@ -15,7 +15,9 @@ use crate::events::EventLog;
 use crate::lease::Claim;
 use crate::role::{Mode, NodeId, Resigned, Role, View};
 use crate::transport::Transport;
-use electd_client::{AddMember, Members};
+use electd_client::{
+    AddMember, Members, RoleClaimInfo, RoleInfo, RoleName, RoleResigned, RolesPage, Token,
+};
 
 /// The node's view judged at one instant: the lease is a judgement made at that instant, not
 /// part of the view.
@@ -102,6 +104,78 @@ pub enum MembershipError {
     Failed(String),
 }
 
+/// Why a request about a named role (docs/design/roles.md) was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RolesError {
+    /// Named roles are quorum mode's.
+    #[error("named roles are served in quorum mode only")]
+    NotSupported,
+    #[error("no node stands for role {0}")]
+    UnknownRole(RoleName),
+    /// A resign named a grant that is not this node's current one (nothing changed).
+    #[error("{}", stale_message(.role, *.given, .current))]
+    StaleToken {
+        role: RoleName,
+        given: Token,
+        current: Option<(NodeId, Token)>,
+    },
+    /// The log did not apply the change in time (no leader, or it did not answer); it is
+    /// still asked in every renewal, and may be applied later.
+    #[error("the change to role {0} was not applied in time: no leader, or it did not answer")]
+    NotApplied(RoleName),
+    #[error("this node is stopping")]
+    Stopping,
+}
+
+fn stale_message(role: &RoleName, given: Token, current: &Option<(NodeId, Token)>) -> String {
+    match current {
+        Some((node, token)) => format!(
+            "token {given} is not this node's grant of role {role}: node {node} holds it with token {token}"
+        ),
+        None => format!("token {given} is not this node's grant of role {role}: no node holds it"),
+    }
+}
+
+/// A request about named roles, as the API takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RolesRequest {
+    /// `GET /v1/roles`.
+    List(RolesQuery),
+    /// `GET /v1/claim/{name}`: this node's claim on a role.
+    Claim(RoleName),
+    /// `PUT`/`DELETE /v1/roles/{name}/candidates/{id}`: answered once the log applied it.
+    Stand {
+        name: RoleName,
+        node: NodeId,
+        stands: bool,
+    },
+    /// `POST /v1/roles/{name}/resign`: answered once the release is applied.
+    Resign { name: RoleName, token: Token },
+}
+
+/// The answers to a [`RolesRequest`], in its order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RolesReply {
+    Page(RolesPage),
+    /// Whether this node holds the role's claim (200), and the answer.
+    Claim(bool, RoleClaimInfo),
+    Role(RoleInfo),
+    Resigned(RoleResigned),
+}
+
+/// `GET /v1/roles`'s query.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct RolesQuery {
+    /// Only names that start with this.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Only names after this one.
+    #[serde(default)]
+    pub after: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
 /// What a node gives the engine of its mode: the one peer transport, the event log, the
 /// counters, and the clock through which the engine reads time.
 #[derive(Clone)]
@@ -146,6 +220,11 @@ pub trait Engine: Send + Sync + 'static {
     /// Removes a member (`DELETE /v1/admin/members/{id}`); quorum mode only.
     fn remove_member(&self, _id: NodeId) -> BoxFuture<'_, Result<Members, MembershipError>> {
         Box::pin(async { Err(MembershipError::NotSupported) })
+    }
+
+    /// A request about named roles (docs/design/roles.md); quorum mode only.
+    fn roles(&self, _req: RolesRequest) -> BoxFuture<'_, Result<RolesReply, RolesError>> {
+        Box::pin(async { Err(RolesError::NotSupported) })
     }
 }
 

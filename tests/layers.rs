@@ -16,6 +16,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "roles::holder",
         "roles::ledger",
         "roles::planner",
+        "roles::steward",
         "roles",
         "config",
         "config::validate",
@@ -61,6 +62,7 @@ const NODE_LAYERS: &[&[&str]] = &[
     ],
     &[
         "quorum::node",
+        "quorum::node::roles",
         "quorum::core::tests",
         "quorum::election::tests",
         "legacy::node",
@@ -71,6 +73,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "quorum::driver::campaign",
         "quorum::driver::confirm",
         "quorum::driver::prefer",
+        "quorum::driver::roles",
     ],
     &["quorum::driver", "quorum::node::tests"],
     &["quorum", "legacy", "mutex"],

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 pub use crate::error::Error;
+use crate::roles::{RoleClaimInfo, RoleInfo, RoleName, RoleResign, RoleResigned, RolesPage, Token};
 use crate::watch::Watch;
 use crate::wire::{
     AddMember, ErrorBody, EventsPage, FaultSet, Health, LeaderInfo, Members, NodeId, ResignRequest,
@@ -295,6 +296,50 @@ impl Client {
             addr: addr.to_string(),
         };
         let req = self.http.post(self.url("/v1/admin/members")).json(&body);
+        self.send(self.admin(req)).await
+    }
+
+    /// `GET /v1/roles`: the roles after `after` (in name order), at most `limit`.
+    pub async fn roles(&self, after: Option<&RoleName>, limit: usize) -> Result<RolesPage, Error> {
+        let mut url = format!("/v1/roles?limit={limit}");
+        if let Some(a) = after {
+            url.push_str(&format!("&after={a}"));
+        }
+        self.send(self.http.get(self.url(&url))).await
+    }
+
+    /// `GET /v1/claim/{name}`: whether this node holds the role's claim (200) or not (503),
+    /// and the answer.
+    pub async fn role_claim(&self, name: &RoleName) -> Result<(bool, RoleClaimInfo), Error> {
+        let url = self.url(&format!("/v1/claim/{name}"));
+        let (status, bytes) = self.answer(self.http.get(url)).await?;
+        if status != 200 && status != 503 {
+            return Err(self.refusal(status, &bytes));
+        }
+        Ok((status == 200, self.decode(status, &bytes)?))
+    }
+
+    /// `PUT` (`stands`) or `DELETE /v1/roles/{name}/candidates/{id}`: answers the role once
+    /// the change is applied. Sent with the admin token when the client has one (a node's
+    /// own candidacy needs none from its own host).
+    pub async fn stand(
+        &self,
+        name: &RoleName,
+        id: NodeId,
+        stands: bool,
+    ) -> Result<RoleInfo, Error> {
+        let url = self.url(&format!("/v1/roles/{name}/candidates/{id}"));
+        let req = match stands {
+            true => self.http.put(url),
+            false => self.http.delete(url),
+        };
+        self.send(self.admin(req)).await
+    }
+
+    /// `POST /v1/roles/{name}/resign`: gives up grant `token` once its promises ended.
+    pub async fn resign_role(&self, name: &RoleName, token: Token) -> Result<RoleResigned, Error> {
+        let url = self.url(&format!("/v1/roles/{name}/resign"));
+        let req = self.http.post(url).json(&RoleResign { token });
         self.send(self.admin(req)).await
     }
 

@@ -8,7 +8,7 @@
 //! - [`http`]: [`Client`] for one node, and [`http_client`] (and [`tls_client`] over TLS), the one place where electd's HTTP
 //!   clients (peers included) are configured.
 //! - [`watch`]: [`Watch`], a `/v1/watch` stream read as views.
-//! - [`roles`]: a named role's [`RoleName`] and its fencing [`Token`].
+//! - [`roles`]: a named role's [`RoleName`], its fencing [`Token`], and the answers about roles.
 
 mod error;
 pub mod http;
@@ -18,7 +18,9 @@ pub mod wire;
 
 pub use error::{causes, Error};
 pub use http::{http_client, tls_client, Client, CLIENT_IDLE};
-pub use roles::{RoleName, RoleNameError, Token};
+pub use roles::{
+    RoleClaimInfo, RoleInfo, RoleName, RoleNameError, RoleResign, RoleResigned, RolesPage, Token,
+};
 pub use watch::{Watch, Watched, WATCH_SILENCE};
 pub use wire::{
     AddMember, Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Gap, Health,

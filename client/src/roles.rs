@@ -78,6 +78,51 @@ impl fmt::Display for RoleName {
     }
 }
 
+/// One role as `GET /v1/roles` lists it: who stands for it, who holds it and with which token,
+/// as the answering node's applied log has them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleInfo {
+    pub name: RoleName,
+    pub candidates: Vec<crate::NodeId>,
+    pub holder: Option<crate::NodeId>,
+    pub token: Option<Token>,
+}
+
+/// `GET /v1/roles`: roles in name order, and the name to pass as `after` when more follow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolesPage {
+    pub roles: Vec<RoleInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<RoleName>,
+}
+
+/// `GET /v1/claim/{name}`: 200 on the holder while its claim on the role holds (a promise of
+/// `lease_ms` from the asker's send instant, as `/v1/claim`'s), 503 elsewhere with `lease_ms`
+/// 0 and `node` the holder the answering node's log names, if any.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleClaimInfo {
+    pub name: RoleName,
+    /// The holder: this node on a 200.
+    pub node: Option<crate::NodeId>,
+    pub token: Option<Token>,
+    /// Milliseconds of claim left, rounded down (0 on a 503).
+    pub lease_ms: u64,
+}
+
+/// `POST /v1/roles/{name}/resign`'s body: the token of the grant to give up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleResign {
+    pub token: Token,
+}
+
+/// The answer to a resign: the grant `token` of `name` is released (the log has applied it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleResigned {
+    pub name: RoleName,
+    pub token: Token,
+    pub released: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

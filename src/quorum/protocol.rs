@@ -13,6 +13,7 @@
 //! | `/peer/raft/resign` | [`Resign`] (electd's) | `{"ok": true}` |
 //! | `/peer/raft/hello` | [`Hello`] (electd's: identity.rs) | [`HelloAnswer`] |
 //! | `/peer/raft/remove` | [`RemoveRequest`] (electd's: a leader that removes itself asks its successor; membership.rs) | `Result<Members, String>` |
+//! | `/peer/roles/renew` | [`RenewRequest`] (electd's: a node's renewal of its named roles, once a beat; roles/steward.rs) | `Option<Renewed>` (`null`: not renewed) |
 //!
 //! Error mapping of the sending side (`docs/design/openraft.md`): a refused connection is
 //! `Unreachable` (the replication stream then backs off for one heartbeat interval, well below
@@ -45,6 +46,8 @@ use super::types::{TypeConfig, APPEND_BODY_LIMIT};
 use crate::counters::Counters;
 use crate::error::ApiError;
 use crate::role::NodeId;
+use crate::roles::holder::Renewed;
+use crate::roles::steward::RenewRequest;
 use crate::transport::{decode_peer, PeerId, Transport, TransportError};
 use electd_client::Members;
 
@@ -60,6 +63,8 @@ pub const PATH_PREVOTE: &str = "/peer/raft/prevote";
 pub const PATH_REMOVE: &str = "/peer/raft/remove";
 /// Not an openraft RPC: a node's incarnation, for its peers to record (identity.rs).
 pub const PATH_HELLO: &str = "/peer/raft/hello";
+/// Not an openraft RPC: a node renews its named roles with the leader (roles/steward.rs).
+pub const PATH_RENEW: &str = "/peer/roles/renew";
 
 /// The peer request of a leader that removes itself: "remove `id`" to its successor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,6 +213,12 @@ pub trait QuorumPeer: Send + Sync + 'static {
         from: NodeId,
         hello: Hello,
     ) -> impl Future<Output = Result<HelloAnswer, String>> + Send;
+    /// `from` renews its named roles: the leader's answer, or `None` (not renewed).
+    fn on_renew(
+        &self,
+        from: NodeId,
+        req: RenewRequest,
+    ) -> impl Future<Output = Option<Renewed>> + Send;
 }
 
 /// The `/peer/raft/*` routes of a node (without the transport guard; the API adds it).
@@ -220,6 +231,7 @@ pub fn routes<P: QuorumPeer>(peer: Arc<P>) -> Router {
         .route(PATH_REMOVE, post(remove::<P>))
         .route(PATH_VOTE, post(vote::<P>))
         .route(PATH_SNAPSHOT, post(snapshot::<P>))
+        .route(PATH_RENEW, post(renew::<P>))
         .with_state(peer)
 }
 
@@ -325,6 +337,16 @@ async fn remove<P: QuorumPeer>(
         .await
         .map_err(internal)?;
     Ok(Json(res).into_response())
+}
+
+async fn renew<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: RenewRequest = decode_peer(p.counters(), &body)?;
+    p.counters().received("renew");
+    Ok(Json(p.on_renew(from, req).await).into_response())
 }
 
 /// openraft's network: creates one connection value per target; all share the transport and

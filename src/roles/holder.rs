@@ -25,7 +25,7 @@ pub struct Renewed {
 }
 
 /// One claim on a role, as an answer to `GET /v1/claim/{name}` gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RoleClaim {
     pub token: Token,
     /// The claim holds while `now < until_ns` (BOOTTIME).

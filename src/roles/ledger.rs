@@ -86,6 +86,11 @@ impl Ledger {
         });
     }
 
+    /// The term this ledger leads, if any.
+    pub fn term(&self) -> Option<u64> {
+        self.leading.as_ref().map(|l| l.term)
+    }
+
     /// This node no longer leads: it forgets everything.
     pub fn follow(&mut self) {
         self.leading = None;
@@ -179,6 +184,19 @@ impl Ledger {
             .filter(|h| table.count_held_by(*h) > 0)
             .filter(|h| l.renewed.get(h).map_or(l.gate_ns, |r| r + f) <= now_ns)
             .collect()
+    }
+
+    /// The nodes this leader renewed within the last F at `now_ns`: the live ones, which the
+    /// planner places roles on.
+    pub fn live(&self, now_ns: u64) -> std::collections::BTreeSet<NodeId> {
+        let f = self.follower_lease_ns;
+        self.leading.as_ref().map_or_else(Default::default, |l| {
+            l.renewed
+                .iter()
+                .filter(|(_, r)| **r + f > now_ns)
+                .map(|(n, _)| *n)
+                .collect()
+        })
     }
 
     /// Planned moves whose holder has not released by `grace_ns` past the end of its promises:

@@ -8,10 +8,12 @@
 //!   the leader per beat.
 //! - [`ledger`]: the leader's memory of renewals and stops, which decides when a grant is safe.
 //! - [`planner`]: where roles should go (balanced, sticky, bounded).
+//! - [`steward`]: all of it for one node, with what its renewals ask of the leader.
 
 pub mod holder;
 pub mod ledger;
 pub mod planner;
+pub mod steward;
 pub mod table;
 
 pub use electd_client::{RoleName, Token};

@@ -270,6 +270,14 @@ impl RoleTable {
         self.held.get(&node).into_iter().flatten()
     }
 
+    /// The nodes that hold a role.
+    pub fn holders(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.held
+            .iter()
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(n, _)| *n)
+    }
+
     /// How many roles `node` holds.
     pub fn count_held_by(&self, node: NodeId) -> usize {
         self.held.get(&node).map_or(0, |h| h.len())

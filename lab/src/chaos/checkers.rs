@@ -340,8 +340,39 @@ pub fn promise_keeping(log: &RunLog) -> Option<PromiseKeeping> {
     if log.promises.is_empty() {
         return None;
     }
-    let claims = claim_intervals(log);
-    let mut answers: Vec<Promise> = log.promises.clone();
+    Some(judge_promises(log.promises.clone(), &claim_intervals(log)))
+}
+
+/// C6 for named roles: for each role, no node claims it inside another node's promise on it
+/// (`promises` by role; a promise's `term` is the grant's token), and no token is claimed by
+/// two nodes. The roles have no event log: the claiming answers are the whole record.
+pub fn role_promise_keeping(
+    promises: &BTreeMap<String, Vec<Promise>>,
+) -> (PromiseKeeping, Vec<String>) {
+    let mut out = PromiseKeeping::default();
+    let mut shared = Vec::new();
+    for (role, ps) in promises {
+        let k = judge_promises(ps.clone(), &[]);
+        out.promises += k.promises;
+        out.unleased += k.unleased;
+        out.first_unleased = out.first_unleased.or(k.first_unleased);
+        out.broken.extend(k.broken);
+        out.broken_ns += k.broken_ns;
+        let mut by_token: BTreeMap<u64, BTreeSet<NodeId>> = BTreeMap::new();
+        for p in ps {
+            by_token.entry(p.term).or_default().insert(p.node);
+        }
+        for (token, nodes) in by_token.into_iter().filter(|(_, n)| n.len() > 1) {
+            shared.push(format!(
+                "role {role}: token {token} claimed by nodes {nodes:?}"
+            ));
+        }
+    }
+    (out, shared)
+}
+
+/// Judges the claiming `answers` against each other and against `claims` (C6).
+fn judge_promises(mut answers: Vec<Promise>, claims: &[ClaimInterval]) -> PromiseKeeping {
     answers.sort_by_key(|p| p.from_ns);
     let mut out = PromiseKeeping {
         promises: answers.iter().filter(|p| p.is_leased()).count() as u64,
@@ -386,7 +417,7 @@ pub fn promise_keeping(log: &RunLog) -> Option<PromiseKeeping> {
         out.broken.extend(first);
     }
     out.broken_ns = union_ns(&mut intrusions);
-    Some(out)
+    out
 }
 
 /// The total length of the union of `[from, to)` intervals.

@@ -392,3 +392,76 @@ impl PromisePoller {
         (promises, counts)
     }
 }
+
+/// What clients were promised on named roles: a client of every node asking
+/// `GET /v1/claim/{name}` for each role every period, each 200 recorded as a [`Promise`] of
+/// that role (its `term` the grant's token), judged by `checkers::role_promise_keeping`.
+pub struct RolePoller {
+    promises: Arc<Mutex<std::collections::BTreeMap<String, Vec<Promise>>>>,
+    stop: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RolePoller {
+    /// Starts asking nodes `ids` of `c` about `roles` every `every` (on the current runtime).
+    pub fn start_on(
+        c: &Cluster,
+        ids: &[NodeId],
+        roles: &[electd_client::RoleName],
+        every: Duration,
+    ) -> RolePoller {
+        let promises = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
+        let stop = CancellationToken::new();
+        let mut tasks = Vec::new();
+        for &id in ids {
+            let http = c.http_for(Duration::from_millis(200));
+            let Ok(client) = http.and_then(|http| c.client_on(http, id)) else {
+                continue;
+            };
+            let (promises, stop, roles) = (promises.clone(), stop.clone(), roles.to_vec());
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tick.tick() => {}
+                    }
+                    for role in &roles {
+                        let sent = mono_ns();
+                        let Ok((true, info)) = client.role_claim(role).await else {
+                            continue;
+                        };
+                        let p = Promise {
+                            node: id,
+                            term: info.token.unwrap_or(0),
+                            from_ns: mono_ns(),
+                            until_ns: sent + ms(info.lease_ms),
+                        };
+                        let mut all = promises.lock().expect("role promises");
+                        all.entry(role.to_string()).or_insert_with(Vec::new).push(p);
+                    }
+                }
+            }));
+        }
+        RolePoller {
+            promises,
+            stop,
+            tasks,
+        }
+    }
+
+    /// Every promise recorded so far, by role.
+    pub fn so_far(&self) -> std::collections::BTreeMap<String, Vec<Promise>> {
+        self.promises.lock().expect("role promises").clone()
+    }
+
+    /// Stops asking; every promise recorded, by role.
+    pub async fn finish(self) -> std::collections::BTreeMap<String, Vec<Promise>> {
+        self.stop.cancel();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        std::mem::take(&mut *self.promises.lock().expect("role promises"))
+    }
+}

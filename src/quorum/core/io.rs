@@ -11,6 +11,7 @@ use crate::quorum::election::{ElectionTiming, PreVoteRefusal};
 use crate::quorum::identity::{Heard, Verdict};
 use crate::quorum::preference::{Followers, Look};
 use crate::role::{NodeId, Resigned};
+use crate::roles::steward::{RolesAnswer, RolesAsk};
 
 /// The core's timings, derived from the config once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -172,6 +173,9 @@ pub enum Input {
     CannotTakeOver,
     /// What a new data dir's hellos gathered (identity.rs). Answered [`Answer::Heard`].
     Heard(Heard),
+    /// A request about named roles: stepped by the driver with its steward and the applied
+    /// table (driver/roles.rs), not by the core. Answered [`Answer::Roles`].
+    Roles(RolesAsk),
 }
 
 /// What to do: the result of [`QuorumCore::step`] and [`QuorumCore::tick`].
@@ -198,7 +202,10 @@ pub enum Answer {
     /// Refuse the vote before openraft sees it.
     RefuseVote,
     /// Let openraft judge the vote; `higher`: the claim is suspended meanwhile.
-    PassVote { higher: bool, inside_promise: bool },
+    PassVote {
+        higher: bool,
+        inside_promise: bool,
+    },
     PreVote {
         verdict: Result<(), PreVoteRefusal>,
         /// When refused because a leader is alive: how long this node's follower lease still
@@ -206,9 +213,14 @@ pub enum Answer {
         lease_left_us: Option<u64>,
     },
     /// The resignation was taken (the notice is to be sent), or the node held no claim.
-    Handoff { taken: bool },
+    Handoff {
+        taken: bool,
+    },
     /// Whether the probe granted a claim, and whether the leader went quiet after it.
-    Probe { granted: bool, went_quiet: bool },
+    Probe {
+        granted: bool,
+        went_quiet: bool,
+    },
     /// Whether the round may start (this node is not pledged to another candidate).
     Round(bool),
     /// The term to campaign for, if the election may be enqueued.
@@ -222,6 +234,7 @@ pub enum Answer {
     HandOver(Option<NodeId>),
     /// What the hellos of a new data dir decided.
     Heard(Verdict),
+    Roles(RolesAnswer),
 }
 
 /// What the simulator counts to prove its schedules reach a precondition.

@@ -105,6 +105,7 @@ impl QuorumCore {
                 Some(Answer::HandOver(to))
             }
             Input::Heard(h) => Some(Answer::Heard(self.confirmation.step(self.id, h))),
+            Input::Roles(_) => None, // the driver's own (driver/roles.rs)
             Input::CannotTakeOver => {
                 self.settle.not_leading();
                 None

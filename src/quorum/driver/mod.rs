@@ -8,6 +8,7 @@
 //! | identity | once, at start | a new data dir's hellos until it is confirmed (`confirm.rs`) |
 //! | campaign | whenever none is under way, once the identity is confirmed | a campaign turn (`campaign.rs`) |
 //! | preference | every beat, in a cluster with priorities | a look for a preferred leader, and the handover to it (`prefer.rs`) |
+//! | roles | every beat | the named roles' renewal, and a leader's writes (`roles.rs`) |
 //!
 //! Work a turn starts runs inside this task, polled beside the next turns (one `select!`), so
 //! every reason to act is in one place and no two of the node's own tasks interleave. The
@@ -24,6 +25,7 @@ mod campaign;
 mod confirm;
 mod prefer;
 pub(super) mod probe;
+mod roles;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +40,9 @@ use tokio_util::sync::CancellationToken;
 use super::core::{Action, Answer, Input, RaftView};
 use super::inbox::CoreOwner;
 use super::node::QuorumNode;
+use crate::quorum::node::roles::new_steward;
 use crate::role::NodeId;
+use crate::roles::steward::Steward;
 
 /// The driver's state between turns: the work under way, and what the turns remember.
 pub struct Driver {
@@ -63,6 +67,11 @@ pub struct Driver {
     /// hellos and completions it started.
     members_seen: Option<Option<LogId<NodeId>>>,
     work: FuturesUnordered<BoxFuture<'static, ()>>,
+    /// The named roles of this node, which only this task steps; the next roles turn, and its
+    /// work under way (`roles.rs`).
+    steward: Steward,
+    next_roles: Instant,
+    roles: roles::RolesWork,
 }
 
 /// Why the driver woke.
@@ -75,6 +84,8 @@ enum Woke {
     Role,
     /// The preference's beat.
     Look,
+    /// The roles' beat.
+    Roles,
     /// Work it started ended, or it stepped what was asked.
     Done,
 }
@@ -134,6 +145,9 @@ impl Driver {
             handing_over: None,
             members_seen: None,
             work: FuturesUnordered::new(),
+            steward: new_steward(node.id, &node.timing),
+            next_roles: Instant::now() + beat,
+            roles: roles::RolesWork::default(),
             node: node.clone(),
             core,
             stop,
@@ -153,6 +167,7 @@ impl Driver {
     /// is recorded, and the successor a leader names is told, as a graceful stop does, since no
     /// one can ask the core once this task has ended.
     fn stop_claiming(&mut self) {
+        self.steward.close();
         let m = self.metrics.borrow().clone();
         let answer = self.step(self.node.stopping(&m));
         if let Some(told) = self.node.stopped(&m, answer) {
@@ -185,6 +200,11 @@ impl Driver {
                     }
                 }
                 Woke::Look => self.look(),
+                Woke::Roles => {
+                    self.next_roles = Instant::now() + self.beat;
+                    let m = self.metrics.borrow().clone();
+                    roles::turn(&self.node, &mut self.steward, &m, &mut self.roles);
+                }
                 Woke::Done => {}
             }
         }
@@ -235,7 +255,10 @@ impl Driver {
                 Woke::Done
             }
             Some(()) = self.work.next(), if !self.work.is_empty() => Woke::Done,
+            a = under_way(&mut self.roles.renewing) => self.renewed(a),
+            w = under_way(&mut self.roles.writing) => self.written(w),
             _ = sleep_until(self.next_look), if self.next_look.is_some() => Woke::Look,
+            _ = tokio::time::sleep_until(self.next_roles) => Woke::Roles,
             r = self.metrics.changed() => match r {
                 Ok(()) => Woke::Raft,
                 Err(_) => return Err("openraft stopped".into()),
@@ -273,6 +296,22 @@ impl Driver {
         }));
     }
 
+    /// This node's renewal came back, answered or not (`roles.rs`).
+    fn renewed(&mut self, a: Option<roles::Answered>) -> Woke {
+        self.roles.renewing = None;
+        if let Some(a) = a {
+            roles::answered(&self.node, &mut self.steward, &a);
+        }
+        Woke::Done
+    }
+
+    /// A leader's roles writes ended (`roles.rs`).
+    fn written(&mut self, w: roles::Written) -> Woke {
+        self.roles.writing = None;
+        roles::written(&self.node, &mut self.steward, &w);
+        Woke::Done
+    }
+
     /// The members' turn (membership.rs, `follow_members`).
     fn follow_members(&mut self, m: &RaftMetrics<NodeId, BasicNode>) {
         let work = self
@@ -308,9 +347,21 @@ impl Driver {
 }
 
 impl Driver {
-    /// Steps the core with `input` now and carries out what it says; its answer.
+    /// Steps the core with `input` now and carries out what it says; its answer. A request
+    /// about roles is the steward's (`roles.rs`); a stop closes the steward's claims too.
     fn step(&mut self, input: Input) -> Option<Answer> {
-        step(&self.node, &mut self.core, input)
+        match input {
+            Input::Roles(ask) => {
+                let m = self.metrics.borrow().clone();
+                Some(roles::step(&self.node, &mut self.steward, &m, ask))
+            }
+            input => {
+                if matches!(input, Input::Shutdown { .. }) {
+                    self.steward.close();
+                }
+                step(&self.node, &mut self.core, input)
+            }
+        }
     }
 }
 

@@ -36,8 +36,11 @@ use crate::clock::{ms, Clock};
 use crate::config::{Timing, ValidConfig};
 use crate::counters::Counters;
 use crate::engine::{Engine, Flaws, Judged, MembershipError, Plumbing, ResignError};
+use crate::engine::{RolesError, RolesReply, RolesRequest};
 use crate::events::EventLog;
 use crate::role::{NodeId, Resigned};
+use crate::roles::holder::Renewed;
+use crate::roles::steward::RenewRequest;
 use crate::transport::Transport;
 use electd_client::{AddMember, Members};
 
@@ -306,6 +309,10 @@ impl Engine for QuorumNode {
         Box::pin(self.members.remove_member(id, self.resign(None)))
     }
 
+    fn roles(&self, req: RolesRequest) -> BoxFuture<'_, Result<RolesReply, RolesError>> {
+        Box::pin(roles::serve(self, req))
+    }
+
     /// The claim is closed before the driver is stopped, so that it cannot start a campaign
     /// on its way out.
     fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()> {
@@ -475,7 +482,12 @@ impl QuorumPeer for QuorumNode {
         let stranger = || self.members.is_stranger(from);
         self.hellos.answer(from, hello, stranger).await
     }
+
+    async fn on_renew(&self, from: NodeId, req: RenewRequest) -> Option<Renewed> {
+        roles::renew_for(self, from, req).await
+    }
 }
 
+pub(super) mod roles;
 #[cfg(test)]
 mod tests;

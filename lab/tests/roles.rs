@@ -1,0 +1,233 @@
+//! Named roles on real processes (quorum mode; docs/design/roles.md): nodes stand for roles,
+//! the leader spreads them, a holder answers `GET /v1/claim/{name}` with a token, a killed
+//! holder's roles move, a resign releases, and bad input is refused with the contract's body.
+//! Every claiming answer a client got on every node is judged whole (C6 per role: no node
+//! claims a role inside another node's promise on it; one node per token).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::{TestCluster, POLL_EVERY};
+use electd_client::{Error, Mode, NodeId, RoleName, RolesPage};
+use electd_lab::chaos::checkers::role_promise_keeping;
+use electd_lab::chaos::record::RolePoller;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn name(s: &str) -> RoleName {
+    RoleName::new(s).unwrap()
+}
+
+/// A client of node `id` with the admin token and the time a change may take.
+fn client(tc: &TestCluster, id: NodeId) -> electd_client::Client {
+    tc.c.client(id).unwrap().timeout(Duration::from_secs(6))
+}
+
+/// The roles as node `id` lists them: name → (holder, token).
+async fn holders(tc: &TestCluster, id: NodeId) -> BTreeMap<String, (Option<NodeId>, Option<u64>)> {
+    let page: RolesPage = match client(tc, id).roles(None, 1000).await {
+        Ok(p) => p,
+        Err(_) => return BTreeMap::new(),
+    };
+    page.roles
+        .into_iter()
+        .map(|r| (r.name.to_string(), (r.holder, r.token)))
+        .collect()
+}
+
+/// Waits until node `at` lists every role of `roles` held by a node of `among`, and the
+/// holder answers its claim with 200; the holders.
+async fn until_held(
+    tc: &TestCluster,
+    at: NodeId,
+    roles: &[RoleName],
+    among: &[NodeId],
+) -> Option<BTreeMap<String, (NodeId, u64)>> {
+    let until = Instant::now() + WAIT;
+    while Instant::now() < until {
+        let all = holders(tc, at).await;
+        let mut out = BTreeMap::new();
+        for r in roles {
+            if let Some((Some(h), Some(t))) = all.get(r.as_str()) {
+                if among.contains(h) && matches!(client(tc, *h).role_claim(r).await, Ok((true, _)))
+                {
+                    out.insert(r.to_string(), (*h, *t));
+                }
+            }
+        }
+        if out.len() == roles.len() {
+            return Some(out);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// The API's error code of `e`, if it is an error answer.
+fn code(e: &Error) -> Option<(u16, String)> {
+    match e {
+        Error::Api { status, body, .. } => Some((*status, body.error.code.clone())),
+        _ => None,
+    }
+}
+
+#[test]
+fn roles_spread_move_off_a_killed_holder_and_keep_their_promises() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let roles: Vec<RoleName> = [
+        "scheduler",
+        "compactor",
+        "queue-1",
+        "queue-2",
+        "queue-3",
+        "queue-4",
+    ]
+    .into_iter()
+    .map(name)
+    .collect();
+    // The poller's runtime of its own, with a worker thread: it asks while the test blocks.
+    let poller_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let poller = {
+        let _in = poller_rt.enter();
+        RolePoller::start_on(&tc.c, &tc.c.ids(), &roles, POLL_EVERY)
+    };
+    // Every node stands for every role, each asked on the node itself.
+    rt.block_on(async {
+        for r in &roles {
+            for id in tc.c.ids() {
+                let info = client(&tc, id).stand(r, id, true).await.expect("stand");
+                assert!(info.candidates.contains(&id), "{info:?}");
+            }
+        }
+    });
+    let ids = tc.c.ids();
+    let held = rt
+        .block_on(until_held(&tc, leader, &roles, &ids))
+        .expect("all held");
+    // Balanced: 6 roles over 3 candidates, none holds more than 2 + 1.
+    let mut load: BTreeMap<NodeId, usize> = BTreeMap::new();
+    for (h, _) in held.values() {
+        *load.entry(*h).or_default() += 1;
+    }
+    assert!(load.values().all(|n| *n <= 3), "{load:?}");
+    // Tokens are distinct.
+    let tokens: BTreeSet<u64> = held.values().map(|(_, t)| *t).collect();
+    assert_eq!(tokens.len(), roles.len(), "{held:?}");
+    // Kill a holder that is not the leader: its roles move to the others.
+    let victim = *load
+        .keys()
+        .find(|n| **n != leader)
+        .expect("a holder besides the leader");
+    let moved: Vec<RoleName> = roles
+        .iter()
+        .filter(|r| held[r.as_str()].0 == victim)
+        .cloned()
+        .collect();
+    let t0 = Instant::now();
+    tc.kill(victim);
+    let rest: Vec<NodeId> = ids.iter().copied().filter(|n| *n != victim).collect();
+    let after = rt
+        .block_on(until_held(&tc, leader, &roles, &rest))
+        .expect("the killed holder's roles held again");
+    eprintln!(
+        "{} roles of node {victim} held again after {} ms",
+        moved.len(),
+        t0.elapsed().as_millis()
+    );
+    for r in &moved {
+        assert!(
+            after[r.as_str()].1 > held[r.as_str()].1,
+            "a new grant, a higher token: {r}"
+        );
+    }
+    // A resign releases, and is answered the same when asked again; a stale token is refused.
+    let (r, (h, t)) = after.iter().next().map(|(r, v)| (name(r), *v)).unwrap();
+    rt.block_on(async {
+        let done = client(&tc, h).resign_role(&r, t).await.expect("resign");
+        assert!(done.released && done.token == t, "{done:?}");
+        let again = client(&tc, h)
+            .resign_role(&r, t)
+            .await
+            .expect("resign again");
+        assert!(again.released, "{again:?}");
+        let stale = client(&tc, h).resign_role(&r, t + 1000).await.unwrap_err();
+        assert_eq!(code(&stale), Some((409, "stale_token".into())), "{stale}");
+    });
+    let regranted = rt
+        .block_on(until_held(&tc, leader, &roles, &rest))
+        .expect("held again");
+    assert!(regranted[r.as_str()].1 > t, "granted anew: {regranted:?}");
+    // Bad input: a 4xx with the contract's body, and nothing changed.
+    rt.block_on(async {
+        let c = client(&tc, leader);
+        let unknown = c.role_claim(&name("nobody-stands")).await.unwrap_err();
+        assert_eq!(
+            code(&unknown),
+            Some((404, "unknown_role".into())),
+            "{unknown}"
+        );
+        let http = reqwest::Client::new();
+        let addr = &tc.c.member(leader).unwrap().addr;
+        let bad = http
+            .get(format!("http://{addr}/v1/claim/a%20b"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400);
+        let body: serde_json::Value = bad.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_role_name", "{body}");
+        let stranger = c.stand(&r, 99, true).await.unwrap_err();
+        assert_eq!(
+            code(&stranger),
+            Some((404, "unknown_member".into())),
+            "{stranger}"
+        );
+        let anonymous = tc.c.client_on(http.clone(), leader).unwrap();
+        let refused = anonymous.stand(&r, leader % 3 + 1, true).await.unwrap_err();
+        assert_eq!(code(&refused).map(|c| c.0), Some(401), "{refused}");
+    });
+    let promises = poller_rt.block_on(poller.finish());
+    let (kept, shared) = role_promise_keeping(&promises);
+    eprintln!(
+        "{} role promises judged over {} roles, {} broken",
+        kept.promises,
+        promises.len(),
+        kept.broken.len()
+    );
+    assert!(
+        kept.promises > 100,
+        "too few promises to judge: {}",
+        kept.promises
+    );
+    assert!(kept.broken.is_empty(), "{:?}", kept.broken);
+    assert!(shared.is_empty(), "{shared:?}");
+    tc.assert_safe();
+}
+
+#[test]
+fn other_modes_say_which_mode_has_roles() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Bully, 3);
+    rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    rt.block_on(async {
+        let e = client(&tc, 1)
+            .role_claim(&name("scheduler"))
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), Some((409, "roles_unsupported".into())), "{e}");
+        let e = client(&tc, 1)
+            .stand(&name("scheduler"), 1, true)
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), Some((409, "roles_unsupported".into())), "{e}");
+        assert!(e.to_string().contains("quorum"), "{e}");
+    });
+}
