@@ -319,6 +319,11 @@ pub struct Flaws {
     /// after a resign while answers given just before still promise up to L.
     #[cfg(feature = "flaws")]
     pub release_from_ended_claim: bool,
+    /// Quorum mode, named roles: the leader revokes a holder it has not renewed for F/6 (not
+    /// F) and grants its roles at once, without waiting out the holder's last promise
+    /// (roles/steward.rs, `Knobs::hasty_revoke`; docs/safety.md, "Roles", R4 left out).
+    #[cfg(feature = "flaws")]
+    pub hasty_revoke: bool,
 }
 
 /// Whether each flaw is on: always `false` without the feature.
@@ -344,6 +349,9 @@ impl Flaws {
     }
     pub fn snapshot_keeps_incarnations(&self) -> bool {
         self.snapshot_keeps_incarnations
+    }
+    pub fn hasty_revoke(&self) -> bool {
+        self.hasty_revoke
     }
     pub fn release_from_ended_claim(&self) -> bool {
         self.release_from_ended_claim
@@ -380,6 +388,9 @@ impl Flaws {
         false
     }
     pub fn snapshot_keeps_incarnations(&self) -> bool {
+        false
+    }
+    pub fn hasty_revoke(&self) -> bool {
         false
     }
     pub fn release_from_ended_claim(&self) -> bool {

@@ -9,7 +9,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::{TestCluster, POLL_EVERY};
+use common::{TestCluster, POLL_EVERY, TEST_TIMING};
 use electd_client::{Error, Mode, NodeId, RoleName, RolesPage};
 use electd_lab::chaos::checkers::role_promise_keeping;
 use electd_lab::chaos::record::RolePoller;
@@ -210,6 +210,106 @@ fn roles_spread_move_off_a_killed_holder_and_keep_their_promises() {
     assert!(kept.broken.is_empty(), "{:?}", kept.broken);
     assert!(shared.is_empty(), "{shared:?}");
     tc.assert_safe();
+}
+
+/// Six roles on three nodes (`flaw`: on the lab's flawed binary with it); the holder of some,
+/// not the leader, cut off from its peers (the admin faults API) until its roles are held by
+/// the others, then healed. Every claiming answer on every node is judged: the role promises
+/// kept (and how many), and how long the move took.
+fn cut_off_a_holder(
+    flaw: Option<&str>,
+) -> (electd_lab::chaos::checkers::PromiseKeeping, Vec<String>) {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::configure(Mode::Quorum, 3, TEST_TIMING);
+    if let Some(flaw) = flaw {
+        tc.c.bin = tc.c.bin.with_file_name("electd-flawed");
+        assert!(
+            tc.c.bin.is_file(),
+            "build it: cargo build -p electd --features flaws --bin electd-flawed"
+        );
+        tc.c.extra_args
+            .extend(["--lab-flaw".to_string(), flaw.to_string()]);
+    }
+    for id in tc.c.ids() {
+        tc.start_node(id);
+    }
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let roles: Vec<RoleName> = (0..6).map(|i| name(&format!("job-{i}"))).collect();
+    let ids = tc.c.ids();
+    rt.block_on(async {
+        for r in &roles {
+            for id in &ids {
+                client(&tc, *id).stand(r, *id, true).await.expect("stand");
+            }
+        }
+    });
+    let held = rt
+        .block_on(until_held(&tc, leader, &roles, &ids))
+        .expect("all held");
+    let victim = held
+        .values()
+        .map(|(h, _)| *h)
+        .find(|h| *h != leader)
+        .expect("a holder besides the leader");
+    let rest: Vec<NodeId> = ids.iter().copied().filter(|n| *n != victim).collect();
+    let poller_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let poller = {
+        let _in = poller_rt.enter();
+        RolePoller::start_on(&tc.c, &ids, &roles, POLL_EVERY)
+    };
+    // A few polls of the settled placement first.
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    rt.block_on(tc.c.partition(&[vec![victim], rest.clone()]))
+        .expect("cut");
+    let after = rt.block_on(until_held(&tc, leader, &roles, &rest));
+    eprintln!(
+        "node {victim} cut off: its roles held by the others after {} ms",
+        t0.elapsed().as_millis()
+    );
+    assert!(after.is_some(), "the cut-off holder's roles moved");
+    // The cut-off node's last answers and the new holders' first are all in the record.
+    std::thread::sleep(Duration::from_millis(300));
+    rt.block_on(tc.c.heal()).expect("heal");
+    let promises = poller_rt.block_on(poller.finish());
+    let (kept, shared) = role_promise_keeping(&promises);
+    eprintln!(
+        "{} role promises judged, {} broken",
+        kept.promises,
+        kept.broken.len()
+    );
+    (kept, shared)
+}
+
+/// R4 on real processes: a holder cut off keeps claiming until its last renewal's instant + L,
+/// and the leader grants its roles to others only after its last possible promise.
+#[test]
+fn a_cut_off_holder_s_roles_move_only_after_its_promises() {
+    let (kept, shared) = cut_off_a_holder(None);
+    assert!(
+        kept.promises > 100,
+        "too few promises to judge: {}",
+        kept.promises
+    );
+    assert!(kept.broken.is_empty(), "{:?}", kept.broken);
+    assert!(shared.is_empty(), "{shared:?}");
+}
+
+/// The same on nodes whose leader revokes a holder silent for F/6 and grants at once
+/// (`hasty-revoke`, R4 left out): the role promise checker catches the new holders' claims
+/// inside the cut-off holder's promises.
+#[test]
+fn the_role_promise_checker_catches_a_hasty_revocation() {
+    let (kept, _) = cut_off_a_holder(Some("hasty-revoke"));
+    assert!(
+        !kept.broken.is_empty(),
+        "a hasty revocation went unseen over {} promises",
+        kept.promises
+    );
 }
 
 #[test]

@@ -86,6 +86,11 @@ impl Ledger {
         });
     }
 
+    /// F, the follower lease this ledger waits out.
+    pub fn follower_lease_ns(&self) -> u64 {
+        self.follower_lease_ns
+    }
+
     /// The term this ledger leads, if any.
     pub fn term(&self) -> Option<u64> {
         self.leading.as_ref().map(|l| l.term)

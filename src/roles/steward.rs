@@ -92,6 +92,9 @@ pub struct Knobs {
     /// How long past the end of its promises a moved role's holder has to release it before
     /// the leader revokes it.
     pub release_grace_ns: u64,
+    /// The lab's flaw `hasty-revoke` (src/engine.rs, `Flaws`; never set in the node): a holder
+    /// not renewed for F/6 is taken for dead: revoked, and its roles granted without a wait.
+    pub hasty_revoke: bool,
 }
 
 /// What a leader's turn writes, in this order.
@@ -281,8 +284,10 @@ impl Steward {
                 false => RoleCommand::Withdraw { node, roles },
             });
         }
+        // The flaw judges liveness as hastily as it revokes.
+        let hasty = self.knobs.hasty_revoke as u64 * self.ledger.follower_lease_ns() * 5 / 6;
         let placement = Placement {
-            live: self.ledger.live(now_ns),
+            live: self.ledger.live(now_ns + hasty),
             max_roles: BTreeMap::new(),
             max_moves: self.knobs.max_moves,
         };
@@ -306,6 +311,19 @@ impl Steward {
     fn revocations(&mut self, table: &RoleTable, now_ns: u64) -> Vec<(RoleName, Token)> {
         let holders: Vec<NodeId> = table.holders().collect();
         let mut roles: Vec<RoleName> = Vec::new();
+        if self.knobs.hasty_revoke {
+            let soon = now_ns + self.ledger.follower_lease_ns() * 5 / 6;
+            // Its roles go to others at once: no stop, no wait.
+            let mut hasty = Vec::new();
+            for h in self.ledger.silent(table, &holders, soon) {
+                hasty.extend(
+                    table
+                        .held_by(h)
+                        .filter_map(|r| Some((r.clone(), table.holder(r)?.1))),
+                );
+            }
+            return hasty;
+        }
         for h in self.ledger.silent(table, &holders, now_ns) {
             roles.extend(table.held_by(h).cloned());
         }
@@ -381,6 +399,7 @@ mod tests {
         let knobs = Knobs {
             max_moves: 8,
             release_grace_ns: F,
+            hasty_revoke: false,
         };
         Steward::new(me, L, F, knobs)
     }

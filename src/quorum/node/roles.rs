@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::clock::ms;
 use crate::config::Timing;
-use crate::engine::{RolesError, RolesQuery, RolesReply, RolesRequest};
+use crate::engine::{Flaws, RolesError, RolesQuery, RolesReply, RolesRequest};
 use crate::error::REQUEST_TIMEOUT;
 use crate::quorum::core::{Answer, Input};
 use crate::quorum::node::QuorumNode;
@@ -30,11 +30,12 @@ const APPLY_WAIT: Duration = Duration::from_millis(REQUEST_TIMEOUT.as_millis() a
 
 /// The steward of node `me` with the config's timings: claims of L from a renewal's send
 /// instant, the leader's waits of F, a moved role's holder given F past its promises.
-pub(crate) fn new_steward(me: NodeId, t: &Timing) -> Steward {
+pub(crate) fn new_steward(me: NodeId, t: &Timing, flaws: &Flaws) -> Steward {
     let f = ms(t.follower_lease_ms);
     let knobs = Knobs {
         max_moves: MOVES_PER_TURN,
         release_grace_ns: f,
+        hasty_revoke: flaws.hasty_revoke(),
     };
     Steward::new(me, ms(t.effective_lease_ms()), f, knobs)
 }
