@@ -86,7 +86,7 @@ const NODE_LAYERS: &[&[&str]] = &[
 /// The `electd` binary's modules (`src/bin/electd/`, beside `main.rs`, which the check leaves
 /// out), lowest first.
 const BIN_LAYERS: &[&[&str]] = &[
-    &["addr", "contain", "recover"],
+    &["addr", "contain", "recover", "plan"],
     &["client", "join", "run"],
     &["doctor"],
     &["flags"],

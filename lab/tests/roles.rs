@@ -312,6 +312,87 @@ fn the_role_promise_checker_catches_a_hasty_revocation() {
     );
 }
 
+/// The children of node `id`'s supervisor as the stamps say: (pid, token, first, last).
+fn lives(dir: &std::path::Path, id: NodeId) -> Vec<(u32, u64, u64, u64)> {
+    let mut by_pid: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
+    for (t, token, pid) in common::stamps(&dir.join(format!("stamps{id}"))) {
+        let e = by_pid.entry(pid).or_insert((token, t, t));
+        e.1 = e.1.min(t);
+        e.2 = e.2.max(t);
+    }
+    by_pid
+        .into_iter()
+        .map(|(pid, (token, first, last))| (pid, token, first, last))
+        .collect()
+}
+
+/// `electd run --role NAME` beside every node: the node stands for NAME, one child runs at a
+/// time (with the grant's token in ELECTD_TOKEN), the holder's node killed hands it to another
+/// node's child, which never runs while the first one did; the supervisors withdraw as they exit.
+#[test]
+fn electd_run_with_a_role_runs_one_child_and_moves_it() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let dir = tempfile::tempdir().unwrap();
+    let mut sups = common::Supervisors::stamping_with(&tc, dir.path(), &["--role", "job"]);
+    let ids = tc.c.ids();
+    let started = |dir: &std::path::Path| -> Vec<NodeId> {
+        ids.iter()
+            .copied()
+            .filter(|id| !lives(dir, *id).is_empty())
+            .collect()
+    };
+    let until = Instant::now() + WAIT;
+    while started(dir.path()).is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first = started(dir.path());
+    assert_eq!(first.len(), 1, "one child runs: {first:?}");
+    let victim = first[0];
+    let token = lives(dir.path(), victim)[0].1;
+    assert!(token > 0, "ELECTD_TOKEN is the grant's token");
+    tc.kill(victim);
+    let until = Instant::now() + WAIT;
+    while started(dir.path()).len() < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let now = started(dir.path());
+    assert_eq!(now.len(), 2, "another node's child took over: {now:?}");
+    let codes = sups.interrupt_all();
+    assert!(
+        codes.iter().all(|(id, c)| *id == victim || *c == Some(0)),
+        "the supervisors stop with 0: {codes:?}"
+    );
+    // No two children of different nodes lived at once.
+    let all: Vec<(NodeId, (u32, u64, u64, u64))> = ids
+        .iter()
+        .flat_map(|id| lives(dir.path(), *id).into_iter().map(move |l| (*id, l)))
+        .collect();
+    for (a, la) in &all {
+        for (b, lb) in &all {
+            if a < b {
+                assert!(
+                    la.3 < lb.2 || lb.3 < la.2,
+                    "node {a}'s child {la:?} and node {b}'s {lb:?} overlap"
+                );
+            }
+        }
+    }
+    // The live supervisors withdrew their nodes; the killed node's could not.
+    let role = rt.block_on(async {
+        let other = *ids.iter().find(|i| **i != victim).unwrap();
+        client(&tc, other).roles(None, 10).await.unwrap()
+    });
+    let job = role
+        .roles
+        .iter()
+        .find(|r| r.name.as_str() == "job")
+        .expect("job");
+    assert!(job.candidates.iter().all(|c| *c == victim), "{job:?}");
+    tc.assert_safe();
+}
+
 #[test]
 fn other_modes_say_which_mode_has_roles() {
     let rt = TestCluster::rt();

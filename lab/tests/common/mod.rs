@@ -275,11 +275,19 @@ impl Supervisors {
     /// `electd run --grace-ms 60` beside every node of `tc`, each running the lab's stamp
     /// (its lifetime, every millisecond, to `dir/stamps{id}`), its log in `dir/run{id}.log`.
     pub fn stamping(tc: &TestCluster, dir: &Path) -> Supervisors {
+        Self::stamping_with(tc, dir, &[])
+    }
+
+    /// [`Supervisors::stamping`] with `extra` flags of `electd run` (and the cluster's admin
+    /// token in the environment).
+    pub fn stamping_with(tc: &TestCluster, dir: &Path, extra: &[&str]) -> Supervisors {
         let lab = env!("CARGO_BIN_EXE_electd-lab");
         let mut sups = Supervisors(Vec::new());
         for id in tc.c.ids() {
             let child = std::process::Command::new(electd_lab::bin::electd_bin().unwrap())
                 .args(["run", "--node", &tc.c.member(id).unwrap().addr])
+                .args(extra)
+                .env("ELECTD_ADMIN_TOKEN", tc.c.admin_token().unwrap_or_default())
                 .args(["--grace-ms", "60", "--"])
                 .args([lab, "stamp"])
                 .arg(dir.join(format!("stamps{id}")))

@@ -1,4 +1,4 @@
-//! The client commands of `electd`: `leader`, `status`, `watch`, `resign` and `member`, each against one
+//! The client commands of `electd`: `leader`, `status`, `watch`, `resign`, `member` and `roles`, each against one
 //! node (`--node`) or the first of several that answers (`--endpoints`; admin requests to the
 //! leader they name), through the typed client. Human lines by default, the API's JSON with
 //! `--json`; the exit code says what a script needs to know (docs/applications.md, "Client
@@ -296,6 +296,55 @@ pub async fn member(args: MemberArgs) -> ExitCode {
         }
         Err(f) => admin_failed(&f),
     }
+}
+
+/// One line per role: its name, holder and token, and its candidates.
+fn roles_lines(roles: &[electd_client::RoleInfo]) -> String {
+    let lines: Vec<String> = roles
+        .iter()
+        .map(|r| {
+            let held = match (r.holder, r.token) {
+                (Some(h), Some(t)) => format!("held by node {h} (token {t})"),
+                _ => "free".to_string(),
+            };
+            format!("{}: {held}; candidates {:?}", r.name, r.candidates)
+        })
+        .collect();
+    if lines.is_empty() {
+        return "no roles".to_string();
+    }
+    lines.join("\n")
+}
+
+/// `electd roles`: every role, page by page; exit 0, or 3 when the node's mode has no roles.
+pub async fn roles(args: NodeArgs) -> ExitCode {
+    let mut all = Vec::new();
+    let mut after: Option<electd_client::RoleName> = None;
+    // At most 1,000 pages of 1,000 roles.
+    for _ in 0..1000 {
+        let page = match args
+            .ask(|c| {
+                let after = after.clone();
+                async move { c.roles(after.as_ref(), 1000).await }
+            })
+            .await
+        {
+            Ok(p) => p,
+            Err(f) => return admin_failed(&f),
+        };
+        all.extend(page.roles);
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let text = if args.json {
+        json(&all)
+    } else {
+        roles_lines(&all)
+    };
+    println!("{text}");
+    ExitCode::from(exit::OK)
 }
 
 fn watch_line(w: &Watched, as_json: bool) -> String {

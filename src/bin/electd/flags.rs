@@ -86,6 +86,9 @@ pub enum Command {
     /// Quorum mode's members: list them, add one, remove one (add and remove need the admin
     /// token and go to the leader).
     Member(crate::client::MemberArgs),
+    /// The named roles (quorum mode): each with its holder, its token and who stands for it,
+    /// as the node's applied log has them.
+    Roles(crate::client::NodeArgs),
     /// Check the whole cluster: every member reachable, secret, TLS and cluster id mismatches,
     /// membership and leader agreement, health, event-log lag, clock offsets, the mode's
     /// warning; one line per check, OK, WARN or FAIL. Exit 0 all OK, 1 a member unreachable or
@@ -123,7 +126,9 @@ impl Command {
     /// under one node's claim, and those that ask none).
     pub fn nodes_mut(&mut self) -> Option<&mut crate::addr::Nodes> {
         match self {
-            Command::Leader(a) | Command::Status(a) | Command::Doctor(a) => Some(&mut a.at),
+            Command::Leader(a) | Command::Status(a) | Command::Doctor(a) | Command::Roles(a) => {
+                Some(&mut a.at)
+            }
             Command::Watch(a) => Some(&mut a.node.at),
             Command::Resign(a) => Some(&mut a.node.at),
             Command::Member(a) => Some(&mut a.node.at),

@@ -15,6 +15,7 @@ mod contain;
 mod doctor;
 mod flags;
 mod join;
+mod plan;
 mod recover;
 mod run;
 
@@ -46,6 +47,7 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Watch(a) => client::watch(a).await,
             Command::Resign(a) => client::resign(a).await,
             Command::Member(a) => client::member(a).await,
+            Command::Roles(a) => client::roles(a).await,
             Command::Doctor(a) => doctor::doctor(a).await,
             Command::Run(a) => run::run(a).await,
             Command::KeepGroup { group, cgroup } => run::keep_group(group, cgroup),

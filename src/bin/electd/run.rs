@@ -35,13 +35,16 @@ use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
 use electd::clock::{boot_ns, mono_ns, ms};
-use electd_client::{Client, LeaderInfo};
+use electd_client::{Client, LeaderInfo, Mode, NodeId, Role, RoleClaimInfo, RoleName};
 use futures_util::future::BoxFuture;
 use rustix::process::{Pid, Signal};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::addr::NodeAddr;
 use super::contain::Containment;
+#[cfg(doc)]
+use super::plan::KILL_EARLY_MS;
+use super::plan::{Action, Plan};
 
 /// Exit codes of `electd run` besides the child's own.
 pub mod exit {
@@ -50,12 +53,6 @@ pub mod exit {
     /// CMD could not be started (not found, not executable).
     pub const CANNOT_START: u8 = 127;
 }
-
-/// SIGKILL goes out this long before the deadline: tokio's timers fire up to a millisecond
-/// late, the kernel delivers a signal at the target's next scheduling, and a busy host may
-/// run the supervisor a few milliseconds late. (A supervisor stalled for longer than this can
-/// miss the deadline; docs/applications.md, "electd run", says what is covered.)
-pub const KILL_EARLY_MS: u64 = 5;
 
 /// The clock the supervisor keeps and enforces deadlines on: the host's `CLOCK_BOOTTIME`
 /// ([`HostBoot`]), or a test's.
@@ -121,177 +118,36 @@ pub struct RunArgs {
     /// Pause before CMD starts again after it exited by itself, ms.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub restart_delay_ms: u64,
+    /// Run CMD under a named role rather than the cluster's own election: the node stands for
+    /// NAME while this runs and withdraws when it exits; CMD runs only while the node holds
+    /// NAME, with the grant's fencing token in ELECTD_TOKEN (quorum mode).
+    #[arg(long, value_name = "NAME", value_parser = role_name)]
+    pub role: Option<RoleName>,
+    /// The admin token, for a node that is not on this host (its own host stands without one).
+    #[arg(long, env = "ELECTD_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<String>,
 }
 
-/// What the supervisor must do now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Start CMD for the claim of `term`.
-    Start { term: u64 },
-    /// SIGTERM to CMD's group.
-    Term,
-    /// SIGKILL to CMD's group.
-    Kill,
+/// `--role`'s value, or why it is not a role name.
+fn role_name(s: &str) -> Result<RoleName, String> {
+    RoleName::new(s).map_err(|e| e.to_string())
 }
 
-/// The child as the plan sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Supervised {
-    term: u64,
-    /// The end of the latest promise of `term` (boot ns): the child never outlives it.
-    deadline_ns: u64,
-    termed: bool,
-    killed: bool,
-}
-
-/// When the child starts and stops, decided from the node's answers and the clock only (no
-/// I/O): the supervisor feeds it and carries out the [`Action`]s.
-#[derive(Clone, Debug)]
-pub struct Plan {
-    grace_ns: u64,
-    poll_ns: u64,
-    /// The newest promise known: its term and its end (boot ns).
-    promise: Option<(u64, u64)>,
-    child: Option<Supervised>,
-    /// No start before this instant (boot ns): after CMD exited by itself.
-    not_before_ns: u64,
-    /// The node that answered first: the one beside the application. An answer from any other
-    /// (a load-balanced address that reached another node) claims nothing for this
-    /// application (issue 48, item 5): it is taken as the node saying it does not claim.
-    node: Option<electd_client::NodeId>,
-}
-
-impl Plan {
-    pub fn new(grace_ms: u64, poll_ms: u64) -> Plan {
-        Plan {
-            grace_ns: ms(grace_ms),
-            poll_ns: ms(poll_ms.max(1)),
-            promise: None,
-            child: None,
-            not_before_ns: 0,
-            node: None,
-        }
-    }
-
-    /// Whether `info` comes from the node this supervisor follows (the first that answered).
-    pub fn is_ours(&mut self, info: &LeaderInfo) -> bool {
-        *self.node.get_or_insert(info.node_id) == info.node_id
-    }
-
-    /// The node answered `info` (claiming or not) to a question sent at `sent_ns`; it is
-    /// `now_ns`. Answers what to do.
-    pub fn answered(&mut self, sent_ns: u64, now_ns: u64, info: &LeaderInfo) -> Option<Action> {
-        let claims = info.view().claims() && self.is_ours(info);
-        if claims {
-            // bully, ring and invitation give no lease: the claim holds until an answer says otherwise,
-            // which comes within two polls.
-            let until = sent_ns + info.lease_ms.map_or(2 * self.poll_ns, ms);
-            self.promise = Some(match self.promise {
-                Some((t, u)) if t == info.term => (t, u.max(until)),
-                _ => (info.term, until),
-            });
-            if let Some(c) = &mut self.child {
-                // Only a promise of the child's own term extends its deadline.
-                if c.term == info.term {
-                    c.deadline_ns = c.deadline_ns.max(until);
-                }
-            }
-        }
-        let promise_left = self.promise.filter(|(_, u)| now_ns < *u);
-        match self.child {
-            Some(c) if !claims || c.term != info.term => self.stop_soon(now_ns),
-            None if claims
-                && now_ns >= self.not_before_ns
-                && promise_left
-                    .is_some_and(|(t, u)| t == info.term && u > now_ns + self.grace_ns) =>
-            {
-                Some(Action::Start { term: info.term })
-            }
-            _ => self.enforce(now_ns),
-        }
-    }
-
-    /// CMD started for `term`: its deadline is the end of the newest promise of `term`.
-    pub fn started(&mut self, term: u64) {
-        let deadline_ns = self.promise.filter(|(t, _)| *t == term).map_or(0, |p| p.1);
-        self.child = Some(Supervised {
-            term,
-            deadline_ns,
-            termed: false,
-            killed: false,
-        });
-    }
-
-    /// SIGTERM now; the deadline moves to `now + grace` if that is sooner.
-    fn stop_soon(&mut self, now_ns: u64) -> Option<Action> {
-        let grace = self.grace_ns;
-        let c = self.child.as_mut()?;
-        c.deadline_ns = c.deadline_ns.min(now_ns + grace);
-        if c.termed {
-            return self.enforce(now_ns);
-        }
-        c.termed = true;
-        Some(Action::Term)
-    }
-
-    /// The claim must end for the child (SIGINT, SIGTERM to the supervisor): as
-    /// [`Plan::answered`] with a refusal.
-    pub fn stop(&mut self, now_ns: u64) -> Option<Action> {
-        self.stop_soon(now_ns)
-    }
-
-    /// Enforces the deadline at `now_ns`: SIGKILL from [`KILL_EARLY_MS`] before it, SIGTERM
-    /// from `grace` before it.
-    pub fn enforce(&mut self, now_ns: u64) -> Option<Action> {
-        let grace = self.grace_ns;
-        let c = self.child.as_mut()?;
-        if now_ns + ms(KILL_EARLY_MS) >= c.deadline_ns {
-            if c.killed {
-                return None;
-            }
-            c.killed = true;
-            c.termed = true;
-            return Some(Action::Kill);
-        }
-        if now_ns + grace >= c.deadline_ns && !c.termed {
-            c.termed = true;
-            return Some(Action::Term);
-        }
-        None
-    }
-
-    /// When [`Plan::enforce`] must run next (boot ns), if a child runs.
-    pub fn due_ns(&self) -> Option<u64> {
-        let c = self.child.as_ref().filter(|c| !c.killed)?;
-        let kill_at = c.deadline_ns.saturating_sub(ms(KILL_EARLY_MS));
-        Some(if c.termed {
-            kill_at
-        } else {
-            c.deadline_ns.saturating_sub(self.grace_ns).min(kill_at)
-        })
-    }
-
-    /// The child's deadline (boot ns), if one runs.
-    pub fn deadline_ns(&self) -> Option<u64> {
-        self.child.map(|c| c.deadline_ns)
-    }
-
-    /// The child ended; `by_itself` when no signal of ours stopped it. A child that exits by
-    /// itself starts again no sooner than `restart_ns`.
-    pub fn ended(&mut self, restart_ns: u64) -> Option<u64> {
-        let c = self.child.take()?;
-        if !c.termed {
-            self.not_before_ns = restart_ns;
-        }
-        Some(c.term)
-    }
-
-    /// Whether the running child was signalled by us.
-    pub fn signalled(&self) -> bool {
-        self.child.is_some_and(|c| c.termed)
+/// A role's claim answer read as the plan reads the cluster's: node `me`'s answer, claiming
+/// (`holds`) in the "term" of the grant's token.
+fn role_answer(me: NodeId, holds: bool, info: &RoleClaimInfo) -> LeaderInfo {
+    LeaderInfo {
+        // A 200 names its holder, the node that answered; a 503 the holder elsewhere.
+        node_id: if holds { info.node.unwrap_or(me) } else { me },
+        mode: Mode::Quorum,
+        role: if holds { Role::Leader } else { Role::Follower },
+        term: info.token.unwrap_or(0),
+        leader: None,
+        lease_ms: holds.then_some(info.lease_ms),
+        no_promise: None,
     }
 }
 
@@ -319,6 +175,8 @@ struct Supervisor {
     contain: std::sync::Arc<Containment>,
     /// Where deadlines are read and waited for.
     clock: std::sync::Arc<dyn BootClock>,
+    /// With `--role`: the role, and the id of the node this supervisor follows.
+    role: Option<(RoleName, NodeId)>,
 }
 
 fn log(line: &str) {
@@ -407,7 +265,7 @@ impl Supervisor {
                 .map_or(u64::MAX, |d| d.saturating_sub(sent)),
         )
         .min(Duration::from_millis(self.args.poll_ms.max(1) * 2));
-        let answer = tokio::time::timeout(bound, self.client.claim()).await;
+        let answer = tokio::time::timeout(bound, self.ask()).await;
         let now = self.clock.now_ns();
         match answer {
             Ok(Ok((_, info))) => {
@@ -431,6 +289,15 @@ impl Supervisor {
                 self.act(action, None, "the claim was not renewed in time")
             }
         }
+    }
+
+    /// The node's claim now: the cluster's, or with `--role` the role's.
+    async fn ask(&self) -> Result<(bool, LeaderInfo), electd_client::Error> {
+        let Some((role, me)) = &self.role else {
+            return self.client.claim().await;
+        };
+        let (holds, info) = self.client.role_claim(role).await?;
+        Ok((holds, role_answer(*me, holds, &info)))
     }
 
     /// The deadline timer fired.
@@ -521,6 +388,12 @@ impl Supervisor {
             .env("ELECTD_TERM", term.to_string())
             .env("ELECTD_NODE_ID", info.node_id.to_string())
             .env("ELECTD_LEASE_MS", lease_left.to_string())
+            .envs(self.role.iter().flat_map(|(role, _)| {
+                [
+                    ("ELECTD_ROLE", role.to_string()),
+                    ("ELECTD_TOKEN", term.to_string()),
+                ]
+            }))
             // A group of its own: every signal reaches what CMD starts in it, and a Ctrl-C
             // on the terminal reaches the supervisor only, which stops the child itself.
             .process_group(0)
@@ -643,6 +516,21 @@ async fn supervise(
         "the child's descendants are kept by: {}",
         contain.describe()
     ));
+    tokio::pin!(stop);
+    // Candidacy changes are answered once applied: longer than a poll.
+    let changes = args
+        .node
+        .client(Duration::from_secs(6))
+        .admin_token(args.admin_token.clone());
+    let role = match &args.role {
+        None => None,
+        Some(name) => {
+            tokio::select! {
+                _ = &mut stop => return ExitCode::from(exit::STOPPED),
+                me = stand(&changes, name) => Some((name.clone(), me)),
+            }
+        }
+    };
     let mut sup = Supervisor {
         plan: Plan::new(args.grace_ms, args.poll_ms),
         args,
@@ -650,15 +538,34 @@ async fn supervise(
         running: None,
         contain,
         clock,
+        role,
     };
-    tokio::pin!(stop);
+    if let Some((_, me)) = &sup.role {
+        sup.plan.node = Some(*me);
+    }
+    let code = supervise_loop(&mut sup, stop).await;
+    if let Some((name, me)) = &sup.role {
+        withdraw(&changes, name, *me).await;
+    }
+    code
+}
+
+/// The supervisor's loop until `stop` or CMD's end says so.
+async fn supervise_loop(
+    sup: &mut Supervisor,
+    stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> ExitCode {
+    let mut stop = stop;
     let mut tick = tokio::time::interval(Duration::from_millis(sup.args.poll_ms.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let changed = std::sync::Arc::new(tokio::sync::Notify::new());
-    let _follower = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(follow(
-        sup.args.node.clone(),
-        changed.clone(),
-    )));
+    // The watch stream tells of the cluster's election only: a role's supervisor polls.
+    let _follower = sup.role.is_none().then(|| {
+        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(follow(
+            sup.args.node.clone(),
+            changed.clone(),
+        )))
+    });
     loop {
         let clock = sup.clock.clone();
         let due = until_due(&*clock, sup.plan.due_ns());
@@ -685,6 +592,40 @@ async fn supervise(
         if let Err(code) = step {
             return code;
         }
+    }
+}
+
+/// Stands the node for `role` (`PUT /v1/roles/{name}/candidates/{id}`), asking again every
+/// second until it is done; the node's id.
+async fn stand(client: &Client, role: &RoleName) -> NodeId {
+    let mut said = false;
+    loop {
+        let stood = async {
+            let me = client.leader().await?.node_id;
+            client.stand(role, me, true).await.map(|_| me)
+        };
+        match stood.await {
+            Ok(me) => {
+                log(&format!("node {me} stands for role {role}"));
+                return me;
+            }
+            Err(e) if !said => {
+                said = true;
+                log(&format!(
+                    "cannot stand for role {role} yet (asking every second): {e}"
+                ));
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Withdraws node `me` from `role` as the supervisor exits (CMD has stopped).
+async fn withdraw(client: &Client, role: &RoleName, me: NodeId) {
+    match client.stand(role, me, false).await {
+        Ok(_) => log(&format!("node {me} withdrew from role {role}")),
+        Err(e) => log(&format!("cannot withdraw node {me} from role {role}: {e}")),
     }
 }
 
@@ -732,142 +673,6 @@ pub fn keep_group(group: i32, cgroup: Option<std::path::PathBuf>) -> ExitCode {
         super::contain::kill_cgroup(&dir);
     }
     ExitCode::SUCCESS
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use electd_client::{LeaderRef, Mode, Role};
-
-    const MS: u64 = 1_000_000;
-
-    fn answer(role: Role, term: u64, lease_ms: Option<u64>) -> LeaderInfo {
-        LeaderInfo {
-            node_id: 1,
-            mode: Mode::Quorum,
-            role,
-            term,
-            leader: (role == Role::Leader).then(|| LeaderRef {
-                id: 1,
-                addr: "127.0.0.1:7001".into(),
-            }),
-            lease_ms,
-            no_promise: None,
-        }
-    }
-
-    /// A plan with a child started for term 7 whose deadline is 1,120 ms (asked at 1,000 ms,
-    /// 120 ms of lease), grace 40 ms.
-    fn running() -> Plan {
-        let mut p = Plan::new(40, 20);
-        let a = p.answered(1000 * MS, 1001 * MS, &answer(Role::Leader, 7, Some(120)));
-        assert_eq!(a, Some(Action::Start { term: 7 }));
-        p.started(7);
-        assert_eq!(p.deadline_ns(), Some(1120 * MS));
-        p
-    }
-
-    /// Issue 48, item 5: pointed at an address that reaches several nodes, the supervisor
-    /// follows the first that answered; another node's claim stops the child as a refusal would.
-    #[test]
-    fn another_nodes_claim_is_no_claim_for_this_supervisor() {
-        let mut p = running();
-        let mut other = answer(Role::Leader, 7, Some(120));
-        other.node_id = 2;
-        assert_eq!(
-            p.answered(1050 * MS, 1051 * MS, &other),
-            Some(Action::Term),
-            "node 2's claim stops node 1's child"
-        );
-        let mut fresh = Plan::new(40, 20);
-        assert_eq!(
-            fresh.answered(1000 * MS, 1001 * MS, &answer(Role::Leader, 7, Some(120))),
-            Some(Action::Start { term: 7 })
-        );
-        fresh.started(7);
-        assert_eq!(
-            fresh.answered(1010 * MS, 1011 * MS, &other),
-            Some(Action::Term)
-        );
-        let mut never = Plan::new(40, 20);
-        assert!(never.is_ours(&other), "the first to answer is followed");
-        let ours = answer(Role::Leader, 7, Some(120));
-        assert_eq!(
-            never.answered(1000 * MS, 1001 * MS, &ours),
-            None,
-            "node 1 claims, but this supervisor follows node 2"
-        );
-    }
-
-    #[test]
-    fn an_answer_in_a_new_term_never_extends_the_old_childs_deadline() {
-        let mut p = running();
-        // At 1,110 ms the node claims in term 8 with a fresh lease: the term-7 child must stop
-        // by its own deadline (1,120), not by now + grace (1,150).
-        let a = p.answered(1110 * MS, 1111 * MS, &answer(Role::Leader, 8, Some(120)));
-        assert_eq!(a, Some(Action::Term));
-        assert_eq!(p.deadline_ns(), Some(1120 * MS));
-        assert_eq!(
-            p.due_ns(),
-            Some(1115 * MS),
-            "SIGKILL 5 ms before the deadline"
-        );
-        assert_eq!(p.enforce(1115 * MS), Some(Action::Kill));
-    }
-
-    #[test]
-    fn renewals_of_the_same_term_extend_the_deadline() {
-        let mut p = running();
-        assert_eq!(
-            p.answered(1020 * MS, 1021 * MS, &answer(Role::Leader, 7, Some(119))),
-            None
-        );
-        assert_eq!(p.deadline_ns(), Some(1139 * MS));
-        assert_eq!(p.due_ns(), Some(1099 * MS), "SIGTERM a grace before it");
-    }
-
-    #[test]
-    fn an_unrenewed_claim_is_enforced_at_its_instant() {
-        let mut p = running();
-        assert_eq!(p.enforce(1079 * MS), None);
-        assert_eq!(p.enforce(1080 * MS), Some(Action::Term));
-        assert_eq!(p.due_ns(), Some(1115 * MS));
-        assert_eq!(p.enforce(1114 * MS), None);
-        assert_eq!(p.enforce(1115 * MS), Some(Action::Kill));
-        assert_eq!(p.enforce(1116 * MS), None, "killed once");
-        assert_eq!(p.due_ns(), None);
-    }
-
-    #[test]
-    fn a_refusal_stops_at_once_and_kills_no_later_than_the_deadline() {
-        let mut p = running();
-        let a = p.answered(1100 * MS, 1101 * MS, &answer(Role::Follower, 7, None));
-        assert_eq!(a, Some(Action::Term));
-        assert_eq!(
-            p.deadline_ns(),
-            Some(1120 * MS),
-            "min(now + grace, deadline)"
-        );
-        let mut p = running();
-        p.answered(1010 * MS, 1011 * MS, &answer(Role::Follower, 7, None));
-        assert_eq!(p.deadline_ns(), Some(1051 * MS), "the grace, when sooner");
-    }
-
-    #[test]
-    fn stopping_the_supervisor_waits_no_longer_than_the_deadline() {
-        let mut p = running();
-        assert_eq!(p.stop(1110 * MS), Some(Action::Term));
-        assert_eq!(p.due_ns(), Some(1115 * MS));
-    }
-
-    #[test]
-    fn a_child_starts_only_with_more_promise_left_than_the_grace() {
-        let mut p = Plan::new(40, 20);
-        let a = p.answered(1000 * MS, 1001 * MS, &answer(Role::Leader, 7, Some(30)));
-        assert_eq!(a, None);
-        let a = p.answered(1020 * MS, 1021 * MS, &answer(Role::Leader, 7, Some(100)));
-        assert_eq!(a, Some(Action::Start { term: 7 }));
-    }
 }
 
 /// The supervisor's loop on an injected clock (issue 48, item 4).
@@ -939,6 +744,8 @@ mod suspend {
             poll_ms: 60_000,
             restart: Restart::Never,
             restart_delay_ms: 1000,
+            role: None,
+            admin_token: None,
             cmd: vec![
                 "sh".into(),
                 "-c".into(),
