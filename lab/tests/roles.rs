@@ -393,6 +393,120 @@ fn electd_run_with_a_role_runs_one_child_and_moves_it() {
     tc.assert_safe();
 }
 
+/// Every role as node `id` lists it, page by page: name → (holder, token).
+async fn all_roles(
+    tc: &TestCluster,
+    id: NodeId,
+) -> BTreeMap<String, (Option<NodeId>, Option<u64>)> {
+    let mut out = BTreeMap::new();
+    let mut after: Option<RoleName> = None;
+    for _ in 0..100 {
+        let Ok(page) = client(tc, id).roles(after.as_ref(), 1000).await else {
+            return BTreeMap::new();
+        };
+        out.extend(
+            page.roles
+                .into_iter()
+                .map(|r| (r.name.to_string(), (r.holder, r.token))),
+        );
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    out
+}
+
+/// Issue 49, item 3: a Raft failover moves no role. 1,000 roles stood for by the two
+/// followers of a 3-node cluster (the leader holds none); the leader killed; once a new leader
+/// renews, every role has the holder and the token it had (no revocation, no new grant).
+#[test]
+fn a_leader_failover_moves_none_of_1000_roles() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let followers: Vec<NodeId> = tc.c.ids().into_iter().filter(|n| *n != leader).collect();
+    let roles: Vec<RoleName> = (0..1000).map(|i| name(&format!("r-{i:04}"))).collect();
+    let t0 = Instant::now();
+    rt.block_on(async {
+        for chunk in roles.chunks(100) {
+            let stands = chunk.iter().flat_map(|r| {
+                let tc = &tc;
+                followers
+                    .iter()
+                    .map(move |f| async move { client(tc, *f).stand(r, *f, true).await })
+            });
+            for r in futures_util::future::join_all(stands).await {
+                r.expect("stand");
+            }
+        }
+    });
+    eprintln!(
+        "2 x 1000 candidacies applied in {} ms",
+        t0.elapsed().as_millis()
+    );
+    let until = Instant::now() + WAIT;
+    let before = loop {
+        let all = rt.block_on(all_roles(&tc, leader));
+        if all.len() == roles.len() && all.values().all(|(h, _)| h.is_some()) {
+            break all;
+        }
+        assert!(
+            Instant::now() < until,
+            "1000 roles held in time: {} held",
+            all.values().filter(|(h, _)| h.is_some()).count()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!(
+        "1000 roles held {} ms after the first candidacy",
+        t0.elapsed().as_millis()
+    );
+    let per_node: BTreeMap<NodeId, usize> =
+        before.values().fold(BTreeMap::new(), |mut m, (h, _)| {
+            *m.entry(h.unwrap()).or_default() += 1;
+            m
+        });
+    eprintln!("held per node: {per_node:?}");
+    assert!(
+        per_node.values().all(|n| *n <= 501),
+        "balanced: {per_node:?}"
+    );
+    let probe = roles[0].clone();
+    let holder = before[probe.as_str()].0.unwrap();
+    let killed = Instant::now();
+    tc.kill(leader);
+    let next = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a new leader");
+    // Claims resume once the new leader renews (after its table applied its first entry).
+    let until = Instant::now() + WAIT;
+    while !matches!(
+        rt.block_on(client(&tc, holder).role_claim(&probe)),
+        Ok((true, _))
+    ) {
+        assert!(Instant::now() < until, "the holder claims again");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "leader {leader} killed: node {next} leads, role claims answered again after {} ms",
+        killed.elapsed().as_millis()
+    );
+    // Two follower leases more, for any move to show.
+    std::thread::sleep(Duration::from_millis(2 * TEST_TIMING.follower_lease_ms));
+    let after = rt.block_on(all_roles(&tc, next));
+    let moved: Vec<&String> = before
+        .keys()
+        .filter(|r| after.get(*r) != before.get(*r))
+        .collect();
+    eprintln!("roles moved by the failover: {}", moved.len());
+    assert!(
+        moved.is_empty(),
+        "{} roles moved, e.g. {:?}",
+        moved.len(),
+        moved.first()
+    );
+    tc.assert_safe();
+}
+
 #[test]
 fn other_modes_say_which_mode_has_roles() {
     let rt = TestCluster::rt();
