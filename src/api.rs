@@ -22,7 +22,7 @@ use crate::config::ExposeSecret;
 use crate::connections::LocalClient;
 use crate::connections::Reserved;
 use crate::engine::{
-    MembershipError, ResignError, RolesError, RolesQuery, RolesReply, RolesRequest,
+    MembershipError, ResignError, RoleCounts, RolesError, RolesQuery, RolesReply, RolesRequest,
 };
 use crate::error::{ApiError, BODY_LIMIT, REQUEST_TIMEOUT};
 use crate::faults::FaultSet;
@@ -390,7 +390,7 @@ async fn get_metrics(State(node): State<Arc<Node>>, headers: HeaderMap) -> Respo
     };
     (
         [(header::CONTENT_TYPE, kind)],
-        metrics::render(&node, openmetrics),
+        metrics::render(&node, openmetrics, roles_counted(&node).await),
     )
         .into_response()
 }
@@ -586,6 +586,14 @@ async fn get_roles(
     match roles(&node, RolesRequest::List(q)).await? {
         RolesReply::Page(p) => Ok(Json(p)),
         other => Err(unexpected(other)),
+    }
+}
+
+/// The roles counted for `/metrics`, in a mode that has them.
+async fn roles_counted(node: &Node) -> Option<RoleCounts> {
+    match node.engine().roles(RolesRequest::Counts).await {
+        Ok(RolesReply::Counts(c)) => Some(c),
+        _ => None,
     }
 }
 

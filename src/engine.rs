@@ -151,6 +151,8 @@ pub enum RolesRequest {
     },
     /// `POST /v1/roles/{name}/resign`: answered once the release is applied.
     Resign { name: RoleName, token: Token },
+    /// The counts `/metrics` exports (bounded: no label carries a role name).
+    Counts,
 }
 
 /// The answers to a [`RolesRequest`], in its order.
@@ -161,6 +163,18 @@ pub enum RolesReply {
     Claim(bool, RoleClaimInfo),
     Role(RoleInfo),
     Resigned(RoleResigned),
+    Counts(RoleCounts),
+}
+
+/// The roles counted, as the node's applied log has them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoleCounts {
+    pub roles: u64,
+    pub held: u64,
+    /// Held by this node.
+    pub mine: u64,
+    /// Grants applied, ever (the last token drawn).
+    pub grants: u64,
 }
 
 /// `GET /v1/roles`'s query.

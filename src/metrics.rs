@@ -16,7 +16,7 @@ use std::sync::atomic::AtomicU64;
 use electd_client::Counters;
 
 use crate::counters::Timings;
-use crate::engine::Judged;
+use crate::engine::{Judged, RoleCounts};
 use crate::lease::ClaimEnd;
 use crate::node::Node;
 use crate::role::Role;
@@ -64,7 +64,7 @@ fn counter(reg: &mut Registry, name: &str, help: &str, value: u64) {
 /// Renders the node's metrics, as OpenMetrics when `openmetrics`, else in the classic format:
 /// electd's own under `electd_`, and the process's under the names every exporter uses
 /// (`process_*`, [`register_process`]).
-pub fn render(node: &Node, openmetrics: bool) -> String {
+pub fn render(node: &Node, openmetrics: bool, roles: Option<RoleCounts>) -> String {
     let mut root = Registry::default();
     register_process(&mut root, node.started_unix_s);
     let reg = root.sub_registry_with_prefix("electd");
@@ -74,6 +74,9 @@ pub fn render(node: &Node, openmetrics: bool) -> String {
     register_view(reg, node.view());
     register_counters(reg, node.counters.snapshot());
     register_timings(reg, &node.counters.timings);
+    if let Some(r) = roles {
+        register_roles(reg, r);
+    }
     let contact = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     let now = node.clock.mono_ns();
     let peers = node.members_in_force();
@@ -287,6 +290,34 @@ fn register_process(reg: &mut Registry, started_unix_s: f64) {
         "process_start_time",
         "when the process started, seconds since the Unix epoch",
         started_unix_s,
+    );
+}
+
+/// The named roles (quorum mode; docs/design/roles.md): counts only, so that the series stay
+/// bounded whatever the number of roles.
+fn register_roles(reg: &mut Registry, r: RoleCounts) {
+    let roles = Family::<Labels, Gauge>::default();
+    for (state, n) in [("held", r.held), ("free", r.roles - r.held)] {
+        roles
+            .get_or_create(&vec![("state".into(), state.into())])
+            .set(n as i64);
+    }
+    reg.register(
+        "roles",
+        "named roles in the node's applied log, held and free",
+        roles,
+    );
+    gauge(
+        reg,
+        "roles_held",
+        "named roles this node holds in its applied log",
+        r.mine as i64,
+    );
+    counter(
+        reg,
+        "role_grants",
+        "grants of named roles applied, ever (the last fencing token drawn)",
+        r.grants,
     );
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::clock::ms;
 use crate::config::Timing;
-use crate::engine::{Flaws, RolesError, RolesQuery, RolesReply, RolesRequest};
+use crate::engine::{Flaws, RoleCounts, RolesError, RolesQuery, RolesReply, RolesRequest};
 use crate::error::REQUEST_TIMEOUT;
 use crate::quorum::core::{Answer, Input};
 use crate::quorum::node::QuorumNode;
@@ -67,6 +67,12 @@ pub(super) async fn serve(node: &QuorumNode, req: RolesRequest) -> Result<RolesR
         RolesRequest::Resign { name, token } => {
             RolesReply::Resigned(resign_role(node, name, token).await?)
         }
+        RolesRequest::Counts => RolesReply::Counts(node.store.roles(|t| RoleCounts {
+            roles: t.len() as u64,
+            held: t.holders().map(|h| t.count_held_by(h) as u64).sum(),
+            mine: t.count_held_by(node.id) as u64,
+            grants: t.last_token(),
+        })),
     })
 }
 
