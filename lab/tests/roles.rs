@@ -118,6 +118,10 @@ fn roles_spread_move_off_a_killed_holder_and_keep_their_promises() {
         *load.entry(*h).or_default() += 1;
     }
     assert!(load.values().all(|n| *n <= 3), "{load:?}");
+    // The counts on /metrics (no label names a role).
+    let text = rt.block_on(client(&tc, leader).metrics_text()).unwrap();
+    assert!(text.contains("electd_roles{state=\"held\"} 6"), "{text}");
+    assert!(text.contains("electd_roles{state=\"free\"} 0"), "{text}");
     // Tokens are distinct.
     let tokens: BTreeSet<u64> = held.values().map(|(_, t)| *t).collect();
     assert_eq!(tokens.len(), roles.len(), "{held:?}");
