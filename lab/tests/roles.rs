@@ -332,7 +332,8 @@ fn lives(dir: &std::path::Path, id: NodeId) -> Vec<(u32, u64, u64, u64)> {
 
 /// `electd run --role NAME` beside every node: the node stands for NAME, one child runs at a
 /// time (with the grant's token in ELECTD_TOKEN), the holder's node killed hands it to another
-/// node's child, which never runs while the first one did; the supervisors withdraw as they exit.
+/// node's child, which never runs while the first one did; the supervisors withdraw as they
+/// exit, and the one whose node holds the role gives it up.
 #[test]
 fn electd_run_with_a_role_runs_one_child_and_moves_it() {
     let rt = TestCluster::rt();
@@ -394,6 +395,8 @@ fn electd_run_with_a_role_runs_one_child_and_moves_it() {
         .find(|r| r.name.as_str() == "job")
         .expect("job");
     assert!(job.candidates.iter().all(|c| *c == victim), "{job:?}");
+    // And the one whose node held the role gave it up (no live node stands for it now).
+    assert_eq!(job.holder, None, "{job:?}");
     tc.assert_safe();
 }
 

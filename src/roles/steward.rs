@@ -10,7 +10,7 @@
 //! holder may make (R5). Each is asked again in every renewal until the node's own table shows
 //! it applied, so a lost renewal or a leader that fails over loses nothing.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -256,9 +256,12 @@ impl Steward {
     /// moves not released in time), each stopped before it is written (R2); the releases and
     /// candidacy changes the renewals asked for; then the grants the ledger allows (R3, R4).
     /// Planned moves are stopped here and written by their holders' releases.
-    pub fn writes(&mut self, table: &RoleTable, now_ns: u64) -> Writes {
+    pub fn writes(&mut self, table: &RoleTable, members: &BTreeSet<NodeId>, now_ns: u64) -> Writes {
         let mut out = Writes::default();
-        let revoke = self.revocations(table, now_ns);
+        let (mut revoke, forget) = self.removals(table, members);
+        revoke.extend(self.revocations(table, now_ns));
+        revoke.sort();
+        revoke.dedup();
         if !revoke.is_empty() {
             out.commands.push(RoleCommand::Revoke { roles: revoke });
         }
@@ -274,7 +277,8 @@ impl Steward {
         }
         let mut changes: BTreeMap<(NodeId, bool), Vec<RoleName>> = BTreeMap::new();
         for ((role, node), stands) in std::mem::take(&mut self.asked_candidacy) {
-            if !Self::shows(table, &role, node, stands) {
+            // Not a member (any more): nothing to stand for, and nothing to forget again.
+            if !Self::shows(table, &role, node, stands) && members.contains(&node) {
                 changes.entry((node, stands)).or_default().push(role);
             }
         }
@@ -303,7 +307,39 @@ impl Steward {
         if !grants.is_empty() {
             out.commands.push(RoleCommand::Grant { grants });
         }
+        out.commands
+            .extend(forget.into_iter().map(|node| RoleCommand::Forget { node }));
         out
+    }
+
+    /// Nodes of `table` that are no longer `members`: the roles they hold, to revoke (each
+    /// stopped first, so that it is granted again only after the removed holder's last
+    /// promise: R4), and those that hold none, to forget (their candidacies go).
+    fn removals(
+        &mut self,
+        table: &RoleTable,
+        members: &BTreeSet<NodeId>,
+    ) -> (Vec<(RoleName, Token)>, Vec<NodeId>) {
+        let named: BTreeSet<NodeId> = table
+            .iter()
+            .flat_map(|(_, r)| r.candidates.iter().copied())
+            .chain(table.holders())
+            .filter(|n| !members.contains(n))
+            .collect();
+        let mut revoke = Vec::new();
+        let mut forget = Vec::new();
+        for node in named {
+            let held: Vec<RoleName> = table.held_by(node).cloned().collect();
+            if held.is_empty() {
+                forget.push(node);
+            }
+            for role in held {
+                if let Some(s) = self.ledger.stop(&role, table, StopReason::Revoke) {
+                    revoke.push((role, s.token));
+                }
+            }
+        }
+        (revoke, forget)
     }
 
     /// The roles to revoke now: those of holders silent for F, and planned moves not released
@@ -395,6 +431,11 @@ mod tests {
         RoleName::new(s).unwrap()
     }
 
+    /// The members of the tests' cluster.
+    fn all() -> BTreeSet<NodeId> {
+        [1, 2, 3].into()
+    }
+
     fn steward(me: NodeId) -> Steward {
         let knobs = Knobs {
             max_moves: 8,
@@ -434,7 +475,7 @@ mod tests {
             matches!(answer, RolesAnswer::Renewed(Some(_))),
             "{answer:?}"
         );
-        let w = leader.writes(&table, 12 * MS);
+        let w = leader.writes(&table, &all(), 12 * MS);
         assert_eq!(w.commands.len(), 1, "the stand only: {w:?}");
         apply(&mut table, &mut at, &w);
         assert!(Steward::shows(&table, &n("a"), 2, true));
@@ -450,8 +491,8 @@ mod tests {
             100 * MS,
             (1, true),
         );
-        assert!(leader.writes(&table, 120 * MS).commands.is_empty());
-        let w = leader.writes(&table, F + MS);
+        assert!(leader.writes(&table, &all(), 120 * MS).commands.is_empty());
+        let w = leader.writes(&table, &all(), F + MS);
         assert_eq!(
             w.commands,
             vec![RoleCommand::Grant {
@@ -516,7 +557,7 @@ mod tests {
         let t = F + 10 * MS;
         let req = RenewRequest::default();
         leader.step(RolesAsk::Renew { from: 3, req }, &table, t, (1, true));
-        let w = leader.writes(&table, t);
+        let w = leader.writes(&table, &all(), t);
         assert_eq!(
             w.commands,
             vec![RoleCommand::Revoke {
@@ -525,12 +566,71 @@ mod tests {
             "revoked, not granted in the same turn"
         );
         apply(&mut table, &mut at, &w);
-        let w = leader.writes(&table, t + MS);
+        let w = leader.writes(&table, &all(), t + MS);
         assert_eq!(
             w.commands,
             vec![RoleCommand::Grant {
                 grants: vec![(n("a"), 3)]
             }]
+        );
+    }
+
+    /// A member removed: the roles it holds are revoked (stopped first: granted again only
+    /// after its last promise), and once it holds none its candidacies are forgotten.
+    #[test]
+    fn a_removed_member_s_roles_are_revoked_then_it_is_forgotten() {
+        let (mut table, mut at) = (RoleTable::default(), 0);
+        for node in [2, 3] {
+            at += 1;
+            let roles = vec![n("a"), n("b")];
+            table.apply(at, &RoleCommand::Stand { node, roles });
+        }
+        at += 1;
+        let grants = vec![(n("a"), 2)];
+        table.apply(at, &RoleCommand::Grant { grants });
+        let mut leader = steward(1);
+        leader.leads(Some((1, true)), 0);
+        let t = 10 * MS;
+        for from in [2, 3] {
+            let req = RenewRequest::default();
+            leader.step(RolesAsk::Renew { from, req }, &table, t, (1, true));
+        }
+        let members: BTreeSet<NodeId> = [1, 3].into();
+        let w = leader.writes(&table, &members, t);
+        assert_eq!(
+            w.commands[0],
+            RoleCommand::Revoke {
+                roles: vec![(n("a"), 1)]
+            },
+            "{w:?}"
+        );
+        assert!(
+            !w.commands.contains(&RoleCommand::Forget { node: 2 }),
+            "not while it holds a role: {w:?}"
+        );
+        apply(&mut table, &mut at, &w);
+        // Node 2's promises may run until its last renewal + F: no grant of a before then.
+        let w = leader.writes(&table, &members, t + MS);
+        assert!(
+            w.commands.contains(&RoleCommand::Forget { node: 2 }),
+            "{w:?}"
+        );
+        assert!(
+            !w.commands
+                .iter()
+                .any(|c| matches!(c, RoleCommand::Grant { grants } if grants.iter().any(|(r, _)| *r == n("a")))),
+            "{w:?}"
+        );
+        apply(&mut table, &mut at, &w);
+        assert!(table.iter().all(|(_, r)| !r.candidates.contains(&2)));
+        let req = RenewRequest::default();
+        leader.step(RolesAsk::Renew { from: 3, req }, &table, t + F, (1, true));
+        let w = leader.writes(&table, &members, t + F);
+        assert!(
+            w.commands.contains(&RoleCommand::Grant {
+                grants: vec![(n("a"), 3), (n("b"), 3)]
+            }),
+            "{w:?}"
         );
     }
 }

@@ -621,11 +621,25 @@ async fn stand(client: &Client, role: &RoleName) -> NodeId {
     }
 }
 
-/// Withdraws node `me` from `role` as the supervisor exits (CMD has stopped).
+/// Withdraws node `me` from `role` as the supervisor exits (CMD has stopped), and gives the
+/// role up if the node holds it, so that another candidate may take it at once.
 async fn withdraw(client: &Client, role: &RoleName, me: NodeId) {
     match client.stand(role, me, false).await {
         Ok(_) => log(&format!("node {me} withdrew from role {role}")),
         Err(e) => log(&format!("cannot withdraw node {me} from role {role}: {e}")),
+    }
+    let Ok((
+        true,
+        RoleClaimInfo {
+            token: Some(token), ..
+        },
+    )) = client.role_claim(role).await
+    else {
+        return;
+    };
+    match client.resign_role(role, token).await {
+        Ok(_) => log(&format!("node {me} gave up role {role} (token {token})")),
+        Err(e) => log(&format!("cannot give up role {role} (token {token}): {e}")),
     }
 }
 

@@ -7,6 +7,7 @@
 //! other. What the node's handlers ask of the steward (node/roles.rs) arrives in the driver's
 //! inbox as [`Input::Roles`] and is stepped here, with the applied table, in the order it comes.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +73,8 @@ pub(super) fn turn(
         node.clock.boot_ns(),
     );
     if leads && work.writing.is_none() && claim_holds(node, m) {
-        work.writing = write(node, steward);
+        let members = m.membership_config.nodes().map(|(id, _)| *id).collect();
+        work.writing = write(node, steward, &members);
     }
     if work.renewing.is_none() {
         work.renewing = renew(node, steward, m);
@@ -80,9 +82,13 @@ pub(super) fn turn(
 }
 
 /// The leader's writes of this turn, if any, as the work that writes them.
-fn write(node: &Arc<QuorumNode>, steward: &mut Steward) -> Option<BoxFuture<'static, Written>> {
+fn write(
+    node: &Arc<QuorumNode>,
+    steward: &mut Steward,
+    members: &BTreeSet<NodeId>,
+) -> Option<BoxFuture<'static, Written>> {
     let now = node.clock.boot_ns();
-    let writes = node.store.roles(|t| steward.writes(t, now));
+    let writes = node.store.roles(|t| steward.writes(t, members, now));
     if writes.commands.is_empty() {
         return None;
     }
