@@ -647,12 +647,15 @@ fn role_door(
     admit(node, extensions, headers)
 }
 
-/// The name and member id of a candidacy's path.
-fn candidacy(node: &Node, name: String, id: String) -> Result<(RoleName, NodeId), ApiError> {
+/// A member id of a path, or 400 `bad_member_id`.
+fn member_id(id: &str) -> Result<NodeId, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::bad_request("bad_member_id", format!("{id:?} is not a member id")))
+}
+
+/// The name and member id of a candidacy's path, once the door let the request in.
+fn candidacy(node: &Node, name: String, id: NodeId) -> Result<(RoleName, NodeId), ApiError> {
     let name = role_name(name)?;
-    let id: NodeId = id.parse().map_err(|_| {
-        ApiError::bad_request("bad_member_id", format!("{id:?} is not a member id"))
-    })?;
     let members = node.members_in_force();
     if !members.iter().any(|(m, _)| *m == id) {
         return Err(ApiError::new(
@@ -674,9 +677,11 @@ async fn change_candidacy(
     let Path((name, id)) = Path::<(String, String)>::from_request_parts(&mut parts, &node)
         .await
         .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
-    let (name, id) = candidacy(&node, name, id)?;
+    // The door first (it needs the id): a stranger learns nothing of names or members.
+    let id = member_id(&id)?;
     let local = parts.extensions.get::<LocalClient>().is_some();
     role_door(&node, id, local, &parts.extensions, &parts.headers)?;
+    let (name, id) = candidacy(&node, name, id)?;
     let stand = RolesRequest::Stand {
         name,
         node: id,
@@ -711,9 +716,9 @@ async fn post_role_resign(
     let Path(name) = Path::<String>::from_request_parts(&mut parts, &node)
         .await
         .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
-    let name = role_name(name)?;
     let local = parts.extensions.get::<LocalClient>().is_some();
     role_door(&node, node.cfg.id, local, &parts.extensions, &parts.headers)?;
+    let name = role_name(name)?;
     let RoleResign { token } = read_json(&parts.headers, body, None).await?;
     match roles(&node, RolesRequest::Resign { name, token }).await? {
         RolesReply::Resigned(done) => Ok(Json(done)),

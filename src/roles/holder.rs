@@ -54,11 +54,18 @@ pub struct Holder {
     promised: BTreeMap<RoleName, u64>,
     /// The node is stopping: no claim ever again in this process.
     closed: bool,
+    /// This process started at this instant less L (BOOTTIME): an earlier process of this node
+    /// may have answered promises up to here, which this one knows nothing of, so it releases
+    /// nothing before ([`Holder::releasable`]).
+    quiet_until_ns: u64,
 }
 
 impl Holder {
-    /// The claims of a process that starts now: none until a renewal is answered.
-    pub fn new(me: NodeId, lease_ns: u64) -> Holder {
+    /// The claims of a process: none until a renewal is answered, and no release before
+    /// `quiet_until_ns` (BOOTTIME, which runs on across a restart of the process), its start
+    /// plus L: by then every promise an earlier process of this node answered has ended (0 for
+    /// a node that never ran before).
+    pub fn new(me: NodeId, lease_ns: u64, quiet_until_ns: u64) -> Holder {
         Holder {
             me,
             lease_ns,
@@ -68,6 +75,7 @@ impl Holder {
             stopping: BTreeMap::new(),
             promised: BTreeMap::new(),
             closed: false,
+            quiet_until_ns,
         }
     }
 
@@ -133,7 +141,8 @@ impl Holder {
     }
 
     /// The roles this node stopped claiming that `table` still grants it and whose every
-    /// promise has ended at `now_ns`: what it may release now, with no wait left for anyone.
+    /// promise has ended at `now_ns`, this process's and an earlier one's: what it may release
+    /// now, with no wait left for anyone.
     /// Forgets the stops the table no longer needs: the grant was applied here and the role is
     /// no longer this node's with that token (taken, or granted anew).
     pub fn releasable(&mut self, table: &RoleTable, now_ns: u64) -> Vec<(RoleName, Token)> {
@@ -142,9 +151,11 @@ impl Holder {
             *token > table.last_token() || table.holder(role) == Some((me, *token))
         });
         let promised = &self.promised;
+        let started = now_ns >= self.quiet_until_ns;
         let out: Vec<(RoleName, Token)> = self
             .stopping
             .iter()
+            .filter(|_| started)
             .filter(|(role, token)| table.holder(role) == Some((me, **token)))
             .filter(|(role, _)| promised.get(*role).is_none_or(|p| *p <= now_ns))
             .map(|(r, t)| (r.clone(), *t))
@@ -202,7 +213,7 @@ mod tests {
     #[test]
     fn a_renewal_claims_from_its_send_instant_for_the_lease() {
         let t = table();
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         assert_eq!(h.claim(&n("a"), &t, 0), None, "nothing before a renewal");
         let id = h.ask(1_000 * MS);
         // The answer arrives 50 ms later: the claim still runs from the send instant.
@@ -220,7 +231,7 @@ mod tests {
         // The same answer again (a replay) renews nothing.
         assert!(!h.answered(id, &Renewed::default(), &t));
         // Node 2 claims nothing from a renewal: the table does not grant it a.
-        let mut h2 = Holder::new(2, L);
+        let mut h2 = Holder::new(2, L, 0);
         let id = h2.ask(1_000 * MS);
         h2.answered(id, &Renewed::default(), &t);
         assert_eq!(h2.claim(&n("a"), &t, 1_001 * MS), None);
@@ -232,7 +243,7 @@ mod tests {
         // table has not applied either yet. Read as "all your roles", the answer would let 1
         // claim a beside 2.
         let behind = table();
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         let id = h.ask(0);
         let answer = Renewed {
             taken_at: 4,
@@ -258,7 +269,7 @@ mod tests {
     #[test]
     fn a_stopped_role_is_released_only_after_every_promise_answered_for_it() {
         let t = table();
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         let id = h.ask(0);
         h.answered(id, &Renewed::default(), &t);
         let c = h.claim(&n("a"), &t, 10 * MS).unwrap();
@@ -277,7 +288,7 @@ mod tests {
         assert_eq!(h.releasable(&t, c.until_ns), vec![(n("a"), 1)]);
         // A role never answered is releasable at once; a stop naming a grant not applied here
         // is kept, and released only once it is.
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         h.stop(&n("b"), 2);
         h.stop(&n("a"), 9);
         assert_eq!(h.releasable(&t, 0), vec![(n("b"), 2)]);
@@ -299,7 +310,7 @@ mod tests {
                 roles: vec![n("a")],
             },
         );
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         let id = h.ask(0);
         let stop = Renewed {
             taken_at: 0,
@@ -320,7 +331,7 @@ mod tests {
     #[test]
     fn a_closed_holder_claims_nothing_but_its_promises_still_count() {
         let t = table();
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         let id = h.ask(0);
         h.answered(id, &Renewed::default(), &t);
         h.claim(&n("a"), &t, MS).unwrap();
@@ -334,11 +345,43 @@ mod tests {
     #[test]
     fn only_the_latest_asks_are_kept() {
         let t = table();
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         let first = h.ask(0);
         for i in 1..=ASKED_KEPT as u64 {
             h.ask(i);
         }
         assert!(!h.answered(first, &Renewed::default(), &t));
+    }
+
+    /// A process of a node that held a role restarts (its earlier process may have answered
+    /// promises up to its death + L, which this one knows nothing of) and is asked to give the
+    /// role up at once: it releases nothing before its start + L. (Before, `promised` was
+    /// empty in the new process, and the role was released and granted to another inside the
+    /// earlier process's promise: a review's finding.)
+    #[test]
+    fn a_restarted_process_releases_nothing_before_its_start_plus_l() {
+        let mut t = RoleTable::default();
+        t.apply(
+            1,
+            &RoleCommand::Stand {
+                node: 1,
+                roles: vec![n("a")],
+            },
+        );
+        t.apply(
+            2,
+            &RoleCommand::Grant {
+                grants: vec![(n("a"), 1)],
+            },
+        );
+        let start = 1_000 * MS;
+        let mut h = Holder::new(1, L, start + L);
+        h.stop(&n("a"), 1);
+        assert!(
+            h.releasable(&t, start + MS).is_empty(),
+            "inside an earlier process's promise"
+        );
+        assert!(h.releasable(&t, start + L - 1).is_empty());
+        assert_eq!(h.releasable(&t, start + L), vec![(n("a"), 1)]);
     }
 }

@@ -319,7 +319,7 @@ mod tests {
         let mut l = Ledger::new(F);
         l.lead(5, 0);
         l.ready();
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         let start = F;
         // 1 renews at start (sent then, answered 5 ms later).
         let id = h.ask(start);
@@ -353,7 +353,7 @@ mod tests {
         let mut l = Ledger::new(F);
         l.lead(5, 0);
         l.ready();
-        let mut h = Holder::new(1, L);
+        let mut h = Holder::new(1, L, 0);
         let id = h.ask(F);
         let ans = l.renew(1, &t, true, F).unwrap();
         h.answered(id, &ans, &t);

@@ -32,6 +32,12 @@ pub struct RenewRequest {
     /// Roles the sender gives up, each after every promise it answered for it ended (R5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub release: Vec<(RoleName, Token)>,
+    /// The log index the sender's table has applied: the leader answers (and counts the sender
+    /// as renewed) only when it covers every entry that took a role from the sender, so that a
+    /// sender whose log stalls is taken for silent and its roles move, rather than being
+    /// renewed in name while it can claim none of them.
+    #[serde(default)]
+    pub applied: u64,
 }
 
 /// "`node` stands for `role`" (or no longer does).
@@ -122,10 +128,16 @@ pub struct Steward {
 }
 
 impl Steward {
-    pub fn new(me: NodeId, lease_ns: u64, follower_lease_ns: u64, knobs: Knobs) -> Steward {
+    /// The roles of node `me`'s process that starts at `started_ns` (BOOTTIME).
+    pub fn new(
+        me: NodeId,
+        (lease_ns, follower_lease_ns): (u64, u64),
+        knobs: Knobs,
+        started_ns: u64,
+    ) -> Steward {
         Steward {
             me,
-            holder: Holder::new(me, lease_ns),
+            holder: Holder::new(me, lease_ns, started_ns + lease_ns),
             ledger: Ledger::new(follower_lease_ns),
             knobs,
             wants: BTreeMap::new(),
@@ -200,6 +212,7 @@ impl Steward {
             id: self.holder.ask(now_ns),
             candidacy,
             release,
+            applied: table.applied(),
         }
     }
 
@@ -220,7 +233,7 @@ impl Steward {
         claim_holds: bool,
         now_ns: u64,
     ) -> Option<Renewed> {
-        if self.ledger.term() != Some(term) {
+        if self.ledger.term() != Some(term) || req.applied < table.taken_at(from) {
             return None;
         }
         let answer = self.ledger.renew(from, table, claim_holds, now_ns)?;
@@ -290,8 +303,11 @@ impl Steward {
         }
         // The flaw judges liveness as hastily as it revokes.
         let hasty = self.knobs.hasty_revoke as u64 * self.ledger.follower_lease_ns() * 5 / 6;
+        out.commands
+            .extend(forget.into_iter().map(|node| RoleCommand::Forget { node }));
+        let live = self.ledger.live(now_ns + hasty);
         let placement = Placement {
-            live: self.ledger.live(now_ns + hasty),
+            live: live.intersection(members).copied().collect(),
             max_roles: BTreeMap::new(),
             max_moves: self.knobs.max_moves,
         };
@@ -307,8 +323,6 @@ impl Steward {
         if !grants.is_empty() {
             out.commands.push(RoleCommand::Grant { grants });
         }
-        out.commands
-            .extend(forget.into_iter().map(|node| RoleCommand::Forget { node }));
         out
     }
 
@@ -442,7 +456,7 @@ mod tests {
             release_grace_ns: F,
             hasty_revoke: false,
         };
-        Steward::new(me, L, F, knobs)
+        Steward::new(me, (L, F), knobs, 0)
     }
 
     /// Applies `writes` to `table` from log index `at` on.
@@ -632,5 +646,52 @@ mod tests {
             }),
             "{w:?}"
         );
+    }
+
+    /// A node whose table has not applied the entry that took a role from it is not renewed
+    /// (its answer would renew nothing it could claim), and so is taken for silent after F and
+    /// its other roles move, rather than being counted live while it claims none of them.
+    #[test]
+    fn a_node_behind_on_what_was_taken_from_it_is_not_renewed() {
+        let (mut table, mut at) = (RoleTable::default(), 0);
+        at += 1;
+        let roles = vec![n("a"), n("b")];
+        table.apply(at, &RoleCommand::Stand { node: 2, roles });
+        at += 1;
+        table.apply(
+            at,
+            &RoleCommand::Grant {
+                grants: vec![(n("a"), 2), (n("b"), 2)],
+            },
+        );
+        let behind = table.applied();
+        at += 1;
+        table.apply(
+            at,
+            &RoleCommand::Release {
+                node: 2,
+                roles: vec![(n("a"), 1)],
+            },
+        );
+        let mut leader = steward(1);
+        leader.leads(Some((1, true)), 0);
+        let req = RenewRequest {
+            applied: behind,
+            ..RenewRequest::default()
+        };
+        let ask = RolesAsk::Renew { from: 2, req };
+        assert_eq!(
+            leader.step(ask, &table, MS, (1, true)),
+            RolesAnswer::Renewed(None)
+        );
+        let req = RenewRequest {
+            applied: table.applied(),
+            ..RenewRequest::default()
+        };
+        let ask = RolesAsk::Renew { from: 2, req };
+        assert!(matches!(
+            leader.step(ask, &table, MS, (1, true)),
+            RolesAnswer::Renewed(Some(_))
+        ));
     }
 }

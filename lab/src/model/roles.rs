@@ -260,7 +260,7 @@ impl Model for RolesModel {
             .map(|id| RoleNode {
                 up: true,
                 table: table.clone(),
-                holder: Holder::new(id, self.lease_ns),
+                holder: Holder::new(id, self.lease_ns, 0),
                 ledger: Ledger::new(self.follower_lease_ns),
             })
             .collect();
@@ -494,9 +494,10 @@ impl RolesModel {
                 }
             }
             RoleAct::Restart(id) => {
+                let now = s.now;
                 let n = s.node(id);
                 n.up = true;
-                n.holder = Holder::new(id, self.lease_ns);
+                n.holder = Holder::new(id, self.lease_ns, now + self.lease_ns);
                 n.table = RoleTable::default();
             }
             RoleAct::Advance(step) => s.now += step,

@@ -525,9 +525,20 @@ async fn supervise(
     let role = match &args.role {
         None => None,
         Some(name) => {
-            tokio::select! {
-                _ = &mut stop => return ExitCode::from(exit::STOPPED),
-                me = stand(&changes, name) => Some((name.clone(), me)),
+            let me = tokio::select! {
+                _ = &mut stop => None,
+                me = stand(&changes, name) => Some(me),
+            };
+            match me {
+                Some(Ok(me)) => Some((name.clone(), me)),
+                // Stopped before the stand was applied: withdraw what was asked.
+                None => {
+                    if let Ok(info) = changes.leader().await {
+                        withdraw(&changes, name, info.node_id).await;
+                    }
+                    return ExitCode::from(exit::STOPPED);
+                }
+                Some(Err(code)) => return code,
             }
         }
     };
@@ -596,8 +607,9 @@ async fn supervise_loop(
 }
 
 /// Stands the node for `role` (`PUT /v1/roles/{name}/candidates/{id}`), asking again every
-/// second until it is done; the node's id.
-async fn stand(client: &Client, role: &RoleName) -> NodeId {
+/// second until it is done; the node's id. A refusal that asking again cannot change (a mode
+/// without roles, a bad token: a 4xx other than a timeout) ends the supervisor with exit 2.
+async fn stand(client: &Client, role: &RoleName) -> Result<NodeId, ExitCode> {
     let mut said = false;
     loop {
         let stood = async {
@@ -607,7 +619,13 @@ async fn stand(client: &Client, role: &RoleName) -> NodeId {
         match stood.await {
             Ok(me) => {
                 log(&format!("node {me} stands for role {role}"));
-                return me;
+                return Ok(me);
+            }
+            Err(e @ electd_client::Error::Api { status, .. })
+                if (400..500).contains(&status) && status != 408 && status != 429 =>
+            {
+                log(&format!("cannot stand for role {role}: {e}"));
+                return Err(ExitCode::from(2));
             }
             Err(e) if !said => {
                 said = true;

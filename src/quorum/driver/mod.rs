@@ -145,7 +145,7 @@ impl Driver {
             handing_over: None,
             members_seen: None,
             work: FuturesUnordered::new(),
-            steward: new_steward(node.id, &node.timing, &node.flaws),
+            steward: new_steward(node.id, &node.timing, &node.flaws, node.clock.boot_ns()),
             next_roles: Instant::now() + beat,
             roles: roles::RolesWork::default(),
             node: node.clone(),

@@ -30,14 +30,14 @@ const APPLY_WAIT: Duration = Duration::from_millis(REQUEST_TIMEOUT.as_millis() a
 
 /// The steward of node `me` with the config's timings: claims of L from a renewal's send
 /// instant, the leader's waits of F, a moved role's holder given F past its promises.
-pub(crate) fn new_steward(me: NodeId, t: &Timing, flaws: &Flaws) -> Steward {
+pub(crate) fn new_steward(me: NodeId, t: &Timing, flaws: &Flaws, started_ns: u64) -> Steward {
     let f = ms(t.follower_lease_ms);
     let knobs = Knobs {
         max_moves: MOVES_PER_TURN,
         release_grace_ns: f,
         hasty_revoke: flaws.hasty_revoke(),
     };
-    Steward::new(me, ms(t.effective_lease_ms()), f, knobs)
+    Steward::new(me, (ms(t.effective_lease_ms()), f), knobs, started_ns)
 }
 
 /// One role's line of the list.
@@ -161,15 +161,16 @@ async fn stand_for(
     who: NodeId,
     stands: bool,
 ) -> Result<RoleInfo, RolesError> {
-    if !stands && node.store.roles(|t| t.get(&name).is_none()) {
-        return Err(RolesError::UnknownRole(name));
-    }
     let want = RolesAsk::Want {
         role: name.clone(),
         node: who,
         stands,
     };
+    // Asked first: a withdrawal also cancels a candidacy asked and not yet applied.
     ask(node, want).await.ok_or(RolesError::Stopping)?;
+    if !stands && node.store.roles(|t| t.get(&name).is_none()) {
+        return Err(RolesError::UnknownRole(name));
+    }
     let applied = until_applied(node, |t| Steward::shows(t, &name, who, stands)).await;
     if !applied {
         return Err(RolesError::NotApplied(name));
