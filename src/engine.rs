@@ -173,6 +173,9 @@ pub struct RoleCounts {
     pub held: u64,
     /// Held by this node.
     pub mine: u64,
+    /// Held by this node and claimed now: a claim on each would be answered (renewed, not
+    /// stopped).
+    pub claimed: u64,
     /// Grants applied, ever (the last token drawn).
     pub grants: u64,
 }

@@ -313,6 +313,13 @@ fn register_roles(reg: &mut Registry, r: RoleCounts) {
         "named roles this node holds in its applied log",
         r.mine as i64,
     );
+    gauge(
+        reg,
+        "roles_claimed",
+        "named roles this node claims now: held, renewed and not stopped (a claim on each \
+         would be answered)",
+        r.claimed as i64,
+    );
     counter(
         reg,
         "role_grants",

@@ -134,7 +134,8 @@ const LAB_LAYERS: &[&[&str]] = &[
         "model::cmd",
     ],
     &["chaos::runner", "versus", "sim"],
-    &["app_failover", "cost", "throttle"],
+    &["app_failover", "cost", "throttle", "etcd_election"],
+    &["roles_bench"],
     &["chaos", "ctl"],
     &["lib"],
 ];

@@ -36,7 +36,7 @@ use crate::versus::{
 /// etcd's peer port (as [`Etcd`] starts its members).
 const ETCD_PEER_PORT: u16 = 2380;
 /// How long both sides settle after agreeing on a leader before a window opens.
-const SETTLE: Duration = Duration::from_secs(2);
+pub(crate) const SETTLE: Duration = Duration::from_secs(2);
 /// Rounds of the serving comparison (node, then bare handler, each round): several short
 /// rounds in turn, so that the host's bursts of stolen time fall on both alike.
 const SERVE_ROUNDS: usize = 4;
@@ -58,7 +58,7 @@ pub struct CostArgs {
 
 /// A cluster of `n` quorum nodes of its own in `work/name` (its own address block, which
 /// must live as long as the cluster), started at the profile's timings.
-fn own_cluster(
+pub(crate) fn own_cluster(
     bin: &Path,
     work: &Path,
     name: &str,
@@ -111,12 +111,82 @@ async fn messages_sent(c: &Cluster) -> Option<u64> {
     Some(total)
 }
 
-/// What one side did in the idle window.
+/// What one side did in an idle window.
 #[derive(Debug, Default)]
-struct IdleCost {
-    cpu_s: f64,
-    packets: Option<u64>,
-    bytes: Option<u64>,
+pub(crate) struct IdleCost {
+    pub cpu_s: f64,
+    pub packets: Option<u64>,
+    pub bytes: Option<u64>,
+    /// The resident memory of its processes at the end, kB.
+    pub rss_kb: u64,
+}
+
+/// One side of an idle window: its processes, and the rules that count its peer traffic.
+pub(crate) struct Side {
+    pids: Vec<u32>,
+    rules: [Vec<String>; 2],
+}
+
+impl Side {
+    /// The running nodes of `c`, whose peer port is on the addresses of `block`.
+    pub(crate) fn electd(c: &Cluster, block: &AddrBlock) -> Side {
+        Side {
+            pids: (c.ids().into_iter())
+                .filter_map(|id| c.pid(id).map(|p| p as u32))
+                .collect(),
+            rules: traffic_rules(&block.subnet(), BLOCK_NODE_PORT),
+        }
+    }
+
+    fn etcd(etcd: &Etcd) -> Side {
+        Side {
+            pids: etcd.pids(),
+            rules: traffic_rules(&etcd.subnet(), ETCD_PEER_PORT),
+        }
+    }
+}
+
+/// The resident memory of `pid` now, kB (`VmRSS` of `/proc/PID/status`); 0 when it is gone.
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    (status.lines())
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `sides` idle side by side for `seconds` from now: each one's CPU and peer traffic in the
+/// window (traffic counted by iptables rules in a chain of the run's own: root only; said and
+/// left out otherwise), and its resident memory at the end; and the window's length, s.
+pub(crate) async fn measure_idle(
+    sides: &[Side],
+    seconds: u64,
+) -> Result<(Vec<IdleCost>, f64), String> {
+    let chain = match kernel::unavailable() {
+        None => Some(Chain::create()?),
+        Some(why) => {
+            println!("idle peer traffic: not measured: {why}");
+            None
+        }
+    };
+    let rules: Vec<Vec<String>> = sides.iter().flat_map(|s| s.rules.clone()).collect();
+    let cpu0: Vec<f64> = sides.iter().map(|s| cpu_of(&s.pids)).collect();
+    if let Some(chain) = &chain {
+        chain.count(&rules)?;
+    }
+    let t0 = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let counts = chain.as_ref().map(Chain::counters).transpose()?;
+    let secs = t0.elapsed().as_secs_f64();
+    let out = (sides.iter().enumerate())
+        .map(|(i, s)| IdleCost {
+            cpu_s: cpu_of(&s.pids) - cpu0[i],
+            packets: counts.as_ref().map(|v| v[2 * i].0 + v[2 * i + 1].0),
+            bytes: counts.as_ref().map(|v| v[2 * i].1 + v[2 * i + 1].1),
+            rss_kb: s.pids.iter().map(|p| rss_kb(*p)).sum(),
+        })
+        .collect();
+    Ok((out, secs))
 }
 
 /// The electd clusters `cs` (this build's first, then a baseline's if any) and etcd idle side
@@ -134,51 +204,14 @@ async fn idle(
         .await
         .ok_or("etcd: no agreed leader before the idle window")?;
     tokio::time::sleep(SETTLE).await;
-    let chain = match kernel::unavailable() {
-        None => Some(Chain::create()?),
-        Some(why) => {
-            println!("idle peer traffic: not measured: {why}");
-            None
-        }
-    };
-    let mut rules = Vec::new();
-    let mut pids: Vec<Vec<u32>> = Vec::new();
-    for (c, block) in cs {
-        rules.extend(traffic_rules(&block.subnet(), BLOCK_NODE_PORT));
-        pids.push(
-            c.ids()
-                .into_iter()
-                .filter_map(|id| c.pid(id).map(|p| p as u32))
-                .collect(),
-        );
-    }
-    rules.extend(traffic_rules(&etcd.subnet(), ETCD_PEER_PORT));
-    pids.push(etcd.pids());
+    let mut sides: Vec<Side> = cs.iter().map(|(c, b)| Side::electd(c, b)).collect();
+    sides.push(Side::etcd(etcd));
     let first = cs.first().ok_or("no electd cluster to measure")?.0;
-    let (cpu0, m0) = (
-        pids.iter().map(|p| cpu_of(p)).collect::<Vec<_>>(),
-        messages_sent(first).await,
-    );
-    if let Some(chain) = &chain {
-        chain.count(&rules)?;
-    }
-    let t0 = std::time::Instant::now();
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
-    let counts = chain.as_ref().map(Chain::counters).transpose()?;
-    let (cpu1, m1) = (
-        pids.iter().map(|p| cpu_of(p)).collect::<Vec<_>>(),
-        messages_sent(first).await,
-    );
-    let secs = t0.elapsed().as_secs_f64();
-    let sides = (0..pids.len())
-        .map(|i| IdleCost {
-            cpu_s: cpu1[i] - cpu0[i],
-            packets: counts.as_ref().map(|v| v[2 * i].0 + v[2 * i + 1].0),
-            bytes: counts.as_ref().map(|v| v[2 * i].1 + v[2 * i + 1].1),
-        })
-        .collect();
+    let m0 = messages_sent(first).await;
+    let (out, secs) = measure_idle(&sides, seconds).await?;
+    let m1 = messages_sent(first).await;
     let messages = m0.zip(m1).map(|(a, b)| (b - a) as f64 / secs);
-    Ok((sides, messages))
+    Ok((out, messages))
 }
 
 /// `electd-lab bare-leader`: a bare axum handler answering `GET /v1/leader` with the same

@@ -166,6 +166,25 @@ pub enum BenchCmd {
         #[command(flatten)]
         run: BesideEtcd,
     },
+    /// Named roles: a holder's crash with 1 and with 1,000 roles against etcd's election API
+    /// at the same timings, by one poller; then clusters with 0 to 10,000 roles idle side by
+    /// side (CPU, peer traffic, memory). Clusters of their own are started here.
+    Roles {
+        /// Crashes per role count (0: no crash trials).
+        #[arg(long, default_value_t = 20)]
+        trials: usize,
+        /// The role counts of the crash trials, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,1000")]
+        crash_roles: Vec<usize>,
+        /// The role counts of the idle clusters, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "0,1,1000,10000")]
+        idle_roles: Vec<usize>,
+        /// The idle window (0: no idle part).
+        #[arg(long, default_value_t = 30)]
+        idle_seconds: u64,
+        #[command(flatten)]
+        run: BesideEtcd,
+    },
     /// `GET /v1/leader` at full rate on every node; fails on any leader change meanwhile.
     Load {
         #[arg(long, default_value_t = 60)]
@@ -470,6 +489,25 @@ async fn bench(c: Cluster, what: BenchCmd) -> Result<ExitCode, CtlError> {
                 work: run.work,
             };
             crate::cost::compare(&c, &args).await
+        }
+        BenchCmd::Roles {
+            trials,
+            crash_roles,
+            idle_roles,
+            idle_seconds,
+            run,
+        } => {
+            let args = crate::roles_bench::RolesArgs {
+                trials,
+                crash_roles,
+                idle_roles,
+                idle_seconds,
+                profile: run.profile,
+                seed: run.prepare()?,
+                etcd: run.etcd,
+                work: run.work,
+            };
+            crate::roles_bench::compare(&c, &args).await
         }
         BenchCmd::AppFailover {
             trials,

@@ -12,6 +12,8 @@
 //! - [`app_failover`]: failover where the application runs: `electd run` against `etcdctl lock`.
 //! - [`cost`]: the cost side against etcd: idle CPU and peer traffic, `GET /v1/leader` against a
 //!   bare axum handler, failover at 5, 15 and 31 nodes.
+//! - [`roles_bench`]: named roles: a holder's crash against etcd's election recipe
+//!   ([`etcd_election`]), and the idle cost of 0 to 10,000 roles.
 //! - [`bench`]: failover, graceful handoff, isolation and load benchmarks on a running cluster;
 //!   [`versus`]: failover against etcd with one poller.
 //! - [`crashloop`]: SIGKILL at random moments, then judge the run.
@@ -29,7 +31,9 @@ pub mod cluster;
 pub mod cost;
 pub mod crashloop;
 pub mod ctl;
+pub mod etcd_election;
 pub mod model;
+pub mod roles_bench;
 pub mod sim;
 pub mod skip;
 pub mod stamp;

@@ -227,7 +227,7 @@ async fn fetch_json<T: serde::de::DeserializeOwned>(req: reqwest::RequestBuilder
     req.send().await.ok()?.json().await.ok()
 }
 
-fn poll_client() -> reqwest::Client {
+pub(crate) fn poll_client() -> reqwest::Client {
     electd_client::http_client()
         .timeout(POLL * 5)
         .build()

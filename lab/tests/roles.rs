@@ -85,6 +85,26 @@ fn role_poller(
 }
 
 /// The API's error code of `e`, if it is an error answer.
+/// The roles the nodes of `ids` claim in all (`electd_roles_claimed`), asked until it is
+/// `want`, at most 5 s.
+async fn until_claimed(tc: &TestCluster, ids: &[NodeId], want: u64) -> u64 {
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut sum = 0;
+        for id in ids {
+            let text = client(tc, *id).metrics_text().await.unwrap_or_default();
+            sum += (text.lines())
+                .find_map(|l| l.strip_prefix("electd_roles_claimed "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        if sum == want || tokio::time::Instant::now() >= until {
+            return sum;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn code(e: &Error) -> Option<(u16, String)> {
     match e {
         Error::Api { status, body, .. } => Some((*status, body.error.code.clone())),
@@ -132,6 +152,8 @@ fn roles_spread_move_off_a_killed_holder_and_keep_their_promises() {
     let text = rt.block_on(client(&tc, leader).metrics_text()).unwrap();
     assert!(text.contains("electd_roles{state=\"held\"} 6"), "{text}");
     assert!(text.contains("electd_roles{state=\"free\"} 0"), "{text}");
+    // And each holder claims what it holds once a renewal is answered.
+    assert_eq!(rt.block_on(until_claimed(&tc, &ids, 6)), 6);
     // Tokens are distinct.
     let tokens: BTreeSet<u64> = held.values().map(|(_, t)| *t).collect();
     assert_eq!(tokens.len(), roles.len(), "{held:?}");

@@ -130,6 +130,18 @@ impl Holder {
         Some(RoleClaim { token, until_ns })
     }
 
+    /// How many roles a claim would be answered on at `now_ns` (what [`Holder::claim`] grants,
+    /// counted without answering: nothing is promised). O(roles this node stopped).
+    pub fn claimable(&self, table: &RoleTable, now_ns: u64) -> u64 {
+        if self.closed || now_ns >= self.renewed_until_ns {
+            return 0;
+        }
+        let stopped = (self.stopping.iter())
+            .filter(|(role, token)| table.holder(role) == Some((self.me, **token)))
+            .count();
+        (table.count_held_by(self.me) - stopped) as u64
+    }
+
     /// This node stops claiming `role` (held with `token`): a withdrawal, or a resign.
     pub fn stop(&mut self, role: &RoleName, token: Token) {
         self.stopping.insert(role.clone(), token);
@@ -235,6 +247,24 @@ mod tests {
         let id = h2.ask(1_000 * MS);
         h2.answered(id, &Renewed::default(), &t);
         assert_eq!(h2.claim(&n("a"), &t, 1_001 * MS), None);
+    }
+
+    /// The count agrees with the claims answered, role by role, and promises nothing.
+    #[test]
+    fn claimable_counts_what_a_claim_would_answer() {
+        let t = table();
+        let mut h = Holder::new(1, L, 0);
+        assert_eq!(h.claimable(&t, 0), 0, "nothing before a renewal");
+        let id = h.ask(1_000 * MS);
+        h.answered(id, &Renewed::default(), &t);
+        assert_eq!(h.claimable(&t, 1_001 * MS), 2);
+        assert_eq!(h.promised_until(&n("a")), 0, "a count promises nothing");
+        h.stop(&n("b"), 2);
+        assert_eq!(h.claimable(&t, 1_001 * MS), 1);
+        assert!(h.claim(&n("b"), &t, 1_001 * MS).is_none());
+        assert_eq!(h.claimable(&t, 1_000 * MS + L), 0, "the renewal ran out");
+        h.close();
+        assert_eq!(h.claimable(&t, 1_001 * MS), 0, "closed");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::holder::{Holder, Renewed, RoleClaim};
 use super::ledger::{Ledger, StopReason};
-use super::planner::{plan, Placement};
+use super::planner::{plan, Placement, Plan};
 use super::table::{RoleChange, RoleCommand, RoleTable};
 use crate::role::NodeId;
 use electd_client::{RoleName, Token};
@@ -65,6 +65,8 @@ pub enum RolesAsk {
     Resign { role: RoleName, token: Token },
     /// A resigned grant was released. Answered [`RolesAnswer::Done`].
     Released { role: RoleName, token: Token },
+    /// How many roles this node would answer a claim on now. Answered [`RolesAnswer::Claimable`].
+    Claimable,
 }
 
 /// The steward's answers.
@@ -73,6 +75,7 @@ pub enum RolesAnswer {
     Claim(Option<RoleClaim>),
     Renewed(Option<Renewed>),
     Resigning(Resigning),
+    Claimable(u64),
     Done,
 }
 
@@ -125,6 +128,8 @@ pub struct Steward {
     asked_release: BTreeMap<(RoleName, Token), NodeId>,
     /// Grants this node released after a resign, the latest last.
     released: VecDeque<(RoleName, Token)>,
+    /// The last plan, for the table's applied index and the live members it was made for.
+    planned: Option<(u64, BTreeSet<NodeId>, Plan)>,
 }
 
 impl Steward {
@@ -144,6 +149,7 @@ impl Steward {
             asked_candidacy: BTreeMap::new(),
             asked_release: BTreeMap::new(),
             released: VecDeque::new(),
+            planned: None,
         }
     }
 
@@ -158,6 +164,7 @@ impl Steward {
     ) -> RolesAnswer {
         match ask {
             RolesAsk::Claim(role) => RolesAnswer::Claim(self.holder.claim(&role, table, now_ns)),
+            RolesAsk::Claimable => RolesAnswer::Claimable(self.holder.claimable(table, now_ns)),
             RolesAsk::Renew { from, req } => {
                 RolesAnswer::Renewed(self.renew(from, term, &req, table, claim_holds, now_ns))
             }
@@ -189,9 +196,7 @@ impl Steward {
     /// Whether this node has anything to renew or ask: a role it stands for or holds, or a
     /// change it waits for.
     pub fn renews(&self, table: &RoleTable) -> bool {
-        !self.wants.is_empty()
-            || table.count_held_by(self.me) > 0
-            || table.iter().any(|(_, r)| r.candidates.contains(&self.me))
+        !self.wants.is_empty() || table.count_held_by(self.me) > 0 || table.stands_for_any(self.me)
     }
 
     /// The renewal to send now (`now_ns` read before it is sent).
@@ -311,7 +316,7 @@ impl Steward {
             max_roles: BTreeMap::new(),
             max_moves: self.knobs.max_moves,
         };
-        let p = plan(table, &placement);
+        let p = self.plan(table, &placement);
         for role in &p.moves {
             self.ledger.stop(role, table, StopReason::Move);
         }
@@ -326,6 +331,20 @@ impl Steward {
         out
     }
 
+    /// The plan for `table` under `placement`: a function of the table and the live members,
+    /// reused while neither changed (the table's applied index names its contents), so that a
+    /// quiet turn walks no roles.
+    fn plan(&mut self, table: &RoleTable, placement: &Placement) -> Plan {
+        match &self.planned {
+            Some((at, live, p)) if *at == table.applied() && *live == placement.live => p.clone(),
+            _ => {
+                let p = plan(table, placement);
+                self.planned = Some((table.applied(), placement.live.clone(), p.clone()));
+                p
+            }
+        }
+    }
+
     /// Nodes of `table` that are no longer `members`: the roles they hold, to revoke (each
     /// stopped first, so that it is granted again only after the removed holder's last
     /// promise: R4), and those that hold none, to forget (their candidacies go).
@@ -334,10 +353,7 @@ impl Steward {
         table: &RoleTable,
         members: &BTreeSet<NodeId>,
     ) -> (Vec<(RoleName, Token)>, Vec<NodeId>) {
-        let named: BTreeSet<NodeId> = table
-            .iter()
-            .flat_map(|(_, r)| r.candidates.iter().copied())
-            .chain(table.holders())
+        let named: BTreeSet<NodeId> = (table.named().into_iter())
             .filter(|n| !members.contains(n))
             .collect();
         let mut revoke = Vec::new();

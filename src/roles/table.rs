@@ -83,6 +83,9 @@ pub struct RoleTable {
     taken_at: BTreeMap<NodeId, u64>,
     /// Derived: the roles each node holds.
     held: BTreeMap<NodeId, BTreeSet<RoleName>>,
+    /// Derived: how many roles each node stands for (none: not a key), so that a turn asks
+    /// "does it stand for any" without walking the roles.
+    standing: BTreeMap<NodeId, usize>,
 }
 
 /// What a snapshot keeps of a [`RoleTable`]: everything but what is derived from it.
@@ -97,9 +100,13 @@ struct TableData {
 impl From<TableData> for RoleTable {
     fn from(d: TableData) -> RoleTable {
         let mut held: BTreeMap<NodeId, BTreeSet<RoleName>> = BTreeMap::new();
+        let mut standing: BTreeMap<NodeId, usize> = BTreeMap::new();
         for (name, r) in &d.roles {
             if let Some((node, _)) = r.holder {
                 held.entry(node).or_default().insert(name.clone());
+            }
+            for c in &r.candidates {
+                *standing.entry(*c).or_default() += 1;
             }
         }
         RoleTable {
@@ -108,6 +115,7 @@ impl From<TableData> for RoleTable {
             applied: d.applied,
             taken_at: d.taken_at,
             held,
+            standing,
         }
     }
 }
@@ -137,14 +145,14 @@ impl RoleTable {
             RoleCommand::Stand { node, roles } => {
                 for name in roles {
                     let r = self.roles.entry(name.clone()).or_default();
-                    r.candidates.insert(*node);
+                    if r.candidates.insert(*node) {
+                        *self.standing.entry(*node).or_default() += 1;
+                    }
                 }
             }
             RoleCommand::Withdraw { node, roles } => {
                 for name in roles {
-                    if let Some(r) = self.roles.get_mut(name) {
-                        r.candidates.remove(node);
-                    }
+                    self.unstand(name, *node);
                     self.forget_if_idle(name);
                 }
             }
@@ -224,10 +232,19 @@ impl RoleTable {
             .map(|(n, _)| n.clone())
             .collect();
         for name in names {
-            if let Some(r) = self.roles.get_mut(&name) {
-                r.candidates.remove(&node);
-            }
+            self.unstand(&name, node);
             self.forget_if_idle(&name);
+        }
+    }
+
+    /// `node` no longer stands for `name`.
+    fn unstand(&mut self, name: &RoleName, node: NodeId) {
+        let removed = (self.roles.get_mut(name)).is_some_and(|r| r.candidates.remove(&node));
+        if let (true, Some(n)) = (removed, self.standing.get_mut(&node)) {
+            *n -= 1;
+            if *n == 0 {
+                self.standing.remove(&node);
+            }
         }
     }
 
@@ -276,6 +293,18 @@ impl RoleTable {
             .iter()
             .filter(|(_, h)| !h.is_empty())
             .map(|(n, _)| *n)
+    }
+
+    /// Whether `node` stands for any role.
+    pub fn stands_for_any(&self, node: NodeId) -> bool {
+        self.standing.contains_key(&node)
+    }
+
+    /// The nodes the table names: those that stand for a role or hold one.
+    pub fn named(&self) -> BTreeSet<NodeId> {
+        (self.standing.keys().copied())
+            .chain(self.holders())
+            .collect()
     }
 
     /// How many roles `node` holds.
@@ -411,5 +440,34 @@ mod tests {
         assert_eq!(back, t);
         assert_eq!(back.count_held_by(1), 2);
         assert_eq!(back.last_token(), 2);
+    }
+
+    /// The count of roles each node stands for follows stands, withdrawals and forgets, and
+    /// equals what a snapshot rebuilds.
+    #[test]
+    fn standing_follows_the_candidacies() {
+        let mut t = RoleTable::default();
+        t.apply(1, &stand(1, &["a", "b"]));
+        t.apply(2, &stand(2, &["a"]));
+        t.apply(3, &stand(1, &["a"]));
+        t.apply(4, &grant("b", 1));
+        assert!(t.stands_for_any(1) && t.stands_for_any(2) && !t.stands_for_any(3));
+        t.apply(
+            5,
+            &RoleCommand::Withdraw {
+                node: 2,
+                roles: vec![n("a"), n("a"), n("zz")],
+            },
+        );
+        assert!(!t.stands_for_any(2));
+        assert_eq!(t.named(), [1].into());
+        let back: RoleTable = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+        t.apply(6, &stand(3, &["a"]));
+        t.apply(7, &RoleCommand::Forget { node: 1 });
+        assert!(!t.stands_for_any(1));
+        assert_eq!(t.named(), [1, 3].into(), "1 still holds b");
+        let back: RoleTable = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
     }
 }

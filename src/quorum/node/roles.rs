@@ -67,12 +67,19 @@ pub(super) async fn serve(node: &QuorumNode, req: RolesRequest) -> Result<RolesR
         RolesRequest::Resign { name, token } => {
             RolesReply::Resigned(resign_role(node, name, token).await?)
         }
-        RolesRequest::Counts => RolesReply::Counts(node.store.roles(|t| RoleCounts {
-            roles: t.len() as u64,
-            held: t.holders().map(|h| t.count_held_by(h) as u64).sum(),
-            mine: t.count_held_by(node.id) as u64,
-            grants: t.last_token(),
-        })),
+        RolesRequest::Counts => {
+            let claimed = match ask(node, RolesAsk::Claimable).await {
+                Some(RolesAnswer::Claimable(n)) => n,
+                _ => 0,
+            };
+            RolesReply::Counts(node.store.roles(|t| RoleCounts {
+                roles: t.len() as u64,
+                held: t.holders().map(|h| t.count_held_by(h) as u64).sum(),
+                mine: t.count_held_by(node.id) as u64,
+                claimed,
+                grants: t.last_token(),
+            }))
+        }
     })
 }
 
