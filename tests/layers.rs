@@ -121,7 +121,8 @@ const LAB_LAYERS: &[&[&str]] = &[
     &["cluster"],
     &["chaos::record"],
     &["chaos::checkers", "chaos::fixtures"],
-    &["chaos::verdict", "sim::quorum", "model"],
+    &["chaos::verdict", "sim::roles", "model"],
+    &["sim::quorum"],
     &["model::search", "model::liveness"],
     &[
         "bench",

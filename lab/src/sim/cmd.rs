@@ -71,6 +71,15 @@ pub struct SimArgs {
     /// the member it was), from 3 to 7 members.
     #[arg(long)]
     pub membership: bool,
+    /// The first members stand for three named roles once the cluster has formed, and every
+    /// sample judges each role's promises too (sim/roles.rs).
+    #[arg(long)]
+    pub roles: bool,
+    /// Run deliberately broken nodes whose leader takes a role's holder for dead after a
+    /// sixth of the follower lease without its renewal and grants its roles at once (implies
+    /// `--roles`): the role checker must report broken promises.
+    #[arg(long, conflicts_with_all = ["long_lease", "vote_while_leading", "trust_new_incarnation", "record_between_probes", "unlogged_incarnations", "handover_to_unconfirmed", "snapshot_keeps_incarnations"])]
+    pub hasty_revoke: bool,
 }
 
 impl SimArgs {
@@ -89,6 +98,8 @@ impl SimArgs {
             Some(Flaw::HandoverToUnconfirmed)
         } else if self.snapshot_keeps_incarnations {
             Some(Flaw::SnapshotKeepsIncarnations)
+        } else if self.hasty_revoke {
+            Some(Flaw::HastyRevoke)
         } else {
             None
         }
@@ -105,7 +116,11 @@ impl SimArgs {
             Some(Flaw::UnloggedIncarnations) => f += " --unlogged-incarnations",
             Some(Flaw::HandoverToUnconfirmed) => f += " --handover-to-unconfirmed",
             Some(Flaw::SnapshotKeepsIncarnations) => f += " --snapshot-keeps-incarnations",
+            Some(Flaw::HastyRevoke) => f += " --hasty-revoke",
             None => {}
+        }
+        if self.roles && !self.hasty_revoke {
+            f += " --roles";
         }
         if self.timing == Profile::Default {
             f += " --timing default";
@@ -126,6 +141,11 @@ struct Tally {
     heartbeat: Option<(u64, u64)>,
     explicit_lease: u64,
     promises: u64,
+    /// Named roles (`--roles`): promises judged, changes of hands, candidacies applied at the
+    /// starts.
+    role_promises: u64,
+    role_moves: u64,
+    roles_stood: u64,
     squeezed: u64,
     /// Schedules in which a vote request reached a node inside its own promise, and in which
     /// such a vote was granted.
@@ -150,6 +170,9 @@ impl Tally {
         widen(&mut self.heartbeat, out.timing.heartbeat_ms);
         self.explicit_lease += u64::from(out.timing.lease_ms != 0);
         self.promises += out.promises;
+        self.role_promises += out.role_promises;
+        self.role_moves += out.role_moves;
+        self.roles_stood += out.roles_stood;
         self.squeezed += u64::from(out.squeezes > 0);
         self.inside_promise += u64::from(out.votes_inside_promise > 0);
         self.granted_inside += u64::from(out.granted_inside_promise > 0);
@@ -173,6 +196,13 @@ impl Tally {
              node inside its own promise in {} of {schedules} schedules, granted in {}",
             self.promises, self.squeezed, self.inside_promise, self.granted_inside
         );
+        if self.role_promises > 0 {
+            println!(
+                "sim: roles: {} candidacies applied at the starts, {} promises on named roles \
+                 judged, {} changes of hands",
+                self.roles_stood, self.role_promises, self.role_moves
+            );
+        }
         if self.added + self.removed + self.refused > 0 {
             println!(
                 "sim: membership: {} adds and {} removals completed; {} members restarted on a \
@@ -235,6 +265,7 @@ impl SimArgs {
             timing: None,
             membership: self.membership,
             lapses: true,
+            roles: self.roles || self.hasty_revoke,
         }
     }
 }

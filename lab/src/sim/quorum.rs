@@ -52,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::SimClock;
 use super::net::{Effect, Leg, Net, Rule};
+use super::roles::{self, RoleWatch};
 use super::schedule::{
     draw, draw_lapse, draw_timing, draw_with_members, Step, Target, Timed, FEWEST_MEMBERS,
     MOST_MEMBERS,
@@ -96,6 +97,10 @@ pub struct Spec {
     /// the membership says what became of them. Off, a seed draws the schedule it drew before
     /// (the schedules pinned as once failed).
     pub lapses: bool,
+    /// The first members stand for named roles once the cluster has formed, and the sampler
+    /// judges every role's promises too (`sim/roles.rs`). Off, a seed runs as it did before
+    /// roles were simulated.
+    pub roles: bool,
 }
 
 /// A deliberately broken node (`electd-lab sim --unsafe`, `--vote-while-leading`).
@@ -126,6 +131,10 @@ pub enum Flaw {
     /// A snapshot that removed a member does not make the node forget its incarnation
     /// (`--snapshot-keeps-incarnations`): the member added back is refused.
     SnapshotKeepsIncarnations,
+    /// A leader takes a role's holder for dead after a sixth of the follower lease without its
+    /// renewal and grants its roles at once, inside the promises the holder answered
+    /// (`--hasty-revoke`, with roles): the role checker must report them broken.
+    HastyRevoke,
 }
 
 /// Where a schedule's timings come from.
@@ -151,6 +160,7 @@ impl Spec {
             timing: None,
             membership: false,
             lapses: true,
+            roles: false,
         }
     }
 }
@@ -214,6 +224,11 @@ pub struct Outcome {
     pub timing: Timing,
     /// Claiming answers judged as promises.
     pub promises: u64,
+    /// Claiming answers on named roles judged as promises (`Spec::roles`), how often a role
+    /// changed hands, and the candidacies applied at the start.
+    pub role_promises: u64,
+    pub role_moves: u64,
+    pub roles_stood: u64,
     /// Squeeze steps played (with a leader to squeeze).
     pub squeezes: u64,
     /// Vote requests for a higher term that reached a node while a promise of its own could
@@ -306,6 +321,8 @@ struct Watch {
     /// Changes of the one claimant from one node to another, and the last one.
     leader_changes: u64,
     last_leader: Option<NodeId>,
+    /// The named roles' answers (`Spec::roles`).
+    roles: RoleWatch,
 }
 
 impl Watch {
@@ -429,6 +446,7 @@ impl Sim {
                 unlogged_incarnations: spec.flaw == Some(Flaw::UnloggedIncarnations),
                 handover_to_unconfirmed: spec.flaw == Some(Flaw::HandoverToUnconfirmed),
                 snapshot_keeps_incarnations: spec.flaw == Some(Flaw::SnapshotKeepsIncarnations),
+                hasty_revoke: spec.flaw == Some(Flaw::HastyRevoke),
                 ..Flaws::default()
             },
             squeezes: 0,
@@ -1485,7 +1503,7 @@ impl Sim {
             self.ever.clone(),
             self.clock.clone(),
             self.watch.clone(),
-            sample_every(f),
+            (sample_every(f), self.spec.roles),
         ));
         let schedule: Vec<Timed> = match &self.spec.script {
             Some(steps) => steps.clone(),
@@ -1493,6 +1511,11 @@ impl Sim {
             None => draw(&mut self.rng, self.spec.nodes, self.spec.steps, f),
         };
         tokio::time::sleep(Duration::from_millis(10 * f)).await;
+        if self.spec.roles {
+            let stood = roles::stand(&self.net, &self.ids, SIM_ADMIN_TOKEN).await;
+            self.note(format!("roles: {stood} candidacies applied"));
+            self.watch.lock().expect("watch").roles.stood = stood;
+        }
         for t in &schedule {
             self.apply(&t.step).await;
             tokio::time::sleep(Duration::from_millis(t.then_ms)).await;
@@ -1692,6 +1715,8 @@ impl Sim {
                 ));
             }
         }
+        let (role_violations, role_promises, role_moves) = watch.roles.judge(self.start_ns);
+        violations.extend(role_violations);
         if let Some(safety) = election_safety(&log) {
             if !safety.safe {
                 violations.push(format!(
@@ -1716,6 +1741,9 @@ impl Sim {
             max_term: watch.terms.values().copied().max().unwrap_or(0),
             timing: self.timing,
             promises: watch.promises.len() as u64,
+            role_promises,
+            role_moves,
+            roles_stood: watch.roles.stood,
             squeezes: self.squeezes,
             votes_inside_promise: self.flaws.votes_inside_promise.load(Relaxed),
             granted_inside_promise: self.flaws.granted_inside_promise.load(Relaxed),
@@ -1809,7 +1837,7 @@ async fn sample(
     ids: Arc<Mutex<Vec<NodeId>>>,
     clock: Arc<SimClock>,
     watch: Arc<Mutex<Watch>>,
-    every: Duration,
+    (every, with_roles): (Duration, bool),
 ) {
     let mut tick = tokio::time::interval(every);
     loop {
@@ -1833,6 +1861,10 @@ async fn sample(
             }
         }
         let seen = answers(&net, &ids, &mut unreadable).await;
+        let role_answers = match with_roles {
+            true => roles::ask(&net, &ids).await,
+            false => Vec::new(),
+        };
         let mut moved = BTreeSet::new();
         for (id, page) in pages.iter_mut() {
             if let Some(after) = events_page(&net, *id, page.next, &mut unreadable).await {
@@ -1885,6 +1917,7 @@ async fn sample(
             .collect();
         let t = clock.elapsed_ms();
         let mut w = watch.lock().expect("watch");
+        w.roles.record(role_answers, sent_ns, t);
         for u in unreadable {
             w.sampled_violation(format!(
                 "at {t} ms the sampler could not read an answer: {u}"

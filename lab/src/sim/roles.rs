@@ -1,0 +1,151 @@
+//! Named roles in the quorum simulator ([`Spec::roles`](super::quorum::Spec::roles);
+//! docs/design/roles.md). Once the cluster has formed, each first member stands for every role
+//! of [`ROLES`], asked on itself with the admin token; from then on every sample asks each
+//! running member `GET /v1/claim/{name}` for each role, as the role's application would, and
+//! each 200 is a promise on that role from the instant it was asked until `lease_ms` later.
+//! The schedule's faults (crashes, pauses, cuts, loss, membership changes, wipes) move the
+//! roles. Judged at the end by the chaos suite's role checker
+//! (`checkers::role_promise_keeping`): no member claims a role inside another member's promise
+//! on it, no token is claimed by two members; and as sampled: a role's token never goes back,
+//! and every 200 carries a token and a lease.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::body::Body;
+use axum::http::Request;
+use electd_client::{NodeId, RoleClaimInfo};
+
+use super::net::Net;
+use crate::chaos::checkers::role_promise_keeping;
+use crate::chaos::record::Promise;
+
+/// The roles every first member stands for.
+pub const ROLES: [&str; 3] = ["sim-a", "sim-b", "sim-c"];
+
+/// What the sampler saw of the roles.
+#[derive(Default)]
+pub struct RoleWatch {
+    promises: BTreeMap<String, Vec<Promise>>,
+    /// The highest token claimed on each role so far.
+    top: BTreeMap<String, u64>,
+    violations: Vec<String>,
+    /// Candidacies applied at the start.
+    pub stood: u64,
+}
+
+/// One member's answer on one role: `None` when it gave none (paused, not running).
+pub struct Answer {
+    role: &'static str,
+    node: NodeId,
+    got: Option<(u16, Option<RoleClaimInfo>)>,
+}
+
+/// Each of `ids` stands for every role, asked on itself with `token` (answered once applied);
+/// the candidacies applied.
+pub async fn stand(net: &Net, ids: &[NodeId], token: &str) -> u64 {
+    let mut applied = 0;
+    for &id in ids {
+        for role in ROLES {
+            let req = Request::put(format!("/v1/roles/{role}/candidates/{id}"))
+                .header("authorization", format!("Bearer {token}"))
+                .body(Body::empty())
+                .expect("a request");
+            applied += u64::from(matches!(net.ask(id, req).await, Some((200, _))));
+        }
+    }
+    applied
+}
+
+/// Asks each of `ids` for its claim on each role.
+pub async fn ask(net: &Net, ids: &[NodeId]) -> Vec<Answer> {
+    let mut out = Vec::new();
+    for &node in ids {
+        for role in ROLES {
+            let req = Request::get(format!("/v1/claim/{role}"))
+                .body(Body::empty())
+                .expect("a request");
+            let got = (net.ask(node, req).await)
+                .map(|(status, bytes)| (status, serde_json::from_slice(&bytes).ok()));
+            out.push(Answer { role, node, got });
+        }
+    }
+    out
+}
+
+impl RoleWatch {
+    /// Records the answers of a sample sent at `sent_ns`, `t` ms into the run.
+    pub fn record(&mut self, answers: Vec<Answer>, sent_ns: u64, t: u64) {
+        for Answer { role, node, got } in answers {
+            let claim = match got {
+                // No answer, not the holder (503), or the role not created yet (404): no claim.
+                None | Some((503 | 404, _)) => continue,
+                Some((200, Some(c))) => c,
+                Some((status, _)) => {
+                    self.violation(format!(
+                        "at {t} ms node {node} answered the claim on {role} with status \
+                         {status} or a body that is not the contract's"
+                    ));
+                    continue;
+                }
+            };
+            let (Some(token), true) = (claim.token, claim.node == Some(node)) else {
+                self.violation(format!(
+                    "at {t} ms node {node} claims {role} without its token or its id: {claim:?}"
+                ));
+                continue;
+            };
+            let top = self.top.entry(role.to_string()).or_default();
+            if token < *top {
+                let v = format!(
+                    "at {t} ms node {node} claims {role} with token {token} after token {top}"
+                );
+                self.violation(v);
+            }
+            let top = self.top.entry(role.to_string()).or_default();
+            *top = (*top).max(token);
+            self.promises
+                .entry(role.to_string())
+                .or_default()
+                .push(Promise {
+                    node,
+                    term: token,
+                    from_ns: sent_ns,
+                    until_ns: sent_ns + claim.lease_ms * 1_000_000,
+                });
+        }
+    }
+
+    /// Kept up to 20 (one that lasts is seen at every sample).
+    fn violation(&mut self, v: String) {
+        if self.violations.len() < 20 {
+            self.violations.push(v);
+        }
+    }
+
+    /// The violations seen and found by the role checker; the promises judged; how often a
+    /// role changed hands (tokens claimed, less one per role claimed).
+    pub fn judge(&self, start_ns: u64) -> (Vec<String>, u64, u64) {
+        let mut out = self.violations.clone();
+        let (k, shared) = role_promise_keeping(&self.promises);
+        if let Some(b) = k.broken.first() {
+            let at = |ns: u64| ns.saturating_sub(start_ns) as f64 / 1e6;
+            out.push(format!(
+                "a role's promise broken: node {} claimed at {:.1} ms inside node {}'s promise \
+                 of token {} ({:.1} to {:.1} ms); {} of {} role promises broken",
+                b.intruder,
+                at(b.from_ns),
+                b.promise.node,
+                b.promise.term,
+                at(b.promise.from_ns),
+                at(b.promise.until_ns),
+                k.broken.len(),
+                k.promises
+            ));
+        }
+        out.extend(shared);
+        let moves = (self.promises.values())
+            .map(|ps| ps.iter().map(|p| p.term).collect::<BTreeSet<u64>>().len() as u64 - 1)
+            .sum();
+        (out, k.promises, moves)
+    }
+}
