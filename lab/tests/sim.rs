@@ -701,3 +701,19 @@ fn a_hasty_revocation_of_a_role_is_caught() {
         "hasty-revoke not caught in 40 schedules"
     );
 }
+
+/// A schedule with roles that the suite once failed (CI of 2026-11-29, a checker artefact): the
+/// sampler asked the roles between reading the members' `/v1/leader` answers and recording them,
+/// and a wipe of node 2 ran in that gap; its old term was recorded after the wipe had reset it,
+/// and the wiped node's term 0 then counted as a term going back. The sampler now asks the roles
+/// first.
+#[test]
+fn roles_schedules_that_once_failed() {
+    let seed = 9251210587;
+    let out = run(&Spec {
+        membership: true,
+        roles: true,
+        ..Spec::new(seed, 5)
+    });
+    assert_kept(&out, &format!("seed {seed}: "));
+}

@@ -1842,8 +1842,15 @@ async fn sample(
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        let sent_ns = clock.now_ns();
         let ids = ids.lock().expect("ever").clone();
+        // The roles first: the answers of `/v1/leader` below are recorded right after they
+        // are read, so that no step of the schedule (a wipe, which resets what the sampler
+        // knows of a node) runs between the two.
+        let role_answers = match with_roles {
+            true => roles::ask(&net, &ids, &clock).await,
+            false => Vec::new(),
+        };
+        let sent_ns = clock.now_ns();
         // Each event log is read before and after the answers: a log that moved meanwhile (a
         // claim that began or ended at the instant of the sample, its event written between
         // the two reads) is not compared with an answer this time.
@@ -1861,10 +1868,6 @@ async fn sample(
             }
         }
         let seen = answers(&net, &ids, &mut unreadable).await;
-        let role_answers = match with_roles {
-            true => roles::ask(&net, &ids).await,
-            false => Vec::new(),
-        };
         let mut moved = BTreeSet::new();
         for (id, page) in pages.iter_mut() {
             if let Some(after) = events_page(&net, *id, page.next, &mut unreadable).await {
@@ -1917,7 +1920,7 @@ async fn sample(
             .collect();
         let t = clock.elapsed_ms();
         let mut w = watch.lock().expect("watch");
-        w.roles.record(role_answers, sent_ns, t);
+        w.roles.record(role_answers, t);
         for u in unreadable {
             w.sampled_violation(format!(
                 "at {t} ms the sampler could not read an answer: {u}"

@@ -15,6 +15,7 @@ use axum::body::Body;
 use axum::http::Request;
 use electd_client::{NodeId, RoleClaimInfo};
 
+use super::clock::SimClock;
 use super::net::Net;
 use crate::chaos::checkers::role_promise_keeping;
 use crate::chaos::record::Promise;
@@ -33,10 +34,12 @@ pub struct RoleWatch {
     pub stood: u64,
 }
 
-/// One member's answer on one role: `None` when it gave none (paused, not running).
+/// One member's answer on one role, asked at `sent_ns`: `None` when it gave none (paused, not
+/// running).
 pub struct Answer {
     role: &'static str,
     node: NodeId,
+    sent_ns: u64,
     got: Option<(u16, Option<RoleClaimInfo>)>,
 }
 
@@ -56,26 +59,38 @@ pub async fn stand(net: &Net, ids: &[NodeId], token: &str) -> u64 {
     applied
 }
 
-/// Asks each of `ids` for its claim on each role.
-pub async fn ask(net: &Net, ids: &[NodeId]) -> Vec<Answer> {
+/// Asks each of `ids` for its claim on each role, each at the instant `clock` says.
+pub async fn ask(net: &Net, ids: &[NodeId], clock: &SimClock) -> Vec<Answer> {
     let mut out = Vec::new();
     for &node in ids {
         for role in ROLES {
             let req = Request::get(format!("/v1/claim/{role}"))
                 .body(Body::empty())
                 .expect("a request");
+            let sent_ns = clock.now_ns();
             let got = (net.ask(node, req).await)
                 .map(|(status, bytes)| (status, serde_json::from_slice(&bytes).ok()));
-            out.push(Answer { role, node, got });
+            out.push(Answer {
+                role,
+                node,
+                sent_ns,
+                got,
+            });
         }
     }
     out
 }
 
 impl RoleWatch {
-    /// Records the answers of a sample sent at `sent_ns`, `t` ms into the run.
-    pub fn record(&mut self, answers: Vec<Answer>, sent_ns: u64, t: u64) {
-        for Answer { role, node, got } in answers {
+    /// Records the answers of a sample, `t` ms into the run.
+    pub fn record(&mut self, answers: Vec<Answer>, t: u64) {
+        for Answer {
+            role,
+            node,
+            sent_ns,
+            got,
+        } in answers
+        {
             let claim = match got {
                 // No answer, not the holder (503), or the role not created yet (404): no claim.
                 None | Some((503 | 404, _)) => continue,
