@@ -364,13 +364,15 @@ async fn etcd_failover_at(
     res
 }
 
+/// `x / y` to two places, `?` when either was not measured.
+pub(crate) fn ratio(x: Option<u64>, y: Option<u64>) -> String {
+    x.zip(y).map_or("?".to_string(), |(x, y)| {
+        format!("{:.2}", x as f64 / y as f64)
+    })
+}
+
 /// The baseline's idle figures and this build's ratios to them (and both ratios to etcd's).
 fn print_baseline(e: &IdleCost, b: &IdleCost, t: &IdleCost, bin: &Path, s: f64) {
-    let ratio = |x: Option<u64>, y: Option<u64>| {
-        x.zip(y).map_or("?".to_string(), |(x, y)| {
-            format!("{:.2}", x as f64 / y as f64)
-        })
-    };
     println!(
         "idle baseline {}: CPU {:.2} s ({:.1}%), {} packets/s, {} kB/s",
         bin.display(),

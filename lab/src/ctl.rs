@@ -166,8 +166,8 @@ pub enum BenchCmd {
         #[command(flatten)]
         run: BesideEtcd,
     },
-    /// Named roles: a holder's crash with 1 and with 1,000 roles against etcd's election API
-    /// at the same timings, by one poller; then clusters with 0 to 10,000 roles idle side by
+    /// Named roles: a holder's crash with 1 and with 1,000 roles against etcd's election recipe
+    /// (lab/src/etcd_election.rs) at the same timings, by one poller; then clusters with 0 to 10,000 roles idle side by
     /// side (CPU, peer traffic, memory). Clusters of their own are started here.
     Roles {
         /// Crashes per role count (0: no crash trials).

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use crate::bench::{percentile, summarize};
 use crate::cluster::Cluster;
-use crate::cost::{measure_idle, own_cluster, IdleCost, Side, SETTLE};
+use crate::cost::{measure_idle, own_cluster, ratio, IdleCost, Side, SETTLE};
 use crate::etcd_election::{b64, Candidate};
 use crate::versus::{electd_ready, poll_client, require_down, until_agreed, Etcd, Profile, POLL};
 
@@ -180,12 +180,7 @@ impl Claimants for ElectdRoles<'_> {
         self.candidates.clone()
     }
     async fn claimed(&self, c: NodeId) -> Option<u64> {
-        let client = self.c.client_on(self.http.clone(), c).ok()?;
-        let text = client.metrics_text().await.ok()?;
-        let line = text
-            .lines()
-            .find_map(|l| l.strip_prefix("electd_roles_claimed "))?;
-        line.trim().parse().ok()
+        self.c.roles_claimed(self.http.clone(), c).await
     }
     fn crash(&self, c: NodeId) {
         self.c.kill(c);
@@ -343,10 +338,6 @@ fn idle_line(roles: usize, x: &IdleCost, base: &IdleCost, s: f64) {
     let per_s = |v: Option<u64>, scale: f64| {
         v.map_or("?".into(), |v| format!("{:.1}", v as f64 / s / scale))
     };
-    let ratio = |v: Option<u64>, b: Option<u64>| {
-        v.zip(b)
-            .map_or("?".into(), |(v, b)| format!("{:.2}", v as f64 / b as f64))
-    };
     println!(
         "idle, {roles:>5} roles: CPU {:.1}% of a core, {} packets/s, {} kB/s, RSS {:.0} MB; \
          ratio to one role: CPU {:.2}, packets {}, bytes {}, RSS {:.2}",
@@ -369,16 +360,18 @@ async fn idle_cost(bin: &Path, a: &RolesArgs, timings: (u64, u64)) -> Result<(),
         clusters.push((n, c, block));
     }
     let res = async {
-        for (n, c, _) in &clusters {
-            electd_ready(c).await?;
-            let t0 = Instant::now();
-            stand_all(c, &names(*n), &c.ids()).await?;
-            let side = ElectdRoles {
+        let claimants: Vec<ElectdRoles> = (clusters.iter())
+            .map(|(_, c, _)| ElectdRoles {
                 c,
                 candidates: c.ids(),
                 http: poll_client(),
-            };
-            let spread = until_still(&side, *n as u64).await?;
+            })
+            .collect();
+        for ((n, c, _), side) in clusters.iter().zip(&claimants) {
+            electd_ready(c).await?;
+            let t0 = Instant::now();
+            stand_all(c, &names(*n), &c.ids()).await?;
+            let spread = until_still(side, *n as u64).await?;
             println!(
                 "idle, {n:>5} roles: 5 x {n} candidacies applied and every role claimed in \
                  {:.1} s; claimed per node {:?}",
@@ -393,14 +386,9 @@ async fn idle_cost(bin: &Path, a: &RolesArgs, timings: (u64, u64)) -> Result<(),
             .collect();
         let (costs, s) = measure_idle(&sides, a.idle_seconds).await?;
         let base = (a.idle_roles.iter().position(|n| *n == 1)).map_or(&costs[0], |i| &costs[i]);
-        for ((n, c, _), x) in clusters.iter().zip(&costs) {
+        for (((n, c, _), x), side) in clusters.iter().zip(&costs).zip(&claimants) {
             idle_line(*n, x, base, s);
-            let side = ElectdRoles {
-                c,
-                candidates: c.ids(),
-                http: poll_client(),
-            };
-            let now = claims(&side, &c.ids())
+            let now = claims(side, &c.ids())
                 .await
                 .map(|m| m.values().sum::<u64>());
             if now != Some(*n as u64) {

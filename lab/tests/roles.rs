@@ -92,11 +92,8 @@ async fn until_claimed(tc: &TestCluster, ids: &[NodeId], want: u64) -> u64 {
     loop {
         let mut sum = 0;
         for id in ids {
-            let text = client(tc, *id).metrics_text().await.unwrap_or_default();
-            sum += (text.lines())
-                .find_map(|l| l.strip_prefix("electd_roles_claimed "))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0);
+            let http = tc.c.http_for(Duration::from_secs(6)).unwrap();
+            sum += tc.c.roles_claimed(http, *id).await.unwrap_or(0);
         }
         if sum == want || tokio::time::Instant::now() >= until {
             return sum;

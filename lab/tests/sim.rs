@@ -45,12 +45,7 @@ fn schedules(part: u64) {
     };
     // The last part of each kind stands for named roles too.
     let roles = part == 2 || part == 5;
-    let flag = match (membership, roles) {
-        (true, true) => " --membership --roles",
-        (true, false) => " --membership",
-        (false, true) => " --roles",
-        (false, false) => "",
-    };
+    let flag = replay_flags(membership, roles);
     eprintln!("sim: seeds {first}..{}{flag}", first + count - 1);
     let t = run_range(first, count, (membership, roles));
     if roles {
@@ -111,10 +106,15 @@ struct Tally {
     role_moves: u64,
 }
 
+/// The flags of `scripts/sim.sh` that replay a schedule of these kinds.
+fn replay_flags(membership: bool, roles: bool) -> String {
+    let membership = if membership { " --membership" } else { "" };
+    format!("{membership}{}", if roles { " --roles" } else { "" })
+}
+
 /// Runs `count` schedules from seed `first`, with membership changes and named roles or not.
 fn run_range(first: u64, count: u64, (membership, roles): (bool, bool)) -> Tally {
-    let flag = if membership { " --membership" } else { "" };
-    let flag = format!("{flag}{}", if roles { " --roles" } else { "" });
+    let flag = replay_flags(membership, roles);
     let mut t = Tally::default();
     for seed in first..first + count {
         let out = run(&Spec {

@@ -87,6 +87,32 @@ pub struct PromiseKeeping {
     pub broken_ns: u64,
 }
 
+impl PromiseKeeping {
+    /// The first broken promise as one line, its times in ms from `start_ns`: `title` names
+    /// what broke, `number` what a promise's `term` is (a term, a token), `counted` what the
+    /// count at the end counts.
+    pub fn first_broken(
+        &self,
+        start_ns: u64,
+        (title, number, counted): (&str, &str, &str),
+    ) -> Option<String> {
+        let b = self.broken.first()?;
+        let at = |ns: u64| ns.saturating_sub(start_ns) as f64 / 1e6;
+        Some(format!(
+            "{title}: node {} claimed at {:.1} ms inside node {}'s promise of {number} {} \
+             ({:.1} to {:.1} ms); {} of {} {counted} broken",
+            b.intruder,
+            at(b.from_ns),
+            b.promise.node,
+            b.promise.term,
+            at(b.promise.from_ns),
+            at(b.promise.until_ns),
+            self.broken.len(),
+            self.promises
+        ))
+    }
+}
+
 /// An event stamped before an event its node recorded earlier (lower `seq`): the event log's
 /// time goes back, which the API rules out (`t_mono_ns` never decreases with `seq`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

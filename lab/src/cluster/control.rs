@@ -20,6 +20,16 @@ impl Cluster {
         Ok(self.client(id)?.leader().await?)
     }
 
+    /// The named roles node `id` claims now (`electd_roles_claimed` of its `/metrics`), asked
+    /// through `http`; `None` when it does not answer.
+    pub async fn roles_claimed(&self, http: reqwest::Client, id: NodeId) -> Option<u64> {
+        let text = self.client_on(http, id).ok()?.metrics_text().await.ok()?;
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("electd_roles_claimed "))?;
+        line.trim().parse().ok()
+    }
+
     /// `GET /v1/status` of node `id`.
     pub async fn status(&self, id: NodeId) -> Result<Status, CtlError> {
         Ok(self.client(id)?.status().await?)

@@ -1699,21 +1699,8 @@ impl Sim {
             ));
         }
         if let Some(c6) = promise_keeping(&log) {
-            if let Some(b) = c6.broken.first() {
-                let at = |ns: u64| ns.saturating_sub(self.start_ns) as f64 / 1e6;
-                violations.push(format!(
-                    "a promise broken (C6): node {} claimed at {:.1} ms inside node {}'s promise \
-                     of term {} ({:.1} to {:.1} ms); {} of {} promises broken",
-                    b.intruder,
-                    at(b.from_ns),
-                    b.promise.node,
-                    b.promise.term,
-                    at(b.promise.from_ns),
-                    at(b.promise.until_ns),
-                    c6.broken.len(),
-                    c6.promises
-                ));
-            }
+            let what = ("a promise broken (C6)", "term", "promises");
+            violations.extend(c6.first_broken(self.start_ns, what));
         }
         let (role_violations, role_promises, role_moves) = watch.roles.judge(self.start_ns);
         violations.extend(role_violations);

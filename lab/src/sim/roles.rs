@@ -109,15 +109,14 @@ impl RoleWatch {
                 ));
                 continue;
             };
-            let top = self.top.entry(role.to_string()).or_default();
-            if token < *top {
+            let top = self.top.get(role).copied().unwrap_or(0);
+            if token < top {
                 let v = format!(
                     "at {t} ms node {node} claims {role} with token {token} after token {top}"
                 );
                 self.violation(v);
             }
-            let top = self.top.entry(role.to_string()).or_default();
-            *top = (*top).max(token);
+            self.top.insert(role.to_string(), top.max(token));
             self.promises
                 .entry(role.to_string())
                 .or_default()
@@ -142,21 +141,8 @@ impl RoleWatch {
     pub fn judge(&self, start_ns: u64) -> (Vec<String>, u64, u64) {
         let mut out = self.violations.clone();
         let (k, shared) = role_promise_keeping(&self.promises);
-        if let Some(b) = k.broken.first() {
-            let at = |ns: u64| ns.saturating_sub(start_ns) as f64 / 1e6;
-            out.push(format!(
-                "a role's promise broken: node {} claimed at {:.1} ms inside node {}'s promise \
-                 of token {} ({:.1} to {:.1} ms); {} of {} role promises broken",
-                b.intruder,
-                at(b.from_ns),
-                b.promise.node,
-                b.promise.term,
-                at(b.promise.from_ns),
-                at(b.promise.until_ns),
-                k.broken.len(),
-                k.promises
-            ));
-        }
+        let what = ("a role's promise broken", "token", "role promises");
+        out.extend(k.first_broken(start_ns, what));
         out.extend(shared);
         let moves = (self.promises.values())
             .map(|ps| ps.iter().map(|p| p.term).collect::<BTreeSet<u64>>().len() as u64 - 1)
