@@ -58,6 +58,46 @@ fn caught_in(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str, two_claim
     );
 }
 
+/// Roles moved under faults (S25) by a leader that revokes a cut-off or paused holder's roles
+/// and grants them a sixth of a follower lease before the holder's last promise ends
+/// (`hasty-revoke`, docs/safety.md's R4 left out): the role checks fail the run on a role's
+/// promise broken, while the cluster's own promises are all kept.
+#[test]
+fn the_chaos_checkers_catch_a_hasty_role_revocation() {
+    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
+    let spec = RunSpec {
+        mode: Mode::Quorum,
+        scenario: Scenario::S25,
+        layer: Layer::App,
+        seed: 1,
+        tls: false,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let flawed = bin.with_file_name("electd-flawed");
+    let (r, _) = rt.block_on(run_one_with(
+        &spec,
+        &flawed,
+        None,
+        &["--lab-flaw", "hasty-revoke"],
+    ));
+    eprintln!("{}", serde_json::to_string(&r).unwrap());
+    assert!(r.skipped.is_none(), "the run happened: {r:?}");
+    assert!(!r.passed, "a broken node passed: {r:?}");
+    assert!(
+        r.role_promises_broken.is_some_and(|n| n > 0),
+        "C6 per role sees broken promises: {r:?}"
+    );
+    assert_eq!(
+        r.promises_broken,
+        Some(0),
+        "the cluster's own promises kept: {r:?}"
+    );
+}
+
 /// The leader isolated (S3) while its claim lease is three follower leases (`long-lease`,
 /// docs/safety.md's step 3 left out): the isolated leader goes on claiming after the majority
 /// elected another.

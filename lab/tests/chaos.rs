@@ -100,6 +100,11 @@ fn leased_is_safe_in(ran: &Ran) {
     assert_eq!(r.split_brain_ms, 0.0, "{why}");
     assert_eq!(r.election_safety, Some(true), "{why}");
     assert!(r.converge_ms.is_some(), "converges: {why}");
+    if r.mode == "quorum" {
+        // Every node stood for the run's named roles: each role's promises judged and kept.
+        assert!(r.role_promises.is_some_and(|n| n > 0), "{why}");
+        assert_eq!(r.role_promises_broken, Some(0), "{why}");
+    }
     assert!(r.passed, "{why}");
 }
 
@@ -766,6 +771,23 @@ fn quorum_delay_and_loss() {
     }
     if let Some(ran) = quorum_is_safe(Scenario::S10, Layer::App) {
         s10_loss_applied(&ran);
+    }
+}
+
+/// S25: named roles moved under faults (a holder cut off, a holder paused, a holder
+/// withdrawing during a 2 / 3 split): every role's promises kept, and the faults moved roles:
+/// each of the three steps hands at least one role to another node.
+#[test]
+fn quorum_roles_moved_under_partitions_and_pauses() {
+    if let Some(ran) = quorum_is_safe(Scenario::S25, Layer::App) {
+        assert!(ran.r.role_moves.is_some_and(|n| n >= 3), "{}", ran.why());
+        assert!(procs(&ran.log, ProcKind::Pause).len() == 1, "{}", ran.why());
+        let w = windows(&ran.log);
+        assert!(
+            w.iter().any(|w| w.label.contains("withdraws from")),
+            "{}",
+            ran.why()
+        );
     }
 }
 

@@ -397,6 +397,73 @@ pub fn role_promise_keeping(
     (out, shared)
 }
 
+/// What the role checks found in the answers clients got on named roles (issue 49).
+#[derive(Clone, Debug, Default)]
+pub struct RoleChecks {
+    /// C6 per role (C2 per role is its `broken_ns`: the time two nodes' claims on one role
+    /// overlapped, as far as the answers show).
+    pub keeping: PromiseKeeping,
+    /// C1 per role: a token claimed by more than one node.
+    pub shared: Vec<String>,
+    /// Tokens that went back ([`role_tokens_back`]).
+    pub back: Vec<String>,
+    /// How often a role changed hands ([`role_moves`]).
+    pub moves: u64,
+}
+
+/// Every role check over `promises` (by role): C6 and C1 per role, and tokens never back with
+/// `slack_ns` ([`role_tokens_back`]).
+pub fn role_checks(promises: &BTreeMap<String, Vec<Promise>>, slack_ns: u64) -> RoleChecks {
+    let (keeping, shared) = role_promise_keeping(promises);
+    RoleChecks {
+        keeping,
+        shared,
+        back: role_tokens_back(promises, slack_ns),
+        moves: role_moves(promises),
+    }
+}
+
+/// How often the roles changed hands: the tokens claimed, less one for each role claimed at all.
+pub fn role_moves(promises: &BTreeMap<String, Vec<Promise>>) -> u64 {
+    (promises.values())
+        .map(|ps| {
+            let tokens = ps.iter().map(|p| p.term).collect::<BTreeSet<u64>>();
+            tokens.len().saturating_sub(1) as u64
+        })
+        .sum()
+}
+
+/// A role's token never goes back: no answer claims a role with a lower token than an answer
+/// the client had before it asked. One node's answers to one client were asked one after the
+/// other, so their order is exact; across nodes an answer received (`from_ns`) more than
+/// `slack_ns` after another was asked after that one arrived (the poller's requests time out
+/// well within the slack). Up to 20 lines.
+pub fn role_tokens_back(promises: &BTreeMap<String, Vec<Promise>>, slack_ns: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    for (role, ps) in promises {
+        let mut ps = ps.clone();
+        ps.sort_by_key(|p| p.from_ns);
+        let mut top: BTreeMap<NodeId, u64> = BTreeMap::new();
+        let (mut seen, mut before) = (0, 0u64);
+        for q in &ps {
+            while ps[seen].from_ns + slack_ns < q.from_ns {
+                before = before.max(ps[seen].term);
+                seen += 1;
+            }
+            let own = top.get(&q.node).copied().unwrap_or(0);
+            let over = own.max(before);
+            if q.term < over && out.len() < 20 {
+                out.push(format!(
+                    "role {role}: node {} claimed token {} after token {over} was claimed",
+                    q.node, q.term
+                ));
+            }
+            top.insert(q.node, own.max(q.term));
+        }
+    }
+    out
+}
+
 /// Judges the claiming `answers` against each other and against `claims` (C6).
 fn judge_promises(mut answers: Vec<Promise>, claims: &[ClaimInterval]) -> PromiseKeeping {
     answers.sort_by_key(|p| p.from_ns);
@@ -1623,6 +1690,106 @@ mod tests {
         l.end_ns = 2400 * MS;
         let c = convergence(&l);
         assert_eq!((c.converge_ns, c.stable_ns), (Some(400 * MS), STABLE_NS));
+    }
+
+    // ---- named roles ----
+
+    /// Promises on one role named `r`.
+    fn on_role(r: &str, ps: Vec<Promise>) -> BTreeMap<String, Vec<Promise>> {
+        BTreeMap::from([(r.to_string(), ps)])
+    }
+
+    #[test]
+    fn a_role_token_that_goes_back_is_caught_on_one_node_and_across_nodes() {
+        // Node 2 holds token 5, then answers token 3: back, on one node's own answers.
+        let own = on_role(
+            "a",
+            vec![
+                promise(2, 5, 100 * MS, 50 * MS),
+                promise(2, 3, 400 * MS, 50 * MS),
+            ],
+        );
+        assert_eq!(role_tokens_back(&own, S).len(), 1);
+        // Node 3 answers token 3 two seconds after node 2's token 5: back across nodes.
+        let across = on_role(
+            "a",
+            vec![
+                promise(2, 5, 100 * MS, 50 * MS),
+                promise(3, 3, 2100 * MS, 50 * MS),
+            ],
+        );
+        let back = role_tokens_back(&across, S);
+        assert_eq!(back.len(), 1, "{back:?}");
+        assert!(
+            back[0].contains("node 3 claimed token 3 after token 5"),
+            "{back:?}"
+        );
+        // Within the slack the order of two nodes' answers is not known: nothing said.
+        let close = on_role(
+            "a",
+            vec![
+                promise(2, 5, 100 * MS, 50 * MS),
+                promise(3, 3, 600 * MS, 50 * MS),
+            ],
+        );
+        assert!(role_tokens_back(&close, S).is_empty());
+        // Tokens that grow are fine, and a role's hand-overs are counted.
+        let grows = on_role(
+            "a",
+            vec![
+                promise(2, 3, 100 * MS, 50 * MS),
+                promise(3, 5, 2100 * MS, 50 * MS),
+                promise(3, 5, 2200 * MS, 50 * MS),
+            ],
+        );
+        let r = role_checks(&grows, S);
+        assert!(r.back.is_empty() && r.shared.is_empty() && r.keeping.broken.is_empty());
+        assert_eq!((r.moves, r.keeping.promises), (1, 3));
+    }
+
+    #[test]
+    fn the_verdict_fails_a_run_on_any_role_check() {
+        let mut l = log(3 * S, all_follow(0, 1, 1));
+        l.leased = true;
+        l.promises = vec![promise(1, 1, 50 * MS, 150 * MS)];
+        l.events.push(lead(0, 1, 1));
+        let kept = on_role("a", vec![promise(2, 3, 100 * MS, 50 * MS)]);
+        let cases = [
+            (kept.clone(), true),
+            // No role ever claimed: nothing judged.
+            (on_role("a", Vec::new()), false),
+            // Node 3 claims inside node 2's promise on the role.
+            (
+                on_role(
+                    "a",
+                    vec![
+                        promise(2, 3, 100 * MS, 50 * MS),
+                        promise(3, 4, 120 * MS, 50 * MS),
+                    ],
+                ),
+                false,
+            ),
+            // One token, two nodes.
+            (
+                on_role(
+                    "a",
+                    vec![
+                        promise(2, 3, 100 * MS, 50 * MS),
+                        promise(3, 3, 900 * MS, 50 * MS),
+                    ],
+                ),
+                false,
+            ),
+        ];
+        let base = evaluate(&l, "quorum", "S1", "app", 1, 2000);
+        for (roles, pass) in cases {
+            let mut l = l.clone();
+            l.role_promises = roles;
+            let r = evaluate(&l, "quorum", "S1", "app", 1, 2000);
+            assert_eq!(r.passed, pass && base.passed, "{r:?}");
+            assert!(r.role_promises.is_some(), "{r:?}");
+        }
+        assert!(base.role_promises.is_none());
     }
 
     // ---- evaluate ----

@@ -87,6 +87,7 @@ pub(super) fn sample_log() -> RunLog {
         leased: false,
         promises: Vec::new(),
         dropped: Default::default(),
+        role_promises: Default::default(),
     }
 }
 

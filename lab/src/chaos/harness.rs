@@ -21,6 +21,7 @@ use electd::config::Timing;
 use electd_client::FaultSet;
 use electd_client::Mode;
 use electd_client::NodeId;
+use electd_client::RoleName;
 
 /// Where a run's faults live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +77,22 @@ pub(super) struct Harness {
 }
 
 const WAIT: Duration = Duration::from_secs(20);
+
+/// The named roles every node of a quorum run stands for (issue 49): the checkers judge each
+/// role's promises (C1, C2, C6 per role) in every scenario, whatever it faults.
+pub const ROLES: [&str; 4] = ["chaos-1", "chaos-2", "chaos-3", "chaos-4"];
+
+/// How often the role poller asks each node about each role of [`ROLES`]: 4 roles × 5 nodes
+/// every 40 ms is as many questions as the cluster's own poller asks.
+pub const ROLE_POLL_EVERY: Duration = Duration::from_millis(40);
+
+/// [`ROLES`] as names.
+pub fn roles() -> Vec<RoleName> {
+    ROLES
+        .iter()
+        .map(|r| RoleName::new(*r).expect("a valid role name"))
+        .collect()
+}
 
 /// The store of mutex mode in the harness's cuts: `(n, STORE)` loses node n's statements,
 /// `(STORE, n)` the store's answers to n (node ids start at 1).
@@ -614,6 +631,73 @@ impl Harness {
             })
         };
         Some((value("count")? as u64, value("sum")?))
+    }
+
+    /// Every node stands for every role of [`ROLES`] (each asked on the node itself), then
+    /// waits until each role is held: its holder, as the leader lists it, answers its claim.
+    pub(super) async fn stand_roles(&self) -> Result<(), String> {
+        for r in roles() {
+            for id in self.ids() {
+                self.stand(&r, id, true).await?;
+            }
+        }
+        let until = tokio::time::Instant::now() + WAIT;
+        loop {
+            let held = self.role_holders().await.unwrap_or_default();
+            let mut claimed = 0;
+            for (r, h) in &held {
+                let client = self.c.client(*h).map_err(|e| e.to_string())?;
+                claimed += matches!(client.role_claim(r).await, Ok((true, _))) as usize;
+            }
+            if claimed == ROLES.len() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(format!(
+                    "{claimed} of {} roles held after {WAIT:?}",
+                    ROLES.len()
+                ));
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Node `id` stands for role `r` (`stands`) or withdraws, asked on the node itself.
+    async fn stand(&self, r: &RoleName, id: NodeId, stands: bool) -> Result<(), String> {
+        let client = self.c.client(id).map_err(|e| e.to_string())?;
+        let client = client.timeout(Duration::from_secs(6));
+        client
+            .stand(r, id, stands)
+            .await
+            .map(drop)
+            .map_err(|e| format!("node {id} stands for {r} ({stands}): {e}"))
+    }
+
+    /// Node `id` withdraws from role `r` (a planned hand-over: the node stops claiming before
+    /// the release commits), said in the label of the fault window in force.
+    pub(super) async fn withdraw(&mut self, r: &RoleName, id: NodeId) -> Result<(), String> {
+        self.stand(r, id, false).await?;
+        self.observed(&format!("node {id} withdraws from {r}"));
+        Ok(())
+    }
+
+    /// Node `id` stands for role `r` again.
+    pub(super) async fn stand_again(&self, r: &RoleName, id: NodeId) -> Result<(), String> {
+        self.stand(r, id, true).await
+    }
+
+    /// The holders of the roles of [`ROLES`] as the agreed leader lists them.
+    pub(super) async fn role_holders(&self) -> Result<BTreeMap<RoleName, NodeId>, String> {
+        let l = self.leader().await?;
+        let client = self.c.client(l).map_err(|e| e.to_string())?;
+        let page = client.roles(None, 100).await.map_err(|e| e.to_string())?;
+        let ours = roles();
+        Ok(page
+            .roles
+            .into_iter()
+            .filter(|r| ours.contains(&r.name))
+            .filter_map(|r| Some((r.name, r.holder?)))
+            .collect())
     }
 
     pub(super) fn others(&self, not: &[NodeId]) -> Vec<NodeId> {

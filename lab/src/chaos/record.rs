@@ -8,6 +8,7 @@
 //! and up (started, resumed) just before it is, so a recorded down interval never covers a
 //! moment the node ran.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -86,6 +87,11 @@ pub struct RunLog {
     /// happened must say so, and fails ([`Dropped::problems`]).
     #[serde(default)]
     pub dropped: Dropped,
+    /// The claiming answers clients received on named roles (quorum mode, issue 49), by role,
+    /// every role the [`RolePoller`] asked about a key even when none was claimed; empty when
+    /// no roles were asked about. Judged per role by `checkers::role_checks`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub role_promises: BTreeMap<String, Vec<Promise>>,
 }
 
 /// The most of the answers a client got that may be unreadable before a run fails: an answer
@@ -265,6 +271,7 @@ impl Recorder {
             fault_ns: None,
             leased: mode.leased(),
             promises: Vec::new(),
+            role_promises: BTreeMap::new(),
         }
     }
 }
@@ -310,7 +317,7 @@ impl PromisePoller {
         for &id in ids {
             // A connection pool of its own: a pool shared with another runtime would hand it
             // connections driven there.
-            let http = c.http_for(Duration::from_millis(200));
+            let http = c.http_for(ANSWER_WITHIN);
             let Ok(client) = http.and_then(|http| c.client_on(http, id)) else {
                 continue;
             };
@@ -393,11 +400,16 @@ impl PromisePoller {
     }
 }
 
+/// How long a poller waits for an answer: every answer it keeps was asked at most this long
+/// before it arrived (`checkers::role_tokens_back` leans on it).
+pub const ANSWER_WITHIN: Duration = Duration::from_millis(200);
+
 /// What clients were promised on named roles: a client of every node asking
 /// `GET /v1/claim/{name}` for each role every period, each 200 recorded as a [`Promise`] of
-/// that role (its `term` the grant's token), judged by `checkers::role_promise_keeping`.
+/// that role (its `term` the grant's token), judged by `checkers::role_checks`. Every role asked
+/// about is a key of what it answers, claimed or not.
 pub struct RolePoller {
-    promises: Arc<Mutex<std::collections::BTreeMap<String, Vec<Promise>>>>,
+    promises: Arc<Mutex<BTreeMap<String, Vec<Promise>>>>,
     stop: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -410,11 +422,13 @@ impl RolePoller {
         roles: &[electd_client::RoleName],
         every: Duration,
     ) -> RolePoller {
-        let promises = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
+        let asked: BTreeMap<String, Vec<Promise>> =
+            roles.iter().map(|r| (r.to_string(), Vec::new())).collect();
+        let promises = Arc::new(Mutex::new(asked));
         let stop = CancellationToken::new();
         let mut tasks = Vec::new();
         for &id in ids {
-            let http = c.http_for(Duration::from_millis(200));
+            let http = c.http_for(ANSWER_WITHIN);
             let Ok(client) = http.and_then(|http| c.client_on(http, id)) else {
                 continue;
             };
@@ -439,7 +453,7 @@ impl RolePoller {
                             until_ns: sent + ms(info.lease_ms),
                         };
                         let mut all = promises.lock().expect("role promises");
-                        all.entry(role.to_string()).or_insert_with(Vec::new).push(p);
+                        all.entry(role.to_string()).or_default().push(p);
                     }
                 }
             }));
@@ -452,12 +466,12 @@ impl RolePoller {
     }
 
     /// Every promise recorded so far, by role.
-    pub fn so_far(&self) -> std::collections::BTreeMap<String, Vec<Promise>> {
+    pub fn so_far(&self) -> BTreeMap<String, Vec<Promise>> {
         self.promises.lock().expect("role promises").clone()
     }
 
     /// Stops asking; every promise recorded, by role.
-    pub async fn finish(self) -> std::collections::BTreeMap<String, Vec<Promise>> {
+    pub async fn finish(self) -> BTreeMap<String, Vec<Promise>> {
         self.stop.cancel();
         for t in self.tasks {
             let _ = t.await;

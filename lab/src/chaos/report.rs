@@ -393,6 +393,7 @@ fn table_row(mode: &str, layer: &str, runs: &[&RunResult]) -> String {
     } else {
         "n/a".to_string()
     };
+    let promises = promises + &role_cell(&done);
     let n_passed = done.iter().filter(|r| r.passed).count();
     let mut passed = if n_passed == done.len() {
         format!("{n_passed}/{}", done.len())
@@ -411,6 +412,22 @@ fn table_row(mode: &str, layer: &str, runs: &[&RunResult]) -> String {
         "| {mode} | {layer} | {seeds} | {split} | {max_leaders} | {leaderless:.1} | {majority} | \
          {failover} | {converge} | {changes} | {messages} | {safety} | {promises} | {passed} |\n"
     )
+}
+
+/// The named roles' share of the promises cell (C6 per role, and how often roles moved), over
+/// the runs that stood roles; empty when none did.
+fn role_cell(done: &[&RunResult]) -> String {
+    if done.iter().all(|r| r.role_promises.is_none()) {
+        return String::new();
+    }
+    let judged: u64 = done.iter().filter_map(|r| r.role_promises).sum();
+    let broken: u64 = done.iter().filter_map(|r| r.role_promises_broken).sum();
+    let moves: u64 = done.iter().filter_map(|r| r.role_moves).sum();
+    if broken > 0 {
+        format!("; roles: **{broken} of {judged} broken**, {moves} moves")
+    } else {
+        format!("; roles: {judged} kept, {moves} moves")
+    }
 }
 
 /// The worst (largest) value, `never_word` if any run has none (with the count when some have one),

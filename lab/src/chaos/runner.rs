@@ -14,12 +14,12 @@ use rand::SeedableRng;
 
 use super::checkers::cap_paused_claims;
 pub use super::harness::Layer;
-use super::harness::{sleep, Harness, STORE};
+use super::harness::{roles, sleep, Harness, ROLE_POLL_EVERY, STORE};
 use super::kernel::{self, Chain};
 use super::record::{Promise, RunLog};
 pub use super::scenario::Scenario;
 use super::verdict::{evaluate, RunResult, HARNESS_NOTE};
-use crate::chaos::record::{Dropped, PromisePoller, Recorder};
+use crate::chaos::record::{Dropped, PromisePoller, Recorder, RolePoller};
 use crate::cluster::{AddrBlock, Cluster};
 use electd::clock::{mono_ns, ms};
 use electd_client::Mode;
@@ -123,6 +123,10 @@ pub async fn run_one_with(
         }
     }
     let poller = PromisePoller::start(&run.h.c);
+    // Named roles in quorum mode: every node stands for each (in the warm-up), and a client of
+    // every node asks about each throughout, as the cluster's own poller does.
+    let role_poller = (spec.mode == Mode::Quorum)
+        .then(|| RolePoller::start_on(&run.h.c, &run.h.ids(), &roles(), ROLE_POLL_EVERY));
     let (steady, outcome) = exercise(&mut run.h, spec.scenario).await;
     run.h.note_exits();
     // A node that ended by itself fails the run, whatever the checkers say of the rest: its
@@ -135,7 +139,16 @@ pub async fn run_one_with(
     let msgs = messages(&run.h.c).await;
     let end_ns = mono_ns();
     let (promises, polled) = poller.finish().await;
-    let log = wind_down(&mut run.h, spec, start_ns, end_ns, (promises, polled));
+    let role_promises = match role_poller {
+        Some(p) => p.finish().await,
+        None => BTreeMap::new(),
+    };
+    let polled = Polled {
+        promises,
+        dropped: polled,
+        role_promises,
+    };
+    let log = wind_down(&mut run.h, spec, start_ns, end_ns, polled);
     let res = judge(spec, &log, steady.as_ref(), msgs, end_ns, outcome);
     if let Some(k) = keep {
         keep_logs(k, spec, &run.h.c, &log);
@@ -292,9 +305,13 @@ async fn exercise(h: &mut Harness, scenario: Scenario) -> (Option<Steady>, Resul
     (Some(steady), outcome)
 }
 
-/// Waits for an agreed leader, then samples the steady-state message rate.
+/// Waits for an agreed leader (in quorum mode: stands every node for the roles and waits until
+/// each is held), then samples the steady-state message rate.
 async fn warm_up(h: &Harness) -> Result<Steady, String> {
     h.leader().await?;
+    if h.mode == Mode::Quorum {
+        h.stand_roles().await?;
+    }
     sleep(Duration::from_millis(300)).await;
     // A fault-free second with an agreed leader: the steady-state message rate.
     let (before, ta) = (messages(&h.c).await, mono_ns());
@@ -316,14 +333,22 @@ async fn observe(h: &Harness) {
     sleep(Duration::from_millis(1_200)).await;
 }
 
+/// What the run's clients recorded: the cluster's promises and what could not be read, and the
+/// roles' promises.
+struct Polled {
+    promises: Vec<Promise>,
+    dropped: Dropped,
+    role_promises: BTreeMap<String, Vec<Promise>>,
+}
+
 /// Closes the last fault window, stops the nodes, removes the iptables chain and reads the run
-/// log from the nodes' event files; `promises` are what the poller recorded.
+/// log from the nodes' event files, with what the pollers recorded.
 fn wind_down(
     h: &mut Harness,
     spec: &RunSpec,
     start_ns: u64,
     end_ns: u64,
-    (promises, polled): (Vec<Promise>, Dropped),
+    polled: Polled,
 ) -> RunLog {
     h.close_window();
     h.c.down(Duration::from_secs(3));
@@ -339,11 +364,12 @@ fn wind_down(
         heal_ns: h.heal_ns,
         fault_ns: h.fault_ns,
         leased: spec.mode.leased(),
-        promises,
+        promises: polled.promises,
         dropped: Dropped {
             event_logs,
-            ..polled
+            ..polled.dropped
         },
+        role_promises: polled.role_promises,
     };
     if spec.mode.leased() {
         // A paused node's claim ends with its lease, as the API judges it.

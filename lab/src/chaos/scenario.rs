@@ -1,6 +1,7 @@
 //! The scenarios of `docs/design/chaos.md`, S1–S14, the store's of mutex mode, S15–S18,
 //! wall-clock jumps, S19, the forger on the path, S20, and the store's again, S21 (the row
-//! deleted) and S22 (the store's clock steps), and the holder resigning, S23:
+//! deleted) and S22 (the store's clock steps), the holder resigning, S23, the leader squeezed,
+//! S24, and named roles moved under partitions and pauses, S25:
 //! each one a variant of [`Scenario`] and one `async fn` below that runs its schedule on a
 //! warmed-up cluster through the harness ([`super::harness`]).
 //!
@@ -49,11 +50,12 @@ pub enum Scenario {
     S22,
     S23,
     S24,
+    S25,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 24] = [
+    pub const ALL: [Scenario; 25] = [
         Scenario::S1,
         Scenario::S2,
         Scenario::S3,
@@ -78,6 +80,7 @@ impl Scenario {
         Scenario::S22,
         Scenario::S23,
         Scenario::S24,
+        Scenario::S25,
     ];
 
     /// `"S1"` … `"S24"`.
@@ -107,6 +110,7 @@ impl Scenario {
             Scenario::S22 => "S22",
             Scenario::S23 => "S23",
             Scenario::S24 => "S24",
+            Scenario::S25 => "S25",
         }
     }
 
@@ -156,6 +160,10 @@ impl Scenario {
                 "quorum: the leader squeezed, twelve times: its appends to two members lost and \
                  their vote requests to it late, the answers of the other two lost for about a \
                  follower lease (docs/safety.md, step 4)"
+            }
+            Scenario::S25 => {
+                "quorum: named roles moved under faults: a holder cut off, a holder paused, a \
+                 holder withdrawing during a 2 / 3 split while a holder on the 2 side is cut off"
             }
         }
     }
@@ -209,7 +217,7 @@ impl Scenario {
     /// Whether the scenario acts on quorum mode's own messages (appends and votes), which only
     /// quorum mode has.
     pub fn quorum_only(self) -> bool {
-        self == Scenario::S24
+        matches!(self, Scenario::S24 | Scenario::S25)
     }
 
     /// Whether the scenario acts on the links between nodes that talk to each other, which
@@ -230,7 +238,7 @@ impl Scenario {
             | Scenario::S21
             | Scenario::S22
             | Scenario::S23 => &[Layer::Process],
-            Scenario::S9 | Scenario::S20 | Scenario::S24 => &[Layer::App],
+            Scenario::S9 | Scenario::S20 | Scenario::S24 | Scenario::S25 => &[Layer::App],
             _ => &[Layer::App, Layer::Kernel],
         }
     }
@@ -264,6 +272,7 @@ impl Scenario {
             Scenario::S22 => store_clock_steps(h).await,
             Scenario::S23 => holder_resigns(h).await,
             Scenario::S24 => squeezes(h).await,
+            Scenario::S25 => roles_moved(h, l).await,
         }
     }
 }
@@ -281,7 +290,7 @@ impl FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S23"))
+            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S25"))
     }
 }
 
@@ -776,6 +785,58 @@ fn forger_observed(t: super::harness::ForgerTally) -> String {
     )
 }
 
+/// S25 (quorum; issue 49, item 8): the roles every quorum run holds ([`super::harness::ROLES`])
+/// moved under faults, each step a hold long. A holder (not the leader) cut off from everyone:
+/// the leader revokes its roles and grants them elsewhere only after its last promise; heal.
+/// A holder paused for half a hold (ten follower leases), resumed. Then a 2 / 3 split, the
+/// leader on the 3 side: a holder on the 3 side withdraws from a role it holds (a planned
+/// hand-over while a partition is in force) and the roles held on the 2 side move to the 3
+/// side; heal, and the node stands for the role again.
+async fn roles_moved(h: &mut Harness, l: NodeId) -> Result<(), String> {
+    let hold = h.hold();
+    let victim = role_holder(h, l).await?;
+    h.partition(&[vec![victim], h.others(&[victim])]).await?;
+    h.observed(&format!("node {victim} holds a role"));
+    sleep(hold).await;
+    h.heal().await?;
+    let l = h.leader().await?;
+    let paused = role_holder(h, l).await?;
+    h.pause(paused);
+    sleep(hold / 2).await;
+    h.resume(paused);
+    let l = h.leader().await?;
+    let mut rest = h.others(&[l]);
+    rest.shuffle(&mut h.rng);
+    let small = vec![rest[0], rest[1]];
+    let big = h.others(&small);
+    h.partition(&[small.clone(), big.clone()]).await?;
+    let held = h.role_holders().await?;
+    let on_big = held.iter().find(|(_, n)| big.contains(n));
+    let withdrawn = on_big.map(|(r, n)| (r.clone(), *n));
+    if let Some((r, n)) = &withdrawn {
+        h.withdraw(r, *n).await?;
+    }
+    sleep(hold).await;
+    h.heal().await?;
+    if let Some((r, n)) = &withdrawn {
+        h.stand_again(r, *n).await?;
+    }
+    Ok(())
+}
+
+/// A node other than the leader `l` that holds one of the roles, as the leader lists them (a
+/// random one); any other node when none does.
+async fn role_holder(h: &mut Harness, l: NodeId) -> Result<NodeId, String> {
+    let held = h.role_holders().await?;
+    let mut holders: Vec<NodeId> = (held.values().copied()).filter(|n| *n != l).collect();
+    holders.sort_unstable();
+    holders.dedup();
+    if holders.is_empty() {
+        holders = h.others(&[l]);
+    }
+    Ok(holders[h.rng.gen_range(0..holders.len())])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -784,7 +845,7 @@ mod tests {
     #[test]
     fn names_parse_back_and_are_in_order() {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=24).map(|i| format!("S{i}")).collect();
+        let expected: Vec<String> = (1..=25).map(|i| format!("S{i}")).collect();
         assert_eq!(names, expected);
         for s in Scenario::ALL {
             assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
@@ -793,7 +854,7 @@ mod tests {
             assert!(!s.description().is_empty());
         }
         assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S25".parse::<Scenario>().is_err());
+        assert!("S26".parse::<Scenario>().is_err());
         assert!("s5".parse::<Scenario>().is_err());
         assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
     }
@@ -802,14 +863,15 @@ mod tests {
     fn layers_as_documented() {
         // chaos.md: crashes, the store's process faults (S16 killed, S17 paused, S21 its row
         // deleted, S22 its clock stepped), wall-clock jumps (S19) and resigns (S23) have no
-        // network layer; S9 (delays), S20 (the forger) and S24 (path faults: a leg of one
-        // path lost or late, which iptables cannot tell apart) are app-only.
+        // network layer; S9 (delays), S20 (the forger), S24 (path faults: a leg of one
+        // path lost or late, which iptables cannot tell apart) and S25 (roles moved: its cuts
+        // are S3's and S5's, which run on both layers) are app-only.
         for s in Scenario::ALL {
             let want: &[Layer] = match s.as_str() {
                 "S1" | "S2" | "S11" | "S16" | "S17" | "S19" | "S21" | "S22" | "S23" => {
                     &[Layer::Process]
                 }
-                "S9" | "S20" | "S24" => &[Layer::App],
+                "S9" | "S20" | "S24" | "S25" => &[Layer::App],
                 _ => &[Layer::App, Layer::Kernel],
             };
             assert_eq!(s.layers(), want, "{s}");

@@ -9,10 +9,12 @@ use serde::{Deserialize, Serialize};
 use electd_client::NodeId;
 
 use super::checkers::{
-    disruption, election_safety, leader_changes, promise_keeping, time_goes_back, Convergence,
-    ElectionSafety, PromiseKeeping, SplitBrain, Sweep, TimeBack, STABLE_NS,
+    disruption, election_safety, leader_changes, promise_keeping, role_checks, time_goes_back,
+    Convergence, ElectionSafety, PromiseKeeping, RoleChecks, SplitBrain, Sweep, TimeBack,
+    STABLE_NS,
 };
 use super::record::RunLog;
+use electd::clock::ms;
 
 /// One run's verdict: the `report.json` row of `docs/design/chaos.md`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,6 +65,19 @@ pub struct RunResult {
     /// C6: claiming answers without `lease_ms`; in a leased mode any fails the run.
     #[serde(default)]
     pub unleased_answers: u64,
+    /// Named roles (issue 49): the claiming answers clients received on them; `null` when the
+    /// run stood no roles (every mode but quorum).
+    #[serde(default)]
+    pub role_promises: Option<u64>,
+    /// Of those, the promises another node broke by claiming the role inside them (C6 per role).
+    #[serde(default)]
+    pub role_promises_broken: Option<u64>,
+    /// How long two nodes' claims on one role overlapped (C2 per role), rounded up to 0.1 ms.
+    #[serde(default)]
+    pub role_broken_ms: Option<f64>,
+    /// How often a role changed hands during the run.
+    #[serde(default)]
+    pub role_moves: Option<u64>,
     /// Events stamped before an earlier event of their node (`t_mono_ns` going back with
     /// `seq`); any fails the run.
     #[serde(default)]
@@ -103,6 +118,10 @@ impl RunResult {
             promises_broken: None,
             promise_broken_ms: None,
             unleased_answers: 0,
+            role_promises: None,
+            role_promises_broken: None,
+            role_broken_ms: None,
+            role_moves: None,
             time_goes_back: 0,
             election_safety: None,
             passed: false,
@@ -202,9 +221,21 @@ pub fn evaluate(
     notes.extend(log_notes(&sweep, log, mode));
     let unread = log.dropped.problems();
     notes.extend(unread.iter().map(|p| format!("not read: {p}")));
+    let roles = (!log.role_promises.is_empty())
+        .then(|| role_checks(&log.role_promises, ms(ROLE_ORDER_SLACK_MS)));
+    let roles_kept = roles.as_ref().is_none_or(|r| {
+        r.keeping.promises > 0
+            && r.keeping.broken.is_empty()
+            && r.shared.is_empty()
+            && r.back.is_empty()
+    });
+    if let Some(r) = &roles {
+        notes.extend(role_notes(r, log.start_ns));
+    }
 
     let passed = back.is_empty()
         && unread.is_empty()
+        && roles_kept
         && converged
         && (!log.leased
             || (split.split_brain_ns == 0
@@ -234,12 +265,35 @@ pub fn evaluate(
         promises_broken: c6.as_ref().map(|p| p.broken.len() as u64),
         promise_broken_ms: c6.as_ref().map(|p| ms_up(p.broken_ns)),
         unleased_answers: unleased,
+        role_promises: roles.as_ref().map(|r| r.keeping.promises),
+        role_promises_broken: roles.as_ref().map(|r| r.keeping.broken.len() as u64),
+        role_broken_ms: roles.as_ref().map(|r| ms_up(r.keeping.broken_ns)),
+        role_moves: roles.as_ref().map(|r| r.moves),
         time_goes_back: back.len() as u64,
         election_safety: safety.map(|s| s.safe),
         passed,
         notes,
         skipped: None,
     }
+}
+
+/// How much later than another answer one node's answer on a role must arrive to have been
+/// asked after that one arrived (`checkers::role_tokens_back`): five times the poller's answer
+/// timeout (`record::ANSWER_WITHIN`), for a lab process starved of CPU a while.
+pub const ROLE_ORDER_SLACK_MS: u64 = 1_000;
+
+/// The role checks' notes: no role claimed at all (the run judged nothing), the first broken
+/// promise on a role, tokens shared or going back.
+fn role_notes(r: &RoleChecks, start_ns: u64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if r.keeping.promises == 0 {
+        notes.push("roles: no role was ever claimed, so no role's promise was judged".into());
+    }
+    let what = ("C6: a role's promise broken", "token", "role promises");
+    notes.extend(r.keeping.first_broken(start_ns, what));
+    notes.extend(r.shared.iter().map(|s| format!("C1: {s}")));
+    notes.extend(r.back.iter().map(|s| format!("roles: {s}")));
+    notes
 }
 
 /// C1's notes: each term led by more than one node.

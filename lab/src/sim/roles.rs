@@ -9,7 +9,7 @@
 //! on it, no token is claimed by two members; and as sampled: a role's token never goes back,
 //! and every 200 carries a token and a lease.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use axum::body::Body;
 use axum::http::Request;
@@ -17,7 +17,7 @@ use electd_client::{NodeId, RoleClaimInfo};
 
 use super::clock::SimClock;
 use super::net::Net;
-use crate::chaos::checkers::role_promise_keeping;
+use crate::chaos::checkers::{role_moves, role_promise_keeping};
 use crate::chaos::record::Promise;
 
 /// The roles every first member stands for.
@@ -144,9 +144,6 @@ impl RoleWatch {
         let what = ("a role's promise broken", "token", "role promises");
         out.extend(k.first_broken(start_ns, what));
         out.extend(shared);
-        let moves = (self.promises.values())
-            .map(|ps| ps.iter().map(|p| p.term).collect::<BTreeSet<u64>>().len() as u64 - 1)
-            .sum();
-        (out, k.promises, moves)
+        (out, k.promises, role_moves(&self.promises))
     }
 }
