@@ -1827,14 +1827,14 @@ async fn sample(
     (every, with_roles): (Duration, bool),
 ) {
     let mut tick = tokio::time::interval(every);
-    loop {
+    for round in 0.. {
         tick.tick().await;
         let ids = ids.lock().expect("ever").clone();
         // The roles first: the answers of `/v1/leader` below are recorded right after they
         // are read, so that no step of the schedule (a wipe, which resets what the sampler
         // knows of a node) runs between the two.
         let role_answers = match with_roles {
-            true => roles::ask(&net, &ids, &clock).await,
+            true => roles::ask(&net, &ids, &clock, round).await,
             false => Vec::new(),
         };
         let sent_ns = clock.now_ns();
