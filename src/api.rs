@@ -84,6 +84,7 @@ pub fn app(node: Arc<Node>) -> Router {
         .route("/v1/events", get(get_events))
         .route("/v1/health", get(health))
         .route("/v1/roles", get(get_roles))
+        .route("/v1/roles/watch", get(crate::role_watch::get_role_watch))
         .route("/v1/claim/{name}", get(get_role_claim))
         .route("/metrics", get(get_metrics));
     // A node's own candidacies and resigns: from its own host without the token, else through
@@ -555,21 +556,7 @@ async fn delete_member(
 
 /// A request about a named role refused, as its answer.
 fn roles_error(node: &Node, e: RolesError) -> ApiError {
-    let (status, code) = match &e {
-        RolesError::NotSupported => (StatusCode::CONFLICT, "roles_unsupported"),
-        RolesError::UnknownRole(_) => (StatusCode::NOT_FOUND, "unknown_role"),
-        RolesError::StaleToken { .. } => (StatusCode::CONFLICT, "stale_token"),
-        RolesError::NotApplied(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_applied"),
-        RolesError::Stopping => (StatusCode::SERVICE_UNAVAILABLE, "stopping"),
-    };
-    let message = match e {
-        RolesError::NotSupported => format!(
-            "named roles are served in quorum mode only; this node runs {} mode",
-            node.cfg.mode
-        ),
-        e => e.to_string(),
-    };
-    ApiError::new(status, code, message)
+    node.roles_error(e)
 }
 
 /// A role name from the path, or 400 `invalid_role_name` saying which rule it breaks.

@@ -243,6 +243,11 @@ pub trait Engine: Send + Sync + 'static {
     fn roles(&self, _req: RolesRequest) -> BoxFuture<'_, Result<RolesReply, RolesError>> {
         Box::pin(async { Err(RolesError::NotSupported) })
     }
+
+    /// The role events this node's log applied (`GET /v1/roles/watch`); quorum mode only.
+    fn role_events(&self) -> Result<crate::roles::feed::RoleEvents, RolesError> {
+        Err(RolesError::NotSupported)
+    }
 }
 
 /// Whether an engine's loop still runs. The loop holds the [`LoopGuard`]; when the loop ends

@@ -64,6 +64,7 @@ mod metrics;
 mod mutex;
 mod node;
 mod page;
+mod role_watch;
 mod server;
 pub mod tls;
 mod transport;

@@ -12,7 +12,8 @@ use crate::config::ValidConfig;
 use crate::connections::Connections;
 use crate::counters::Counters;
 use crate::data_dir::DataDirLock;
-use crate::engine::{Engine, Flaws, Judged, Plumbing, ResignError};
+use crate::engine::{Engine, Flaws, Judged, Plumbing, ResignError, RolesError};
+use crate::error::ApiError;
 use crate::events::{EventLog, EventLogError, Watchers};
 use crate::faults::Faults;
 use crate::legacy::{Bully, Invitation, LegacyNode, Ring};
@@ -22,6 +23,7 @@ use crate::role::{Mode, NodeId, Resigned, View};
 use crate::tls::Tls;
 use crate::transport::Transport;
 use crate::wire::Wire;
+use axum::http::StatusCode;
 use electd_client::{LeaderInfo, LeaderRef};
 
 /// Why a node could not start.
@@ -193,6 +195,25 @@ async fn start_engine(
 }
 
 impl Node {
+    /// A refusal of the engine about roles as the API's error (4xx or 503 with the JSON body).
+    pub(crate) fn roles_error(&self, e: RolesError) -> ApiError {
+        let (status, code) = match &e {
+            RolesError::NotSupported => (StatusCode::CONFLICT, "roles_unsupported"),
+            RolesError::UnknownRole(_) => (StatusCode::NOT_FOUND, "unknown_role"),
+            RolesError::StaleToken { .. } => (StatusCode::CONFLICT, "stale_token"),
+            RolesError::NotApplied(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_applied"),
+            RolesError::Stopping => (StatusCode::SERVICE_UNAVAILABLE, "stopping"),
+        };
+        let message = match e {
+            RolesError::NotSupported => format!(
+                "named roles are served in quorum mode only; this node runs {} mode",
+                self.cfg.mode
+            ),
+            e => e.to_string(),
+        };
+        ApiError::new(status, code, message)
+    }
+
     /// Starts the engine of `cfg.mode` (validated: see [`ValidConfig`]), with the fault layer seeded by
     /// `seed`. The engine's background task stops when `stop` is cancelled; if it fails on its
     /// own (openraft stopped on a storage error), `fatal` is cancelled with the reason logged.

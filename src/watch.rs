@@ -13,6 +13,9 @@
 //!
 //! A comment line every [`KEEP_ALIVE`] keeps proxies from closing a quiet stream and lets a
 //! client tell a dead node from a quiet one. Streams end when the node stops.
+//!
+//! `GET /v1/roles/watch` follows the named roles the same way (src/role_watch.rs), in a
+//! watcher's slot of the same bound.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -49,7 +52,11 @@ pub(crate) struct WatchQuery {
 }
 
 /// Where a stream starts: the current view, or the log from a `seq` on.
-fn start_of(headers: &HeaderMap, q: &WatchQuery, latest: u64) -> Result<Option<u64>, ApiError> {
+pub(crate) fn start_of(
+    headers: &HeaderMap,
+    since: Option<u64>,
+    latest: u64,
+) -> Result<Option<u64>, ApiError> {
     let last_id = match headers.get("last-event-id") {
         None => None,
         Some(v) => Some(
@@ -64,7 +71,7 @@ fn start_of(headers: &HeaderMap, q: &WatchQuery, latest: u64) -> Result<Option<u
                 })?,
         ),
     };
-    let from = last_id.map(|n| n.saturating_add(1)).or(q.since);
+    let from = last_id.map(|n| n.saturating_add(1)).or(since);
     // A resume point past the log's end (the node's data dir was replaced, say) cannot be
     // continued: start over from the current view.
     Ok(from.filter(|&f| f <= latest + 1))
@@ -82,24 +89,8 @@ pub(crate) async fn get_watch(
     // is checked whole before it takes a slot.
     let changed = node.events.subscribe();
     let latest = node.events.latest_seq();
-    let start = start_of(&headers, &q, latest)?;
-    // A client on the node's own host is its own client (each local application), under the
-    // node's whole bound only; any other shares its address's `max_watchers_per_client`.
-    let client = remote
-        .filter(|_| local.is_none())
-        .map(|axum::Extension(Remote(addr))| addr.ip());
-    let Some(slot) = node.watchers.enter(client) else {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_watchers",
-            format!(
-                "this node serves at most {} watch streams (max_watchers), at most {} of \
-                 one client (max_watchers_per_client)",
-                node.watchers.max(),
-                node.watchers.per_client()
-            ),
-        ));
-    };
+    let start = start_of(&headers, q.since, latest)?;
+    let slot = take_slot(&node, remote, local)?;
     let mut first = VecDeque::new();
     let next = match start {
         Some(from) => from,
@@ -126,6 +117,31 @@ pub(crate) async fn get_watch(
         f.next_event().await.map(|ev| (Ok(ev), f))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")))
+}
+
+/// A watcher's slot (one of `max_watchers`), or 429. A client on the node's own host is its own
+/// client (each local application), under the node's whole bound only; any other shares its
+/// address's `max_watchers_per_client`.
+pub(crate) fn take_slot(
+    node: &Node,
+    remote: Option<axum::Extension<Remote>>,
+    local: Option<axum::Extension<crate::connections::LocalClient>>,
+) -> Result<crate::events::WatchSlot, ApiError> {
+    let client = remote
+        .filter(|_| local.is_none())
+        .map(|axum::Extension(Remote(addr))| addr.ip());
+    node.watchers.enter(client).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_watchers",
+            format!(
+                "this node serves at most {} watch streams (max_watchers), at most {} of \
+                 one client (max_watchers_per_client)",
+                node.watchers.max(),
+                node.watchers.per_client()
+            ),
+        )
+    })
 }
 
 /// The `gap` event of a stream: events `from..=to` were recorded but are not in the file (the

@@ -17,6 +17,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "roles::ledger",
         "roles::planner",
         "roles::steward",
+        "roles::feed",
         "roles",
         "config",
         "config::validate",
@@ -78,7 +79,14 @@ const NODE_LAYERS: &[&[&str]] = &[
     &["quorum::driver", "quorum::node::tests"],
     &["quorum", "legacy", "mutex"],
     &["node"],
-    &["watch", "page", "metrics", "server", "fuzzing"],
+    &[
+        "watch",
+        "role_watch",
+        "page",
+        "metrics",
+        "server",
+        "fuzzing",
+    ],
     &["api"],
     &["lib"],
 ];

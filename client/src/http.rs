@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 pub use crate::error::Error;
 use crate::roles::{RoleClaimInfo, RoleInfo, RoleName, RoleResign, RoleResigned, RolesPage, Token};
-use crate::watch::Watch;
+use crate::watch::{RoleWatch, Watch};
 use crate::wire::{
     AddMember, ErrorBody, EventsPage, FaultSet, Health, LeaderInfo, Members, NodeId, ResignRequest,
     Resigned, Status,
@@ -202,7 +202,35 @@ impl Client {
 
     /// `GET /v1/watch`, from the current view, or after event `last_id` (`Last-Event-ID`).
     pub async fn watch(&self, last_id: Option<u64>) -> Result<Watch, Error> {
-        let mut req = self.http.get(self.url("/v1/watch"));
+        let res = self.open_stream("/v1/watch", last_id).await?;
+        Ok(Watch::new(self.addr.clone(), res, last_id))
+    }
+
+    /// `GET /v1/roles/watch?names=...` (every role when `names` is empty), resumed after
+    /// `last_id` when given (quorum mode: elsewhere `409 roles_unsupported`).
+    pub async fn watch_roles(
+        &self,
+        names: &[RoleName],
+        last_id: Option<u64>,
+    ) -> Result<RoleWatch, Error> {
+        let path = match names {
+            [] => "/v1/roles/watch".to_string(),
+            _ => {
+                let names: Vec<&str> = names.iter().map(RoleName::as_str).collect();
+                format!("/v1/roles/watch?names={}", names.join(","))
+            }
+        };
+        let res = self.open_stream(&path, last_id).await?;
+        Ok(RoleWatch::new(self.addr.clone(), res, last_id))
+    }
+
+    /// Opens an event stream at `path`, resumed after `last_id`; the refusal when it is not 200.
+    async fn open_stream(
+        &self,
+        path: &str,
+        last_id: Option<u64>,
+    ) -> Result<reqwest::Response, Error> {
+        let mut req = self.http.get(self.url(path));
         if let Some(id) = last_id {
             req = req.header("last-event-id", id.to_string());
         }
@@ -222,7 +250,7 @@ impl Client {
             let bytes = res.bytes().await.map_err(|e| self.http_error(e))?;
             return Err(self.refusal(status, &bytes));
         }
-        Ok(Watch::new(self.addr.clone(), res, last_id))
+        Ok(res)
     }
 
     /// `GET /v1/leader`.

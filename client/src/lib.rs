@@ -19,9 +19,10 @@ pub mod wire;
 pub use error::{causes, Error};
 pub use http::{http_client, tls_client, Client, CLIENT_IDLE};
 pub use roles::{
-    RoleClaimInfo, RoleInfo, RoleName, RoleNameError, RoleResign, RoleResigned, RolesPage, Token,
+    RoleClaimInfo, RoleEvent, RoleEventKind, RoleInfo, RoleName, RoleNameError, RoleResign,
+    RoleResigned, RolesPage, Token,
 };
-pub use watch::{Watch, Watched, WATCH_SILENCE};
+pub use watch::{RoleWatch, RoleWatched, Watch, Watched, WATCH_SILENCE};
 pub use wire::{
     AddMember, Counters, ErrorBody, ErrorDetail, Event, EventsPage, FaultSet, Gap, Health,
     LeaderInfo, LeaderRef, Member, Members, Mode, NodeId, PeerStatus, ResignRequest, Resigned,

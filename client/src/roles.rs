@@ -123,6 +123,45 @@ pub struct RoleResigned {
     pub released: bool,
 }
 
+/// What an applied log entry did to a role (`GET /v1/roles/watch`, the SSE event type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleEventKind {
+    /// The role was granted to `node` with `token`.
+    Granted,
+    /// `node` gave the role up (a resign, a withdrawal, a planned move) after every promise
+    /// it answered for the grant had ended.
+    Released,
+    /// The leader took the role from `node` (silent past its renewals, removed, or not
+    /// releasing a planned move); it is granted again only after `node`'s last possible promise.
+    Revoked,
+}
+
+impl RoleEventKind {
+    /// The SSE event type: `granted`, `released`, `revoked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoleEventKind::Granted => "granted",
+            RoleEventKind::Released => "released",
+            RoleEventKind::Revoked => "revoked",
+        }
+    }
+}
+
+/// One change of a role as the answering node's log applied it (`GET /v1/roles/watch`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleEvent {
+    /// This node's sequence number of role events (the SSE `id`; give it back as
+    /// `Last-Event-ID` to resume after it). It counts from 1 each time the node starts.
+    pub seq: u64,
+    pub kind: RoleEventKind,
+    pub name: RoleName,
+    pub node: crate::NodeId,
+    pub token: Token,
+    /// The log index of the entry that made the change (the same on every node).
+    pub index: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

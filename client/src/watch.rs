@@ -1,4 +1,5 @@
-//! [`Watch`]: a `GET /v1/watch` stream read as views. The stream is Server-Sent Events as the
+//! [`Watch`]: a `GET /v1/watch` stream read as views; [`RoleWatch`]: a `GET /v1/roles/watch`
+//! stream read as role states and changes. The stream is Server-Sent Events as the
 //! WHATWG HTML standard defines them (lines ending in LF, CRLF or CR; a blank line ends an
 //! event; `:` starts a comment; `id` and `data` fields, several `data` lines joined by LF);
 //! only what electd sends is kept: each event's `id` (the event log's seq), its type (`leader`,
@@ -8,6 +9,7 @@
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::roles::{RoleEvent, RoleInfo};
 use crate::wire::{Gap, LeaderInfo};
 
 /// How long a stream may stay silent, keep-alives included, before it counts as dead: three
@@ -24,18 +26,14 @@ pub struct Watched {
 
 /// An open watch stream.
 pub struct Watch {
-    addr: String,
-    res: reqwest::Response,
-    parser: Parser,
+    sse: Sse,
     last_id: Option<u64>,
 }
 
 impl Watch {
     pub(crate) fn new(addr: String, res: reqwest::Response, last_id: Option<u64>) -> Watch {
         Watch {
-            addr,
-            res,
-            parser: Parser::default(),
+            sse: Sse::new(addr, res),
             last_id,
         }
     }
@@ -49,27 +47,105 @@ impl Watch {
     /// the connection broke or nothing came for [`WATCH_SILENCE`], and [`Error::Gap`] when
     /// the node says that events are missing from its log (the stream goes on after them).
     pub async fn next(&mut self) -> Result<Option<Watched>, Error> {
+        let Some((event, id, data)) = self.sse.next_event().await? else {
+            return Ok(None);
+        };
+        if event.as_deref() == Some("gap") {
+            let gap: Gap = self.sse.decode(&data)?;
+            self.last_id = Some(gap.to);
+            return Err(Error::Gap {
+                addr: self.sse.addr.clone(),
+                gap,
+            });
+        }
+        let info = self.sse.decode(&data)?;
+        let id = self.sse.id(id, &data)?;
+        self.last_id = Some(id);
+        Ok(Some(Watched { id, info }))
+    }
+}
+
+/// One event of a role watch stream (`GET /v1/roles/watch`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RoleWatched {
+    /// A watched role's state, at the start and after a reset; `id` is the last role event
+    /// before it.
+    State { id: u64, role: RoleInfo },
+    /// A grant, release or revocation the node's log applied.
+    Change(RoleEvent),
+    /// The resume point asked for is no longer kept on the node: the states follow.
+    Reset { id: u64 },
+    /// The stream has caught up: the states (or the events a resume asked for) are all sent.
+    Synced { id: u64 },
+}
+
+/// An open role watch stream.
+pub struct RoleWatch {
+    sse: Sse,
+    last_id: Option<u64>,
+}
+
+impl RoleWatch {
+    pub(crate) fn new(addr: String, res: reqwest::Response, last_id: Option<u64>) -> RoleWatch {
+        RoleWatch {
+            sse: Sse::new(addr, res),
+            last_id,
+        }
+    }
+
+    /// The id of the last event read (or the one the stream resumed after): give it back to
+    /// resume after it.
+    pub fn last_id(&self) -> Option<u64> {
+        self.last_id
+    }
+
+    /// The next event; `Ok(None)` when the node ended the stream, an error when the connection
+    /// broke or nothing came for [`WATCH_SILENCE`].
+    pub async fn next(&mut self) -> Result<Option<RoleWatched>, Error> {
+        let Some((event, id, data)) = self.sse.next_event().await? else {
+            return Ok(None);
+        };
+        let id = self.sse.id(id, &data)?;
+        self.last_id = Some(id);
+        Ok(Some(match event.as_deref() {
+            Some("role") => RoleWatched::State {
+                id,
+                role: self.sse.decode(&data)?,
+            },
+            Some("reset") => RoleWatched::Reset { id },
+            Some("synced") => RoleWatched::Synced { id },
+            _ => RoleWatched::Change(self.sse.decode(&data)?),
+        }))
+    }
+}
+
+/// An event stream being read: where it comes from, the answer, and its parser.
+struct Sse {
+    addr: String,
+    res: reqwest::Response,
+    parser: Parser,
+}
+
+impl Sse {
+    fn new(addr: String, res: reqwest::Response) -> Sse {
+        Sse {
+            addr,
+            res,
+            parser: Parser::default(),
+        }
+    }
+
+    /// The next event with data (keep-alives skipped): its type, id and data; `Ok(None)` when
+    /// the node ended the stream, an error when the connection broke or nothing came for
+    /// [`WATCH_SILENCE`].
+    async fn next_event(
+        &mut self,
+    ) -> Result<Option<(Option<String>, Option<String>, String)>, Error> {
         loop {
             while let Some(raw) = self.parser.take_event() {
-                let Some(data) = raw.data else {
-                    continue; // a comment-only block (keep-alive)
-                };
-                if raw.event.as_deref() == Some("gap") {
-                    let gap: Gap =
-                        serde_json::from_str(&data).map_err(|e| self.decode(e.to_string()))?;
-                    self.last_id = Some(gap.to);
-                    return Err(Error::Gap {
-                        addr: self.addr.clone(),
-                        gap,
-                    });
+                if let Some(data) = raw.data {
+                    return Ok(Some((raw.event, raw.id, data)));
                 }
-                let info = serde_json::from_str(&data).map_err(|e| self.decode(e.to_string()))?;
-                let id = raw
-                    .id
-                    .and_then(|id| id.parse().ok())
-                    .ok_or_else(|| self.decode(format!("an event without a numeric id: {data}")))?;
-                self.last_id = Some(id);
-                return Ok(Some(Watched { id, info }));
             }
             let chunk = tokio::time::timeout(WATCH_SILENCE, self.res.chunk())
                 .await
@@ -90,7 +166,18 @@ impl Watch {
         }
     }
 
-    fn decode(&self, message: String) -> Error {
+    /// An event's numeric id, or a decode error naming its data.
+    fn id(&self, id: Option<String>, data: &str) -> Result<u64, Error> {
+        id.and_then(|id| id.parse().ok())
+            .ok_or_else(|| self.error(format!("an event without a numeric id: {data}")))
+    }
+
+    /// An event's data as `T`.
+    fn decode<T: serde::de::DeserializeOwned>(&self, data: &str) -> Result<T, Error> {
+        serde_json::from_str(data).map_err(|e| self.error(e.to_string()))
+    }
+
+    fn error(&self, message: String) -> Error {
         Error::Decode {
             addr: self.addr.clone(),
             status: 200,

@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::{TestCluster, POLL_EVERY, TEST_TIMING};
-use electd_client::{Error, Mode, NodeId, RoleName, RolesPage};
+use electd_client::{
+    Error, Mode, NodeId, RoleEvent, RoleEventKind, RoleName, RoleWatch, RoleWatched, RolesPage,
+};
 use electd_lab::chaos::checkers::role_promise_keeping;
 use electd_lab::chaos::record::RolePoller;
 
@@ -561,5 +563,120 @@ fn other_modes_say_which_mode_has_roles() {
             .unwrap_err();
         assert_eq!(code(&e), Some((409, "roles_unsupported".into())), "{e}");
         assert!(e.to_string().contains("quorum"), "{e}");
+        let e = client(&tc, 1).watch_roles(&[], None).await.err().unwrap();
+        assert_eq!(code(&e), Some((409, "roles_unsupported".into())), "{e}");
+    });
+}
+
+/// The next event of a role watch, at most 10 s away.
+async fn next_watched(w: &mut RoleWatch) -> RoleWatched {
+    tokio::time::timeout(Duration::from_secs(10), w.next())
+        .await
+        .expect("an event within 10 s")
+        .expect("the stream reads")
+        .expect("the stream goes on")
+}
+
+/// Reads `w` until a change of `kind` on `role` (at most 20 events); its event.
+async fn until_change(w: &mut RoleWatch, role: &RoleName, kind: RoleEventKind) -> RoleEvent {
+    for _ in 0..20 {
+        if let RoleWatched::Change(e) = next_watched(w).await {
+            if e.name == *role && e.kind == kind {
+                return e;
+            }
+        }
+    }
+    panic!("no {kind:?} of {role} in 20 events");
+}
+
+/// `GET /v1/roles/watch` on real processes: the states of the watched roles first, then a killed
+/// holder's role revoked and granted to another node with a higher token (same index order on
+/// the log), a resume after the revocation that goes on with the grant and nothing before it,
+/// a resume point the node never had answered with a reset and the states again, and bad
+/// input refused with the contract's body.
+#[test]
+fn the_role_watch_tells_states_revocations_and_grants_and_resumes() {
+    let rt = TestCluster::rt();
+    let mut tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let roles: Vec<RoleName> = ["watched-1", "watched-2"].into_iter().map(name).collect();
+    // The followers stand (the leader's kill would change the watched node, not the roles).
+    let followers: Vec<NodeId> = tc.c.ids().into_iter().filter(|n| *n != leader).collect();
+    rt.block_on(async {
+        for r in &roles {
+            for &id in &followers {
+                client(&tc, id).stand(r, id, true).await.expect("stand");
+            }
+        }
+    });
+    let held = rt
+        .block_on(until_held(&tc, leader, &roles, &followers))
+        .expect("both held");
+    let role = roles[0].clone();
+    let (victim, token) = held[role.as_str()];
+    let mut w = rt
+        .block_on(client(&tc, leader).watch_roles(&roles, None))
+        .unwrap();
+    let states: Vec<RoleWatched> =
+        rt.block_on(async { vec![next_watched(&mut w).await, next_watched(&mut w).await] });
+    for s in &states {
+        let RoleWatched::State { role: r, .. } = s else {
+            panic!("states first: {s:?}");
+        };
+        assert_eq!(r.holder, Some(held[r.name.as_str()].0), "{s:?}");
+    }
+    tc.kill(victim);
+    let (revoked, granted) = rt.block_on(async {
+        let revoked = until_change(&mut w, &role, RoleEventKind::Revoked).await;
+        let granted = until_change(&mut w, &role, RoleEventKind::Granted).await;
+        (revoked, granted)
+    });
+    assert_eq!(
+        (revoked.node, revoked.token),
+        (victim, token),
+        "{revoked:?}"
+    );
+    assert!(
+        granted.node != victim && granted.token > token,
+        "{granted:?}"
+    );
+    assert!(granted.index > revoked.index && granted.seq > revoked.seq);
+    role_watch_resumes(&rt, &tc, leader, (&roles, &revoked, &granted));
+}
+
+/// Resumed after `revoked`: the next event of the role is `granted`, with no state or event
+/// before it; resumed after a seq the node never had: a reset, then the states; a bad name: 400.
+fn role_watch_resumes(
+    rt: &tokio::runtime::Runtime,
+    tc: &TestCluster,
+    at: NodeId,
+    (roles, revoked, granted): (&[RoleName], &RoleEvent, &RoleEvent),
+) {
+    rt.block_on(async {
+        let c = client(tc, at);
+        let mut again = c.watch_roles(roles, Some(revoked.seq)).await.unwrap();
+        match next_watched(&mut again).await {
+            RoleWatched::Change(e) => assert!(e.seq > revoked.seq, "{e:?}"),
+            other => panic!("a resume goes on with events: {other:?}"),
+        }
+        let mut again = c.watch_roles(roles, Some(revoked.seq)).await.unwrap();
+        let first = until_change(&mut again, &granted.name, RoleEventKind::Granted).await;
+        assert_eq!(first, *granted);
+        let mut lost = c.watch_roles(roles, Some(1_000_000_000)).await.unwrap();
+        assert!(matches!(
+            next_watched(&mut lost).await,
+            RoleWatched::Reset { .. }
+        ));
+        assert!(matches!(
+            next_watched(&mut lost).await,
+            RoleWatched::State { .. }
+        ));
+        let addr = &tc.c.member(at).unwrap().addr;
+        let bad = reqwest::get(format!("http://{addr}/v1/roles/watch?names=a,b%20c"))
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400);
+        let body: serde_json::Value = bad.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_role_name", "{body}");
     });
 }

@@ -9,7 +9,9 @@
 //! - [`ledger`]: the leader's memory of renewals and stops, which decides when a grant is safe.
 //! - [`planner`]: where roles should go (balanced, sticky, bounded).
 //! - [`steward`]: all of it for one node, with what its renewals ask of the leader.
+//! - [`feed`]: the grants, releases and revocations the node applied, for the watch stream.
 
+pub mod feed;
 pub mod holder;
 pub mod ledger;
 pub mod planner;

@@ -313,6 +313,10 @@ impl Engine for QuorumNode {
         Box::pin(roles::serve(self, req))
     }
 
+    fn role_events(&self) -> Result<crate::roles::feed::RoleEvents, RolesError> {
+        Ok(self.store.role_events.clone())
+    }
+
     /// The claim is closed before the driver is stopped, so that it cannot start a campaign
     /// on its way out.
     fn shutdown(&self, stop: CancellationToken) -> BoxFuture<'_, ()> {

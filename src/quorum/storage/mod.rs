@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::identity::{recognise, Identity, Recognition};
 use super::types::TypeConfig;
 use crate::role::NodeId;
+use crate::roles::feed::RoleEvents;
 use crate::roles::table::RoleTable;
 
 mod raft;
@@ -163,6 +164,8 @@ pub struct Store {
     write_lock: tokio::sync::Mutex<()>,
     /// The lab's deliberate flaws (src/engine.rs), handed over by the node once it runs.
     flaws: std::sync::OnceLock<crate::engine::Flaws>,
+    /// What the applied role entries changed, for `GET /v1/roles/watch` (roles/feed.rs).
+    pub(crate) role_events: RoleEvents,
 }
 
 impl Store {
@@ -220,6 +223,7 @@ impl Store {
             state: Mutex::new(state),
             write_lock: tokio::sync::Mutex::new(()),
             flaws: std::sync::OnceLock::new(),
+            role_events: RoleEvents::default(),
         }))
     }
 

@@ -195,7 +195,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // crash only makes openraft apply the same committed entries again).
         let entries: Vec<_> = entries.into_iter().collect();
         let n = entries.len();
-        self.0.note(move |s| {
+        let changed = self.0.note(move |s| {
+            let mut changed = Vec::new();
             for e in entries {
                 s.last_applied = Some(e.log_id);
                 match e.payload {
@@ -217,12 +218,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     EntryPayload::Normal(Command::Roles(cmd)) => {
                         // Applied again after a crash, an entry changes nothing (the table
                         // knows the last index it applied).
-                        s.roles.apply(e.log_id.index, &cmd);
+                        let changes = s.roles.apply(e.log_id.index, &cmd);
+                        changed.push((e.log_id.index, changes));
                     }
                     EntryPayload::Blank => {}
                 }
             }
+            changed
         });
+        self.0.role_events.record(&changed);
         Ok(vec![(); n])
     }
 
@@ -262,7 +266,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 s.snapshot = Some(StoredSnapshot { meta, data });
             })
             .await
-            .map_err(|e| StorageIOError::write_snapshot(None, io_err(e)).into())
+            .map_err(|e| StorageIOError::write_snapshot(None, io_err(e)))?;
+        // What the snapshot changed has no role events: every role watch reads the roles again.
+        self.0.role_events.reset();
+        Ok(())
     }
 
     async fn get_current_snapshot(
@@ -312,12 +319,22 @@ mod tests {
         ];
         sm.apply(entries.clone()).await.unwrap();
         assert_eq!(store.roles(|t| t.holder(&a)), Some((2, 1)));
-        // Applied again (openraft after a crash): no second token.
+        // The grant is a role event, with the index of its entry.
+        let granted = |store: &Store| match store.role_events.since(1) {
+            crate::roles::feed::Since::Events(e) => e
+                .iter()
+                .map(|e| (e.kind.as_str(), e.node, e.token, e.index))
+                .collect(),
+            crate::roles::feed::Since::Reset { .. } => Vec::new(),
+        };
+        assert_eq!(granted(&store), vec![("granted", 2, 1, 2)]);
+        // Applied again (openraft after a crash): no second token, no second event.
         sm.apply(entries).await.unwrap();
         assert_eq!(
             store.roles(|t| (t.holder(&a), t.last_token())),
             (Some((2, 1)), 1)
         );
+        assert_eq!(granted(&store).len(), 1);
         let snap = sm.build_snapshot().await.unwrap();
         drop((sm, store));
         let store = Store::open(dir.path(), 1, "c").unwrap();
@@ -329,5 +346,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store2.roles(|t| t.clone()), store.roles(|t| t.clone()));
+        // What the snapshot changed has no events: a watch reads the roles again.
+        assert!(matches!(
+            store2.role_events.since(1),
+            crate::roles::feed::Since::Reset { .. }
+        ));
     }
 }
