@@ -676,7 +676,7 @@ fn endpoints_over_tls_trust_the_ca_for_each() {
 // --- electd doctor (issue 31, section 4) ---
 
 /// The checks `electd doctor` prints for a reachable quorum cluster.
-const DOCTOR_CHECKS: [&str; 10] = [
+const DOCTOR_CHECKS: [&str; 11] = [
     "discovery",
     "reachable",
     "cluster-id",
@@ -687,6 +687,7 @@ const DOCTOR_CHECKS: [&str; 10] = [
     "health",
     "event-log",
     "clock",
+    "roles",
 ];
 
 /// `electd doctor ARGS`, again (a second apart) until `done` holds of its answer or `until`

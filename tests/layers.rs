@@ -96,6 +96,7 @@ const NODE_LAYERS: &[&[&str]] = &[
 const BIN_LAYERS: &[&[&str]] = &[
     &["addr", "contain", "recover", "plan"],
     &["client", "join", "run"],
+    &["roles"],
     &["doctor"],
     &["flags"],
 ];

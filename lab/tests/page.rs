@@ -1,6 +1,6 @@
 //! The status page (`GET /`) in headless Chromium on a real 5-node cluster: the page names the
-//! leader the cluster agrees on; the leader is killed; the page shows it unreachable and names
-//! the new leader. Screenshots before and after go to `target/tmp/status-page-*.png`.
+//! leader the cluster agrees on and who holds a named role; the leader is killed; the page shows
+//! it unreachable, names the new leader, and the role held by the same node as before. Screenshots before and after go to `target/tmp/status-page-*.png`.
 //!
 //! Chromium is driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: fd 3 in,
 //! fd 4 out, messages ended by NUL), so the test opens no port of its own. Without Chromium
@@ -211,6 +211,28 @@ fn wait_eval(
     }
 }
 
+/// Every node but `leader` stands for `role`; its holder and token once the holder claims it.
+async fn stand_followers(
+    tc: &TestCluster,
+    role: &electd_client::RoleName,
+    leader: NodeId,
+) -> (NodeId, u64) {
+    for id in tc.c.ids().into_iter().filter(|&i| i != leader) {
+        let c = tc.c.client(id).unwrap().timeout(Duration::from_secs(6));
+        c.stand(role, id, true).await.expect("stand");
+    }
+    let until = Instant::now() + WAIT;
+    loop {
+        for id in tc.c.ids().into_iter().filter(|&i| i != leader) {
+            if let Ok((true, info)) = tc.c.client(id).unwrap().role_claim(role).await {
+                return (id, info.token.expect("a token"));
+            }
+        }
+        assert!(Instant::now() < until, "{role} not claimed after {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[test]
 fn the_status_page_shows_the_leader_and_follows_a_kill() {
     let Some(bin) = chromium() else {
@@ -251,6 +273,18 @@ fn the_status_page_shows_the_leader_and_follows_a_kill() {
         "document.querySelectorAll('tr[data-node]').length",
     );
     assert_eq!(lanes, 5, "one lane per member");
+    // A named role the followers stand for: the page shows who holds it (from its node's role
+    // watch), and the same holder and token after the leader's kill (a failover moves no role).
+    let role = electd_client::RoleName::new("page-role").unwrap();
+    let (holder, token) = rt.block_on(stand_followers(&tc, &role, l1));
+    let row = format!("document.querySelector('tr[data-role-name=\"{role}\"]')?.dataset.holder");
+    wait_eval(
+        &mut chrome,
+        &session,
+        &row,
+        "the page shows the role's holder",
+        |v| v.as_str() == Some(&holder.to_string()),
+    );
     let before = chrome.screenshot(&session, "status-page-before.png");
 
     tc.kill(l1);
@@ -281,6 +315,15 @@ fn the_status_page_shows_the_leader_and_follows_a_kill() {
     assert!(
         changes.as_u64().is_some_and(|n| n > 0),
         "no role change listed: {changes}"
+    );
+    let cells = format!(
+        "[...document.querySelector('tr[data-role-name=\"{role}\"]').children].map(c => c.textContent).join(' ')"
+    );
+    let shown = chrome.eval(&session, &cells);
+    assert_eq!(
+        shown,
+        format!("{role} node {holder} {token}"),
+        "the role stayed put"
     );
     let after = chrome.screenshot(&session, "status-page-after.png");
     eprintln!(

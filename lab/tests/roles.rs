@@ -642,6 +642,30 @@ fn the_role_watch_tells_states_revocations_and_grants_and_resumes() {
     );
     assert!(granted.index > revoked.index && granted.seq > revoked.seq);
     role_watch_resumes(&rt, &tc, leader, (&roles, &revoked, &granted));
+    // `electd doctor` and `electd roles` show the placement: both roles held by the follower
+    // left, none free.
+    let want = format!(
+        "2 named roles: node {} holds 2; 0 free with candidates",
+        granted.node
+    );
+    let doctor = electd_out(&tc, leader, "doctor");
+    let line = (doctor.lines())
+        .find(|l| l.split_whitespace().nth(1) == Some("roles"))
+        .unwrap_or_else(|| panic!("no roles line: {doctor}"));
+    assert!(line.starts_with("OK") && line.ends_with(&want), "{doctor}");
+    let roles = electd_out(&tc, leader, "roles");
+    assert_eq!(roles.lines().last(), Some(want.as_str()), "{roles}");
+}
+
+/// What `electd COMMAND --node` node `at` prints.
+fn electd_out(tc: &TestCluster, at: NodeId, command: &str) -> String {
+    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
+    let addr = &tc.c.member(at).unwrap().addr;
+    let out = std::process::Command::new(bin)
+        .args([command, "--node", addr])
+        .output()
+        .expect("electd runs");
+    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// Resumed after `revoked`: the next event of the role is `granted`, with no state or event

@@ -47,7 +47,7 @@ impl NodeArgs {
     }
 
     /// Asks the node, or each endpoint in order until one answers ([`Nodes::ask`]).
-    async fn ask<T, F, Fut>(&self, ask: F) -> Result<T, Failed>
+    pub(crate) async fn ask<T, F, Fut>(&self, ask: F) -> Result<T, Failed>
     where
         F: FnMut(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, Error>>,
@@ -122,7 +122,7 @@ fn unreachable(e: &impl std::fmt::Display) -> ExitCode {
 /// The exit code of an admin request that failed, said on stderr: 3 when a node refused it
 /// (or, with `--endpoints`, named no leader), 2 when the flags do not let the token go to the
 /// leader, 1 when no node answered (or answered something unexpected).
-fn admin_failed(f: &Failed) -> ExitCode {
+pub(crate) fn admin_failed(f: &Failed) -> ExitCode {
     eprintln!("electd: {f}");
     ExitCode::from(match f {
         Failed::Answer(Error::Api { .. }) | Failed::NoLeader(_) => exit::NO,
@@ -131,7 +131,7 @@ fn admin_failed(f: &Failed) -> ExitCode {
     })
 }
 
-fn json<T: serde::Serialize>(v: &T) -> String {
+pub(crate) fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("wire types serialise")
 }
 
@@ -296,55 +296,6 @@ pub async fn member(args: MemberArgs) -> ExitCode {
         }
         Err(f) => admin_failed(&f),
     }
-}
-
-/// One line per role: its name, holder and token, and its candidates.
-fn roles_lines(roles: &[electd_client::RoleInfo]) -> String {
-    let lines: Vec<String> = roles
-        .iter()
-        .map(|r| {
-            let held = match (r.holder, r.token) {
-                (Some(h), Some(t)) => format!("held by node {h} (token {t})"),
-                _ => "free".to_string(),
-            };
-            format!("{}: {held}; candidates {:?}", r.name, r.candidates)
-        })
-        .collect();
-    if lines.is_empty() {
-        return "no roles".to_string();
-    }
-    lines.join("\n")
-}
-
-/// `electd roles`: every role, page by page; exit 0, or 3 when the node's mode has no roles.
-pub async fn roles(args: NodeArgs) -> ExitCode {
-    let mut all = Vec::new();
-    let mut after: Option<electd_client::RoleName> = None;
-    // At most 1,000 pages of 1,000 roles.
-    for _ in 0..1000 {
-        let page = match args
-            .ask(|c| {
-                let after = after.clone();
-                async move { c.roles(after.as_ref(), 1000).await }
-            })
-            .await
-        {
-            Ok(p) => p,
-            Err(f) => return admin_failed(&f),
-        };
-        all.extend(page.roles);
-        match page.next {
-            Some(n) => after = Some(n),
-            None => break,
-        }
-    }
-    let text = if args.json {
-        json(&all)
-    } else {
-        roles_lines(&all)
-    };
-    println!("{text}");
-    ExitCode::from(exit::OK)
 }
 
 fn watch_line(w: &Watched, as_json: bool) -> String {

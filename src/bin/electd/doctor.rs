@@ -5,10 +5,10 @@
 //! event) and prints one line per check, OK, WARN or FAIL, naming the member. It needs no admin
 //! token: it reads the read API only.
 //!
-//! The checks: `discovery`, `reachable`, `cluster-id`, `mode`, `peer-auth` (peer requests a
-//! member refused between the two reads, by reason: a peer with another secret, cluster id or
-//! certificate), `membership`, `leader`, `health`, `event-log`, `clock`. Exit codes: 0 all OK,
-//! 1 a member unreachable or any FAIL, 4 WARNs only (docs/operations.md, "electd doctor").
+//! The checks: `discovery`, `reachable`, `cluster-id`, `mode`, `peer-auth` (refused peer
+//! requests, by reason: another secret, cluster id or certificate), `membership`, `leader`,
+//! `health`, `event-log`, `clock`, `roles` (quorum: placement). Exit codes: 0 all OK, 1 a member
+//! unreachable or any FAIL, 4 WARNs only (docs/operations.md, "electd doctor").
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
@@ -165,6 +165,10 @@ pub async fn doctor(args: NodeArgs) -> ExitCode {
             report.add("discovery", None, Level::Ok, detail);
             let seen = read_all(&args, &members, quorum, timeout).await;
             judge(&mut report, &seen, quorum);
+            if quorum {
+                let (line, well) = super::roles::placement_of(&args, &report.names).await;
+                report.add("roles", None, [Level::Warn, Level::Ok][well as usize], line);
+            }
         }
         Err(detail) => report.add("discovery", None, Level::Fail, detail),
     }

@@ -17,6 +17,7 @@ mod flags;
 mod join;
 mod plan;
 mod recover;
+mod roles;
 mod run;
 
 use std::process::ExitCode;
@@ -47,7 +48,7 @@ fn client_command(cmd: Command) -> ExitCode {
             Command::Watch(a) => client::watch(a).await,
             Command::Resign(a) => client::resign(a).await,
             Command::Member(a) => client::member(a).await,
-            Command::Roles(a) => client::roles(a).await,
+            Command::Roles(a) => roles::roles(a).await,
             Command::Doctor(a) => doctor::doctor(a).await,
             Command::Run(a) => run::run(a).await,
             Command::KeepGroup { group, cgroup } => run::keep_group(group, cgroup),
