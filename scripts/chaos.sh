@@ -4,6 +4,7 @@
 #   scripts/chaos.sh                         the default run: 3 seeds each
 #   scripts/chaos.sh --scenario S5 --mode bully --layer kernel --seed 7   replay one run
 #   --out DIR                                output folder (default target/chaos)
+#   --lab-flaw NAME                          on the lab's flawed node (its broken variants)
 # Kernel-layer runs need root and iptables (installed here as root when missing); without them
 # they are reported as skipped, and a skip makes the run exit 1 (a skip is no pass).
 set -euo pipefail
@@ -16,5 +17,13 @@ need_postgres chaos.sh
 need_faketime chaos.sh
 . "$root/scripts/lib/build.sh"
 build_release
+# --lab-flaw NAME runs the nodes from the flawed binary beside the lab (lab/src/chaos/runner.rs,
+# `Matrix::flaws`), which only the feature `flaws` builds.
+for arg in "$@"; do
+  if [ "$arg" = "--lab-flaw" ]; then
+    (cd "$root" && cargo build --release --quiet -p electd --features flaws --bin electd-flawed)
+    break
+  fi
+done
 cd "$root"
 exec "$lab" chaos "$@"
