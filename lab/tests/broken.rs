@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use common::{TestCluster, TEST_TIMING};
 use electd_client::Mode;
 use electd_lab::chaos::runner::{run_one_with, Layer, RunSpec, Scenario};
+use electd_lab::chaos::verdict::RunResult;
 
 /// Runs `scenario` (quorum mode, application layer, seed 1) on nodes with `flaw`, and checks
 /// that the checkers fail the run: C2 sees two claimants and C6 broken promises.
@@ -17,10 +18,8 @@ fn caught(scenario: Scenario, flaw: &str) {
     caught_in(Mode::Quorum, scenario, Layer::App, flaw, true);
 }
 
-/// Runs `scenario` in `mode` on `layer` (seed 1) on nodes with `flaw`: C6 fails it, and C2 too
-/// when `two_claimants` (a flaw that breaks promises while no two nodes claim at one instant
-/// shows on C6 only).
-fn caught_in(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str, two_claimants: bool) {
+/// Runs `scenario` in `mode` on `layer` (seed 1) on the lab's flawed node with `flaw`; its row.
+fn run_flawed(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str) -> RunResult {
     let bin = electd_lab::bin::electd_bin().expect("the electd binary");
     let flawed = bin.with_file_name("electd-flawed");
     assert!(
@@ -41,6 +40,14 @@ fn caught_in(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str, two_claim
         .build()
         .unwrap();
     let (r, _) = rt.block_on(run_one_with(&spec, &flawed, None, &["--lab-flaw", flaw]));
+    r
+}
+
+/// Runs `scenario` in `mode` on `layer` (seed 1) on nodes with `flaw`: C6 fails it, and C2 too
+/// when `two_claimants` (a flaw that breaks promises while no two nodes claim at one instant
+/// shows on C6 only).
+fn caught_in(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str, two_claimants: bool) {
+    let r = run_flawed(mode, scenario, layer, flaw);
     eprintln!("{}", serde_json::to_string(&r).unwrap());
     if let Some(why) = r.skipped.as_ref().filter(|_| mode == Mode::Mutex) {
         // Only PostgreSQL missing skips a mutex run (recorded, a failure on CI).
@@ -64,26 +71,7 @@ fn caught_in(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str, two_claim
 /// promise broken, while the cluster's own promises are all kept.
 #[test]
 fn the_chaos_checkers_catch_a_hasty_role_revocation() {
-    let bin = electd_lab::bin::electd_bin().expect("the electd binary");
-    let spec = RunSpec {
-        mode: Mode::Quorum,
-        scenario: Scenario::S25,
-        layer: Layer::App,
-        seed: 1,
-        tls: false,
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let flawed = bin.with_file_name("electd-flawed");
-    let (r, _) = rt.block_on(run_one_with(
-        &spec,
-        &flawed,
-        None,
-        &["--lab-flaw", "hasty-revoke"],
-    ));
+    let r = run_flawed(Mode::Quorum, Scenario::S25, Layer::App, "hasty-revoke");
     eprintln!("{}", serde_json::to_string(&r).unwrap());
     assert!(r.skipped.is_none(), "the run happened: {r:?}");
     assert!(!r.passed, "a broken node passed: {r:?}");
