@@ -102,7 +102,8 @@ pub struct Knobs {
     /// the leader revokes it.
     pub release_grace_ns: u64,
     /// The lab's flaw `hasty-revoke` (src/engine.rs, `Flaws`; never set in the node): a holder
-    /// not renewed for F/6 is taken for dead: revoked, and its roles granted without a wait.
+    /// not renewed for F/6 is taken for dead: revoked, and its roles granted without a wait
+    /// (`Steward::hasty_lead_ns`).
     pub hasty_revoke: bool,
 }
 
@@ -306,11 +307,10 @@ impl Steward {
                 false => RoleCommand::Withdraw { node, roles },
             });
         }
-        // The flaw judges liveness as hastily as it revokes.
-        let hasty = self.knobs.hasty_revoke as u64 * self.ledger.follower_lease_ns() * 5 / 6;
         out.commands
             .extend(forget.into_iter().map(|node| RoleCommand::Forget { node }));
-        let live = self.ledger.live(now_ns + hasty);
+        // The flaw judges liveness as hastily as it revokes.
+        let live = self.ledger.live(now_ns + self.hasty_lead_ns());
         let placement = Placement {
             live: live.intersection(members).copied().collect(),
             max_roles: BTreeMap::new(),
@@ -372,13 +372,22 @@ impl Steward {
         (revoke, forget)
     }
 
+    /// How much sooner than F the flaw `hasty-revoke` takes a node for dead (0 without it): it
+    /// judges a node silent for F/6, and the live nodes it grants to by the same measure. At
+    /// the defaults that is less than a beat: live holders are revoked too, which the checkers
+    /// must catch as well; where F/6 is a beat or less, the live set flickers with each beat's
+    /// jitter, so the lab's cut-off test runs at a longer F (lab/tests/roles.rs, `CUT_TIMING`).
+    fn hasty_lead_ns(&self) -> u64 {
+        self.knobs.hasty_revoke as u64 * self.ledger.follower_lease_ns() * 5 / 6
+    }
+
     /// The roles to revoke now: those of holders silent for F, and planned moves not released
     /// by the grace past their promises; each stopped (as revoked) before it is written.
     fn revocations(&mut self, table: &RoleTable, now_ns: u64) -> Vec<(RoleName, Token)> {
         let holders: Vec<NodeId> = table.holders().collect();
         let mut roles: Vec<RoleName> = Vec::new();
         if self.knobs.hasty_revoke {
-            let soon = now_ns + self.ledger.follower_lease_ns() * 5 / 6;
+            let soon = now_ns + self.hasty_lead_ns();
             // Its roles go to others at once: no stop, no wait.
             let mut hasty = Vec::new();
             for h in self.ledger.silent(table, &holders, soon) {
