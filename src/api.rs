@@ -34,7 +34,8 @@ use crate::transport;
 use crate::watch;
 use axum::extract::{FromRequestParts, Path};
 use electd_client::{
-    AddMember, Members, RoleClaimInfo, RoleInfo, RoleName, RoleResign, RoleResigned, RolesPage,
+    AddMember, Members, NodeRoleLimit, RoleClaimInfo, RoleInfo, RoleLimit, RoleName, RolePreferred,
+    RoleResign, RoleResigned, RolesPage,
 };
 
 /// A membership change refused or failed, as its answer.
@@ -87,22 +88,15 @@ pub fn app(node: Arc<Node>) -> Router {
         .route("/v1/roles/watch", get(crate::role_watch::get_role_watch))
         .route("/v1/claim/{name}", get(get_role_claim))
         .route("/metrics", get(get_metrics));
-    // A node's own candidacies and resigns: from its own host without the token, else through
-    // the admin door (`role_door`).
-    let roles = Router::new()
-        .route(
-            "/v1/roles/{name}/candidates/{id}",
-            axum::routing::put(put_candidate).delete(delete_candidate),
-        )
-        .route(
-            "/v1/roles/{name}/resign",
-            axum::routing::post(post_role_resign),
-        );
     // The admin API: every route behind one door (client certificate, then token).
     let admin = Router::new()
         .route(
             "/v1/admin/faults",
             get(get_faults).put(put_faults).delete(delete_faults),
+        )
+        .route(
+            "/v1/roles/{name}/preferred",
+            axum::routing::put(put_preferred).delete(delete_preferred),
         )
         .route("/v1/admin/resign", axum::routing::post(post_resign))
         .route("/v1/admin/members", axum::routing::post(post_member))
@@ -114,7 +108,7 @@ pub fn app(node: Arc<Node>) -> Router {
     Router::new()
         .merge(read)
         .route("/v1/members", get(get_members))
-        .merge(roles)
+        .merge(role_routes())
         .merge(admin)
         .with_state(node)
         .merge(peer)
@@ -123,6 +117,26 @@ pub fn app(node: Arc<Node>) -> Router {
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(limits))
         .layer(middleware::from_fn(any_origin))
+}
+
+/// A node's own candidacies, resigns and `max_roles`: from its own host without the token,
+/// else through the admin door (`role_door`).
+fn role_routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route(
+            "/v1/roles/{name}/candidates/{id}",
+            axum::routing::put(put_candidate).delete(delete_candidate),
+        )
+        .route(
+            "/v1/roles/{name}/resign",
+            axum::routing::post(post_role_resign),
+        )
+        .route(
+            "/v1/members/{id}/max_roles",
+            get(get_max_roles)
+                .put(put_max_roles)
+                .delete(delete_max_roles),
+        )
 }
 
 /// On every request: a body announced above [`BODY_LIMIT`] gets 413 without being handled
@@ -640,9 +654,9 @@ fn member_id(id: &str) -> Result<NodeId, ApiError> {
         .map_err(|_| ApiError::bad_request("bad_member_id", format!("{id:?} is not a member id")))
 }
 
-/// The name and member id of a candidacy's path, once the door let the request in.
-fn candidacy(node: &Node, name: String, id: NodeId) -> Result<(RoleName, NodeId), ApiError> {
-    let name = role_name(name)?;
+/// `id`, if it is a member, or 404 `unknown_member`: a setting or candidacy of a stranger would
+/// be asked for ever, and never applied.
+fn known_member(node: &Node, id: NodeId) -> Result<NodeId, ApiError> {
     let members = node.members_in_force();
     if !members.iter().any(|(m, _)| *m == id) {
         return Err(ApiError::new(
@@ -651,7 +665,12 @@ fn candidacy(node: &Node, name: String, id: NodeId) -> Result<(RoleName, NodeId)
             format!("{id} is not a member of this cluster"),
         ));
     }
-    Ok((name, id))
+    Ok(id)
+}
+
+/// The name and member id of a candidacy's path, once the door let the request in.
+fn candidacy(node: &Node, name: String, id: NodeId) -> Result<(RoleName, NodeId), ApiError> {
+    Ok((role_name(name)?, known_member(node, id)?))
 }
 
 /// `PUT` and `DELETE /v1/roles/{name}/candidates/{id}`: answers the role once applied.
@@ -711,6 +730,109 @@ async fn post_role_resign(
         RolesReply::Resigned(done) => Ok(Json(done)),
         other => Err(unexpected(other)),
     }
+}
+
+/// `PUT /v1/roles/{name}/preferred {"node": N}` (`put`) or `DELETE` it: answers the role
+/// once the setting is applied. Behind the admin door: placement is the operator's.
+async fn change_preferred(
+    node: Arc<Node>,
+    req: axum::extract::Request,
+    put: bool,
+) -> Result<Json<RoleInfo>, ApiError> {
+    let (mut parts, body) = req.into_parts();
+    let Path(name) = Path::<String>::from_request_parts(&mut parts, &node)
+        .await
+        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
+    let name = role_name(name)?;
+    let to = match put {
+        true => {
+            let RolePreferred { node: id } = read_json(&parts.headers, body, None).await?;
+            Some(known_member(&node, id)?)
+        }
+        false => None,
+    };
+    match roles(&node, RolesRequest::Prefer { name, node: to }).await? {
+        RolesReply::Role(info) => Ok(Json(info)),
+        other => Err(unexpected(other)),
+    }
+}
+
+async fn put_preferred(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+) -> Result<Json<RoleInfo>, ApiError> {
+    change_preferred(node, req, true).await
+}
+
+async fn delete_preferred(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+) -> Result<Json<RoleInfo>, ApiError> {
+    change_preferred(node, req, false).await
+}
+
+/// `GET`, `PUT {"max_roles": N}` and `DELETE /v1/members/{id}/max_roles`: how many roles
+/// member `id` may hold (`change`: `Some(None)` lifts the limit). A change through the door of
+/// a candidacy (a node's own from its own host, else the admin token); answered once applied.
+async fn max_roles(
+    node: Arc<Node>,
+    req: axum::extract::Request,
+    change: Option<Option<()>>,
+) -> Result<Json<NodeRoleLimit>, ApiError> {
+    let (mut parts, body) = req.into_parts();
+    let Path(id) = Path::<String>::from_request_parts(&mut parts, &node)
+        .await
+        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
+    let id = member_id(&id)?;
+    let max_roles = match change {
+        None => None,
+        Some(put) => {
+            let local = parts.extensions.get::<LocalClient>().is_some();
+            role_door(&node, id, local, &parts.extensions, &parts.headers)?;
+            match put {
+                Some(()) => Some(Some(
+                    read_json::<RoleLimit>(&parts.headers, body, None)
+                        .await?
+                        .max_roles,
+                )),
+                None => Some(None),
+            }
+        }
+    };
+    let id = known_member(&node, id)?;
+    match roles(
+        &node,
+        RolesRequest::Limit {
+            node: id,
+            max_roles,
+        },
+    )
+    .await?
+    {
+        RolesReply::Limit(limit) => Ok(Json(limit)),
+        other => Err(unexpected(other)),
+    }
+}
+
+async fn get_max_roles(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+) -> Result<Json<NodeRoleLimit>, ApiError> {
+    max_roles(node, req, None).await
+}
+
+async fn put_max_roles(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+) -> Result<Json<NodeRoleLimit>, ApiError> {
+    max_roles(node, req, Some(Some(()))).await
+}
+
+async fn delete_max_roles(
+    State(node): State<Arc<Node>>,
+    req: axum::extract::Request,
+) -> Result<Json<NodeRoleLimit>, ApiError> {
+    max_roles(node, req, Some(None)).await
 }
 
 #[cfg(test)]

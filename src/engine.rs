@@ -16,7 +16,8 @@ use crate::lease::Claim;
 use crate::role::{Mode, NodeId, Resigned, Role, View};
 use crate::transport::Transport;
 use electd_client::{
-    AddMember, Members, RoleClaimInfo, RoleInfo, RoleName, RoleResigned, RolesPage, Token,
+    AddMember, Members, NodeRoleLimit, RoleClaimInfo, RoleInfo, RoleName, RoleResigned, RolesPage,
+    Token,
 };
 
 /// The node's view judged at one instant: the lease is a judgement made at that instant, not
@@ -123,6 +124,9 @@ pub enum RolesError {
     /// still asked in every renewal, and may be applied later.
     #[error("the change to role {0} was not applied in time: no leader, or it did not answer")]
     NotApplied(RoleName),
+    /// The same for a node's `max_roles`.
+    #[error("node {0}'s max_roles was not applied in time: no leader, or it did not answer")]
+    LimitNotApplied(NodeId),
     #[error("this node is stopping")]
     Stopping,
 }
@@ -151,6 +155,17 @@ pub enum RolesRequest {
     },
     /// `POST /v1/roles/{name}/resign`: answered once the release is applied.
     Resign { name: RoleName, token: Token },
+    /// `PUT`/`DELETE /v1/roles/{name}/preferred`: answered once the log applied it.
+    Prefer {
+        name: RoleName,
+        node: Option<NodeId>,
+    },
+    /// `PUT`/`DELETE /v1/members/{id}/max_roles` (`Some`), or `GET` (`None`): answered once
+    /// the log applied it.
+    Limit {
+        node: NodeId,
+        max_roles: Option<Option<u32>>,
+    },
     /// The counts `/metrics` exports (bounded: no label carries a role name).
     Counts,
 }
@@ -164,6 +179,7 @@ pub enum RolesReply {
     Role(RoleInfo),
     Resigned(RoleResigned),
     Counts(RoleCounts),
+    Limit(NodeRoleLimit),
 }
 
 /// The roles counted, as the node's applied log has them.

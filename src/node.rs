@@ -201,7 +201,9 @@ impl Node {
             RolesError::NotSupported => (StatusCode::CONFLICT, "roles_unsupported"),
             RolesError::UnknownRole(_) => (StatusCode::NOT_FOUND, "unknown_role"),
             RolesError::StaleToken { .. } => (StatusCode::CONFLICT, "stale_token"),
-            RolesError::NotApplied(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_applied"),
+            RolesError::NotApplied(_) | RolesError::LimitNotApplied(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "not_applied")
+            }
             RolesError::Stopping => (StatusCode::SERVICE_UNAVAILABLE, "stopping"),
         };
         let message = match e {

@@ -6,7 +6,10 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 pub use crate::error::Error;
-use crate::roles::{RoleClaimInfo, RoleInfo, RoleName, RoleResign, RoleResigned, RolesPage, Token};
+use crate::roles::{
+    NodeRoleLimit, RoleClaimInfo, RoleInfo, RoleLimit, RoleName, RolePreferred, RoleResign,
+    RoleResigned, RolesPage, Token,
+};
 use crate::watch::{RoleWatch, Watch};
 use crate::wire::{
     AddMember, ErrorBody, EventsPage, FaultSet, Health, LeaderInfo, Members, NodeId, ResignRequest,
@@ -368,6 +371,39 @@ impl Client {
     pub async fn resign_role(&self, name: &RoleName, token: Token) -> Result<RoleResigned, Error> {
         let url = self.url(&format!("/v1/roles/{name}/resign"));
         let req = self.http.post(url).json(&RoleResign { token });
+        self.send(self.admin(req)).await
+    }
+
+    /// `PUT /v1/roles/{name}/preferred` (`Some(node)`) or `DELETE` it (`None`): answers the
+    /// role once the setting is applied. Needs the admin token.
+    pub async fn prefer(&self, name: &RoleName, node: Option<NodeId>) -> Result<RoleInfo, Error> {
+        let url = self.url(&format!("/v1/roles/{name}/preferred"));
+        let req = match node {
+            Some(node) => self.http.put(url).json(&RolePreferred { node }),
+            None => self.http.delete(url),
+        };
+        self.send(self.admin(req)).await
+    }
+
+    /// `GET /v1/members/{id}/max_roles`: how many roles node `id` holds and may hold.
+    pub async fn max_roles(&self, id: NodeId) -> Result<NodeRoleLimit, Error> {
+        let url = self.url(&format!("/v1/members/{id}/max_roles"));
+        self.send(self.http.get(url)).await
+    }
+
+    /// `PUT /v1/members/{id}/max_roles` (`Some`) or `DELETE` it (`None`: no limit): answers
+    /// once the setting is applied. Sent with the admin token when the client has one (a node's
+    /// own limit needs none from its own host).
+    pub async fn set_max_roles(
+        &self,
+        id: NodeId,
+        max_roles: Option<u32>,
+    ) -> Result<NodeRoleLimit, Error> {
+        let url = self.url(&format!("/v1/members/{id}/max_roles"));
+        let req = match max_roles {
+            Some(max_roles) => self.http.put(url).json(&RoleLimit { max_roles }),
+            None => self.http.delete(url),
+        };
         self.send(self.admin(req)).await
     }
 

@@ -19,8 +19,8 @@ pub mod wire;
 pub use error::{causes, Error};
 pub use http::{http_client, tls_client, Client, CLIENT_IDLE};
 pub use roles::{
-    RoleClaimInfo, RoleEvent, RoleEventKind, RoleInfo, RoleName, RoleNameError, RoleResign,
-    RoleResigned, RolesPage, Token,
+    NodeRoleLimit, RoleClaimInfo, RoleEvent, RoleEventKind, RoleInfo, RoleLimit, RoleName,
+    RoleNameError, RolePreferred, RoleResign, RoleResigned, RolesPage, Token,
 };
 pub use watch::{RoleWatch, RoleWatched, Watch, Watched, WATCH_SILENCE};
 pub use wire::{

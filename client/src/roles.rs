@@ -86,6 +86,34 @@ pub struct RoleInfo {
     pub candidates: Vec<crate::NodeId>,
     pub holder: Option<crate::NodeId>,
     pub token: Option<Token>,
+    /// The node the role goes to whenever it is a live candidate with room
+    /// (`PUT /v1/roles/{name}/preferred`); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred: Option<crate::NodeId>,
+}
+
+/// `PUT /v1/roles/{name}/preferred`'s body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolePreferred {
+    pub node: crate::NodeId,
+}
+
+/// `PUT /v1/members/{id}/max_roles`'s body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleLimit {
+    pub max_roles: u32,
+}
+
+/// How many roles a member holds and may hold (`/v1/members/{id}/max_roles`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRoleLimit {
+    pub node: crate::NodeId,
+    /// `null`: no limit.
+    pub max_roles: Option<u32>,
+    /// The roles it holds, as the answering node's applied log has them.
+    pub held: u64,
 }
 
 /// `GET /v1/roles`: roles in name order, and the name to pass as `after` when more follow.

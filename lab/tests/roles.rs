@@ -583,6 +583,126 @@ fn other_modes_say_which_mode_has_roles() {
     });
 }
 
+/// Waits until node `at` lists `want` true of its roles (name → (holder, token)), at most
+/// [`WAIT`]; what it listed last.
+async fn until_listed(
+    tc: &TestCluster,
+    at: NodeId,
+    want: impl Fn(&BTreeMap<String, (Option<NodeId>, Option<u64>)>) -> bool,
+) -> (bool, BTreeMap<String, (Option<NodeId>, Option<u64>)>) {
+    let until = Instant::now() + WAIT;
+    loop {
+        let all = holders(tc, at).await;
+        if want(&all) || Instant::now() >= until {
+            return (want(&all), all);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How many of `all`'s roles `node` holds.
+fn held_by(all: &BTreeMap<String, (Option<NodeId>, Option<u64>)>, node: NodeId) -> usize {
+    all.values().filter(|(h, _)| *h == Some(node)).count()
+}
+
+/// Placement settings on real processes: a node's `max_roles` lowered moves its surplus off
+/// it, a preferred node takes its role, lifting the limit lets roles back; every move a
+/// handover, every claiming answer judged whole (0 broken); bad settings refused with the
+/// contract's body, nothing changed.
+#[test]
+fn placement_settings_move_roles_and_keep_their_promises() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 3);
+    let leader = rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let ids = tc.c.ids();
+    let roles: Vec<RoleName> = (0..6).map(|i| name(&format!("part-{i}"))).collect();
+    let (poller_rt, poller) = role_poller(&tc, &ids, &roles);
+    rt.block_on(async {
+        for r in &roles {
+            for id in &ids {
+                client(&tc, *id).stand(r, *id, true).await.expect("stand");
+            }
+        }
+    });
+    rt.block_on(until_held(&tc, leader, &roles, &ids))
+        .expect("all held");
+    // Node 3 takes at most one role (a client's address is not its node's host here: the
+    // admin token).
+    let bare = |id| {
+        let http = tc.c.http_for(Duration::from_secs(6)).unwrap();
+        tc.c.client_on(http, id).unwrap()
+    };
+    let limit = rt
+        .block_on(client(&tc, 3).set_max_roles(3, Some(1)))
+        .expect("limit");
+    assert_eq!(limit.max_roles, Some(1), "{limit:?}");
+    let (ok, all) = rt.block_on(until_listed(&tc, leader, |all| {
+        held_by(all, 3) <= 1 && all.values().all(|(h, _)| h.is_some())
+    }));
+    assert!(ok, "node 3 gave its surplus up: {all:?}");
+    // A role preferred on node 1 goes there (if it is not there already).
+    let r = roles
+        .iter()
+        .find(|r| all[r.as_str()].0 != Some(1))
+        .unwrap()
+        .clone();
+    let info = rt
+        .block_on(client(&tc, 2).prefer(&r, Some(1)))
+        .expect("prefer");
+    assert_eq!(info.preferred, Some(1), "{info:?}");
+    let (ok, all) = rt.block_on(until_listed(&tc, leader, |all| {
+        all[r.as_str()].0 == Some(1)
+    }));
+    assert!(ok, "{r} on its preferred node: {all:?}");
+    // The limit lifted: node 3 takes roles again (balance: 2 each, the preferred one stays).
+    let lifted = rt
+        .block_on(client(&tc, 1).set_max_roles(3, None))
+        .expect("lift");
+    assert_eq!(lifted.max_roles, None);
+    let (ok, all) = rt.block_on(until_listed(&tc, leader, |all| {
+        ids.iter().all(|n| held_by(all, *n) == 2) && all[r.as_str()].0 == Some(1)
+    }));
+    assert!(ok, "balanced again: {all:?}");
+    rt.block_on(async {
+        let c = client(&tc, 1);
+        let e = c.prefer(&r, Some(9)).await.unwrap_err();
+        assert_eq!(code(&e), Some((404, "unknown_member".into())), "{e}");
+        let e = c.prefer(&name("nobody-stands"), Some(1)).await.unwrap_err();
+        assert_eq!(code(&e), Some((404, "unknown_role".into())), "{e}");
+        let e = c.set_max_roles(9, Some(1)).await.unwrap_err();
+        assert_eq!(code(&e), Some((404, "unknown_member".into())), "{e}");
+        let e = bare(1).prefer(&r, Some(2)).await.unwrap_err();
+        assert!(matches!(code(&e), Some((401, _))), "no token: {e}");
+        let e = bare(1).set_max_roles(2, Some(0)).await.unwrap_err();
+        assert!(
+            matches!(code(&e), Some((401, _))),
+            "another node's limit: {e}"
+        );
+        let got = c.max_roles(2).await.expect("read");
+        assert_eq!(
+            (got.max_roles, got.held),
+            (None, 2),
+            "nothing changed: {got:?}"
+        );
+        let listed = c.roles(None, 10).await.unwrap();
+        let line = listed.roles.iter().find(|l| l.name == r).unwrap();
+        assert_eq!(line.preferred, Some(1), "{line:?}");
+    });
+    std::thread::sleep(Duration::from_millis(TEST_TIMING.follower_lease_ms));
+    let promises = poller_rt.block_on(poller.finish());
+    let (kept, shared) = role_promise_keeping(&promises);
+    let moves = electd_lab::chaos::checkers::role_moves(&promises);
+    eprintln!(
+        "{} role promises judged, {} broken; {moves} hand-overs",
+        kept.promises,
+        kept.broken.len()
+    );
+    assert!(moves >= 2, "the settings moved roles: {moves}");
+    assert!(kept.promises > 100, "too few promises: {}", kept.promises);
+    assert!(kept.broken.is_empty(), "{:?}", kept.broken);
+    assert!(shared.is_empty(), "{shared:?}");
+}
+
 /// The next event of a role watch, at most 10 s away.
 async fn next_watched(w: &mut RoleWatch) -> RoleWatched {
     tokio::time::timeout(Duration::from_secs(10), w.next())

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::holder::{Holder, Renewed, RoleClaim};
 use super::ledger::{Ledger, StopReason};
 use super::planner::{plan, Placement, Plan};
-use super::table::{RoleChange, RoleCommand, RoleTable};
+use super::table::{RoleChange, RoleCommand, RoleTable, Setting, SettingKey};
 use crate::role::NodeId;
 use electd_client::{RoleName, Token};
 
@@ -29,6 +29,9 @@ pub struct RenewRequest {
     /// Candidacy changes asked on the sender, not yet in its table.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidacy: Vec<Candidacy>,
+    /// Placement settings asked on the sender, not yet in its table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<Setting>,
     /// Roles the sender gives up, each after every promise it answered for it ended (R5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub release: Vec<(RoleName, Token)>,
@@ -61,6 +64,9 @@ pub enum RolesAsk {
         node: NodeId,
         stands: bool,
     },
+    /// A placement setting (a later one of the same key replaces it). Answered
+    /// [`RolesAnswer::Done`].
+    Set(Setting),
     /// A resign of the grant `token` of `role`. Answered [`RolesAnswer::Resigning`].
     Resign { role: RoleName, token: Token },
     /// A resigned grant was released. Answered [`RolesAnswer::Done`].
@@ -124,8 +130,12 @@ pub struct Steward {
     knobs: Knobs,
     /// Candidacy changes asked on this node, until its table shows them.
     wants: BTreeMap<(RoleName, NodeId), bool>,
-    /// While leading: candidacy changes and releases the renewals asked for, until written.
+    /// Placement settings asked on this node, until its table shows them.
+    wanted_settings: BTreeMap<SettingKey, Setting>,
+    /// While leading: candidacy changes, settings and releases the renewals asked for, until
+    /// written.
     asked_candidacy: BTreeMap<(RoleName, NodeId), bool>,
+    asked_settings: BTreeMap<SettingKey, Setting>,
     asked_release: BTreeMap<(RoleName, Token), NodeId>,
     /// Grants this node released after a resign, the latest last.
     released: VecDeque<(RoleName, Token)>,
@@ -147,7 +157,9 @@ impl Steward {
             ledger: Ledger::new(follower_lease_ns),
             knobs,
             wants: BTreeMap::new(),
+            wanted_settings: BTreeMap::new(),
             asked_candidacy: BTreeMap::new(),
+            asked_settings: BTreeMap::new(),
             asked_release: BTreeMap::new(),
             released: VecDeque::new(),
             planned: None,
@@ -171,6 +183,10 @@ impl Steward {
             }
             RolesAsk::Want { role, node, stands } => {
                 self.wants.insert((role, node), stands);
+                RolesAnswer::Done
+            }
+            RolesAsk::Set(setting) => {
+                self.wanted_settings.insert(setting.key(), setting);
                 RolesAnswer::Done
             }
             RolesAsk::Resign { role, token } => {
@@ -197,7 +213,10 @@ impl Steward {
     /// Whether this node has anything to renew or ask: a role it stands for or holds, or a
     /// change it waits for.
     pub fn renews(&self, table: &RoleTable) -> bool {
-        !self.wants.is_empty() || table.count_held_by(self.me) > 0 || table.stands_for_any(self.me)
+        !self.wants.is_empty()
+            || !self.wanted_settings.is_empty()
+            || table.count_held_by(self.me) > 0
+            || table.stands_for_any(self.me)
     }
 
     /// The renewal to send now (`now_ns` read before it is sent).
@@ -213,10 +232,12 @@ impl Steward {
                 stands: *stands,
             })
             .collect();
+        self.wanted_settings.retain(|_, s| !s.shown_in(table));
         let release = self.holder.releasable(table, now_ns);
         RenewRequest {
             id: self.holder.ask(now_ns),
             candidacy,
+            settings: self.wanted_settings.values().cloned().collect(),
             release,
             applied: table.applied(),
         }
@@ -250,6 +271,9 @@ impl Steward {
         for (role, token) in &req.release {
             self.asked_release.insert((role.clone(), *token), from);
         }
+        for s in &req.settings {
+            self.asked_settings.insert(s.key(), s.clone());
+        }
         Some(answer)
     }
 
@@ -266,6 +290,7 @@ impl Steward {
             None => {
                 self.ledger.follow();
                 self.asked_candidacy.clear();
+                self.asked_settings.clear();
                 self.asked_release.clear();
             }
         }
@@ -294,26 +319,13 @@ impl Steward {
         for (node, roles) in releases {
             out.commands.push(RoleCommand::Release { node, roles });
         }
-        let mut changes: BTreeMap<(NodeId, bool), Vec<RoleName>> = BTreeMap::new();
-        for ((role, node), stands) in std::mem::take(&mut self.asked_candidacy) {
-            // Not a member (any more): nothing to stand for, and nothing to forget again.
-            if !Self::shows(table, &role, node, stands) && members.contains(&node) {
-                changes.entry((node, stands)).or_default().push(role);
-            }
-        }
-        for ((node, stands), roles) in changes {
-            out.commands.push(match stands {
-                true => RoleCommand::Stand { node, roles },
-                false => RoleCommand::Withdraw { node, roles },
-            });
-        }
+        out.commands.extend(self.asked_changes(table, members));
         out.commands
             .extend(forget.into_iter().map(|node| RoleCommand::Forget { node }));
         // The flaw judges liveness as hastily as it revokes.
         let live = self.ledger.live(now_ns + self.hasty_lead_ns());
         let placement = Placement {
             live: live.intersection(members).copied().collect(),
-            max_roles: BTreeMap::new(),
             max_moves: self.knobs.max_moves,
         };
         let p = self.plan(table, &placement);
@@ -328,6 +340,32 @@ impl Steward {
         if !grants.is_empty() {
             out.commands.push(RoleCommand::Grant { grants });
         }
+        out
+    }
+
+    /// The candidacy changes and settings the renewals asked for that `table` does not show
+    /// yet, as entries to write; those of a node that is not a member (any more) are dropped:
+    /// nothing to stand for, and nothing to forget again.
+    fn asked_changes(&mut self, table: &RoleTable, members: &BTreeSet<NodeId>) -> Vec<RoleCommand> {
+        let mut changes: BTreeMap<(NodeId, bool), Vec<RoleName>> = BTreeMap::new();
+        for ((role, node), stands) in std::mem::take(&mut self.asked_candidacy) {
+            if !Self::shows(table, &role, node, stands) && members.contains(&node) {
+                changes.entry((node, stands)).or_default().push(role);
+            }
+        }
+        let mut out: Vec<RoleCommand> = (changes.into_iter())
+            .map(|((node, stands), roles)| match stands {
+                true => RoleCommand::Stand { node, roles },
+                false => RoleCommand::Withdraw { node, roles },
+            })
+            .collect();
+        let settings = std::mem::take(&mut self.asked_settings).into_values();
+        out.extend(
+            settings
+                .filter(|s| !s.shown_in(table))
+                .filter(|s| !matches!(s, Setting::Limit { node, .. } if !members.contains(node)))
+                .map(RoleCommand::Set),
+        );
         out
     }
 
@@ -538,6 +576,41 @@ mod tests {
                 grants: vec![(n("a"), 2)]
             }]
         );
+    }
+
+    /// A setting asked on a node rides its renewals (the latest of a key only) until its table
+    /// shows it; the leader writes it; a limit of a node that is no member is dropped.
+    #[test]
+    fn a_setting_rides_the_renewals_until_the_table_shows_it() {
+        let (mut table, mut at) = (RoleTable::default(), 0);
+        let mut leader = steward(1);
+        let mut other = steward(2);
+        let limit = |node, m| Setting::Limit {
+            node,
+            max_roles: Some(m),
+        };
+        for s in [limit(2, 5), limit(2, 3), limit(9, 1)] {
+            other.step(RolesAsk::Set(s), &table, 0, (1, false));
+        }
+        assert!(other.renews(&table));
+        leader.leads(Some((1, true)), 0);
+        let req = other.renewal(&table, 10 * MS);
+        assert_eq!(
+            req.settings,
+            vec![limit(2, 3), limit(9, 1)],
+            "the latest of each"
+        );
+        leader.step(RolesAsk::Renew { from: 2, req }, &table, 11 * MS, (1, true));
+        let w = leader.writes(&table, &all(), 12 * MS);
+        assert_eq!(
+            w.commands,
+            vec![RoleCommand::Set(limit(2, 3))],
+            "9 is no member"
+        );
+        apply(&mut table, &mut at, &w);
+        assert_eq!(table.max_roles(2), Some(3));
+        let req = other.renewal(&table, 20 * MS);
+        assert_eq!(req.settings, vec![limit(9, 1)], "shown: asked no more");
     }
 
     /// A renewal is answered only by a ledger that leads the asked term with its claim holding.

@@ -34,9 +34,55 @@ pub enum RoleCommand {
     /// planned move): applied where the role is still held with that token. A revoked role is
     /// granted again only after its holder's last possible promise (`ledger.rs`).
     Revoke { roles: Vec<(RoleName, Token)> },
-    /// `node` left the members: it stands for nothing more (its holdings are revoked by a
-    /// [`RoleCommand::Revoke`] the leader writes first).
+    /// `node` left the members: it stands for nothing more, and its `max_roles` goes (its
+    /// holdings are revoked by a [`RoleCommand::Revoke`] the leader writes first).
     Forget { node: NodeId },
+    /// A placement setting (`planner.rs` reads them; none of them touches a holder or a token).
+    Set(Setting),
+}
+
+/// A placement setting: an entry of the log, asked in renewals like a candidacy until the
+/// asking node's table shows it (`Setting::shown_in`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Setting {
+    /// The role goes to `node` whenever it is a live candidate with room, and moves to it (a
+    /// planned move) when it is not there; `None`: no preference. Applied where the role exists.
+    Prefer {
+        role: RoleName,
+        node: Option<NodeId>,
+    },
+    /// `node` holds at most `max_roles` roles (`None`: no limit); a node over it gives roles up
+    /// by planned moves.
+    Limit {
+        node: NodeId,
+        max_roles: Option<u32>,
+    },
+}
+
+/// What a [`Setting`] sets: a later setting with the same key replaces an earlier one.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SettingKey {
+    Prefer(RoleName),
+    Limit(NodeId),
+}
+
+impl Setting {
+    pub fn key(&self) -> SettingKey {
+        match self {
+            Setting::Prefer { role, .. } => SettingKey::Prefer(role.clone()),
+            Setting::Limit { node, .. } => SettingKey::Limit(*node),
+        }
+    }
+
+    /// Whether `table` has applied this setting (a `Prefer` of a role that does not exist
+    /// counts as shown: applying it would change nothing).
+    pub fn shown_in(&self, table: &RoleTable) -> bool {
+        match self {
+            Setting::Prefer { role, node } => table.get(role).is_none_or(|r| r.preferred == *node),
+            Setting::Limit { node, max_roles } => table.max_roles(*node) == *max_roles,
+        }
+    }
 }
 
 /// One role's facts.
@@ -46,6 +92,9 @@ pub struct RoleState {
     pub candidates: BTreeSet<NodeId>,
     /// Who holds it, and the token of that grant.
     pub holder: Option<(NodeId, Token)>,
+    /// The node it goes to when that node can take it (`Setting::Prefer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred: Option<NodeId>,
 }
 
 /// A change an applied entry made: the events and watch streams of roles are made of these.
@@ -81,6 +130,8 @@ pub struct RoleTable {
     /// revocation): a node whose table has applied this far holds none of the roles the log
     /// took from it (`holder.rs`, how a renewal is read).
     taken_at: BTreeMap<NodeId, u64>,
+    /// The most roles each node holds, for the nodes with a limit (`Setting::Limit`).
+    limits: BTreeMap<NodeId, u32>,
     /// Derived: the roles each node holds.
     held: BTreeMap<NodeId, BTreeSet<RoleName>>,
     /// Derived: how many roles each node stands for (none: not a key), so that a turn asks
@@ -95,6 +146,9 @@ struct TableData {
     last_token: Token,
     applied: u64,
     taken_at: BTreeMap<NodeId, u64>,
+    /// Absent from the snapshots of builds before placement settings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    limits: BTreeMap<NodeId, u32>,
 }
 
 impl From<TableData> for RoleTable {
@@ -114,6 +168,7 @@ impl From<TableData> for RoleTable {
             last_token: d.last_token,
             applied: d.applied,
             taken_at: d.taken_at,
+            limits: d.limits,
             held,
             standing,
         }
@@ -127,6 +182,7 @@ impl From<RoleTable> for TableData {
             last_token: t.last_token,
             applied: t.applied,
             taken_at: t.taken_at,
+            limits: t.limits,
         }
     }
 }
@@ -182,6 +238,15 @@ impl RoleTable {
                 }
             }
             RoleCommand::Forget { node } => self.forget(*node),
+            RoleCommand::Set(Setting::Prefer { role, node }) => {
+                if let Some(r) = self.roles.get_mut(role) {
+                    r.preferred = *node;
+                }
+            }
+            RoleCommand::Set(Setting::Limit { node, max_roles }) => match max_roles {
+                Some(m) => _ = self.limits.insert(*node, *m),
+                None => _ = self.limits.remove(node),
+            },
         }
         changes
     }
@@ -223,8 +288,9 @@ impl RoleTable {
         }
     }
 
-    /// `node` stands for nothing more.
+    /// `node` stands for nothing more, and has no limit.
     fn forget(&mut self, node: NodeId) {
+        self.limits.remove(&node);
         let names: Vec<RoleName> = self
             .roles
             .iter()
@@ -325,6 +391,16 @@ impl RoleTable {
     /// The last token drawn.
     pub fn last_token(&self) -> Token {
         self.last_token
+    }
+
+    /// The most roles `node` holds (`None`: no limit).
+    pub fn max_roles(&self, node: NodeId) -> Option<u32> {
+        self.limits.get(&node).copied()
+    }
+
+    /// Every node's limit.
+    pub fn limits(&self) -> &BTreeMap<NodeId, u32> {
+        &self.limits
     }
 }
 
@@ -440,6 +516,49 @@ mod tests {
         assert_eq!(back, t);
         assert_eq!(back.count_held_by(1), 2);
         assert_eq!(back.last_token(), 2);
+    }
+
+    /// Placement settings apply where they can, show once applied, leave holders and tokens
+    /// alone, survive a snapshot, and a snapshot of a build before them still reads.
+    #[test]
+    fn settings_apply_show_and_survive_a_snapshot() {
+        let mut t = RoleTable::default();
+        t.apply(1, &stand(1, &["a"]));
+        t.apply(2, &grant("a", 1));
+        let prefer = |role: &str, node| Setting::Prefer {
+            role: n(role),
+            node,
+        };
+        let limit = |node, max_roles| Setting::Limit { node, max_roles };
+        assert!(!prefer("a", Some(2)).shown_in(&t));
+        assert!(
+            prefer("zz", Some(2)).shown_in(&t),
+            "no such role: nothing to apply"
+        );
+        assert!(t
+            .apply(3, &RoleCommand::Set(prefer("a", Some(2))))
+            .is_empty());
+        t.apply(4, &RoleCommand::Set(prefer("zz", Some(2))));
+        assert!(t.get(&n("zz")).is_none(), "a preference creates no role");
+        t.apply(5, &RoleCommand::Set(limit(3, Some(4))));
+        assert!(prefer("a", Some(2)).shown_in(&t) && limit(3, Some(4)).shown_in(&t));
+        assert_eq!(t.holder(&n("a")), Some((1, 1)));
+        assert_eq!(t.last_token(), 1);
+        let json = serde_json::to_string(&t).unwrap();
+        let back: RoleTable = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.get(&n("a")).unwrap().preferred, Some(2));
+        assert_eq!(back.max_roles(3), Some(4));
+        // Lifted, and forgotten with the node.
+        t.apply(6, &RoleCommand::Set(limit(3, None)));
+        assert!(t.limits().is_empty());
+        t.apply(7, &RoleCommand::Set(limit(3, Some(1))));
+        t.apply(8, &RoleCommand::Forget { node: 3 });
+        assert_eq!(t.max_roles(3), None);
+        let old = r#"{"roles":{"a":{"candidates":[1],"holder":[1,1]}},"last_token":1,"applied":2,"taken_at":{}}"#;
+        let old: RoleTable = serde_json::from_str(old).unwrap();
+        assert_eq!(old.get(&n("a")).unwrap().preferred, None);
+        assert!(old.limits().is_empty());
     }
 
     /// The count of roles each node stands for follows stands, withdrawals and forgets, and

@@ -1516,7 +1516,15 @@ impl Sim {
             self.note(format!("roles: {stood} candidacies applied"));
             self.watch.lock().expect("watch").roles.stood = stood;
         }
-        for t in &schedule {
+        for (i, t) in schedule.iter().enumerate() {
+            if self.spec.roles && (i == schedule.len() / 3 || i == 2 * schedule.len() / 3) {
+                let lift = i > schedule.len() / 3;
+                roles::settings(&self.net, &self.ids, SIM_ADMIN_TOKEN, lift);
+                self.note(format!(
+                    "roles: placement settings {}",
+                    ["set", "lifted"][lift as usize]
+                ));
+            }
             self.apply(&t.step).await;
             tokio::time::sleep(Duration::from_millis(t.then_ms)).await;
         }

@@ -4,12 +4,14 @@
 //! running member `GET /v1/claim/{name}` for one role in turn, as the role's application would, and
 //! each 200 is a promise on that role from the instant it was asked until `lease_ms` later.
 //! The schedule's faults (crashes, pauses, cuts, loss, membership changes, wipes) move the
-//! roles. Judged at the end by the chaos suite's role checker
+//! roles, and so do the placement settings changed on the schedule's way ([`settings`]). Judged
+//! at the end by the chaos suite's role checker
 //! (`checkers::role_promise_keeping`): no member claims a role inside another member's promise
 //! on it, no token is claimed by two members; and as sampled: a role's token never goes back,
 //! and every 200 carries a token and a lease.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::Request;
@@ -57,6 +59,42 @@ pub async fn stand(net: &Net, ids: &[NodeId], token: &str) -> u64 {
         }
     }
     applied
+}
+
+/// Placement settings changed on the schedule's way, asked in the background (the schedule's
+/// timing is the seed's) on the first of `ids` with the admin `token`: that member drained
+/// (`max_roles` 0) and the first role preferred on the last member, or (`lift`) both taken back.
+/// The roles move by hand-overs under whatever faults the schedule drew.
+pub fn settings(net: &Arc<Net>, ids: &[NodeId], token: &str, lift: bool) {
+    let (Some(&first), Some(&last)) = (ids.first(), ids.last()) else {
+        return;
+    };
+    let role = ROLES[0];
+    let asks = [
+        (
+            format!("/v1/members/{first}/max_roles"),
+            r#"{"max_roles":0}"#.to_string(),
+        ),
+        (
+            format!("/v1/roles/{role}/preferred"),
+            format!(r#"{{"node":{last}}}"#),
+        ),
+    ];
+    for (path, body) in asks {
+        let req = match lift {
+            true => Request::delete(path).body(Body::empty()),
+            false => Request::put(path)
+                .header("content-type", "application/json")
+                .body(Body::from(body)),
+        };
+        let req = req.map(|mut r| {
+            let bearer = format!("Bearer {token}").parse().expect("a header value");
+            r.headers_mut().insert("authorization", bearer);
+            r
+        });
+        let net = net.clone();
+        tokio::spawn(async move { net.ask(first, req.expect("a request")).await });
+    }
 }
 
 /// Asks each of `ids` for its claim on one role, each at the instant `clock` says: the

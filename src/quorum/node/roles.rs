@@ -15,8 +15,10 @@ use crate::quorum::node::QuorumNode;
 use crate::role::NodeId;
 use crate::roles::holder::Renewed;
 use crate::roles::steward::{Knobs, RenewRequest, Resigning, RolesAnswer, RolesAsk, Steward};
-use crate::roles::table::RoleTable;
-use electd_client::{RoleClaimInfo, RoleInfo, RoleName, RoleResigned, RolesPage, Token};
+use crate::roles::table::{RoleTable, Setting};
+use electd_client::{
+    NodeRoleLimit, RoleClaimInfo, RoleInfo, RoleName, RoleResigned, RolesPage, Token,
+};
 
 /// The most roles one page of `GET /v1/roles` lists (and its default).
 pub const PAGE_MAX: usize = 1000;
@@ -48,6 +50,7 @@ fn info(name: &RoleName, table: &RoleTable) -> RoleInfo {
         candidates: r.candidates.into_iter().collect(),
         holder: r.holder.map(|(n, _)| n),
         token: r.holder.map(|(_, t)| t),
+        preferred: r.preferred,
     }
 }
 
@@ -66,6 +69,26 @@ pub(super) async fn serve(node: &QuorumNode, req: RolesRequest) -> Result<RolesR
         } => RolesReply::Role(stand_for(node, name, who, stands).await?),
         RolesRequest::Resign { name, token } => {
             RolesReply::Resigned(resign_role(node, name, token).await?)
+        }
+        RolesRequest::Prefer { name, node: to } => RolesReply::Role(prefer(node, name, to).await?),
+        RolesRequest::Limit {
+            node: who,
+            max_roles,
+        } => {
+            if let Some(max_roles) = max_roles {
+                let limit = Setting::Limit {
+                    node: who,
+                    max_roles,
+                };
+                if !settle(node, limit).await? {
+                    return Err(RolesError::LimitNotApplied(who));
+                }
+            }
+            RolesReply::Limit(node.store.roles(|t| NodeRoleLimit {
+                node: who,
+                max_roles: t.max_roles(who),
+                held: t.count_held_by(who) as u64,
+            }))
         }
         RolesRequest::Counts => {
             let claimed = match ask(node, RolesAsk::Claimable).await {
@@ -180,6 +203,36 @@ async fn stand_for(
     }
     let applied = until_applied(node, |t| Steward::shows(t, &name, who, stands)).await;
     if !applied {
+        return Err(RolesError::NotApplied(name));
+    }
+    Ok(node.store.roles(|t| info(&name, t)))
+}
+
+/// Asks for `setting` (in this node's renewals until its table shows it); whether it was
+/// applied within [`APPLY_WAIT`].
+async fn settle(node: &QuorumNode, setting: Setting) -> Result<bool, RolesError> {
+    let shown = setting.clone();
+    ask(node, RolesAsk::Set(setting))
+        .await
+        .ok_or(RolesError::Stopping)?;
+    Ok(until_applied(node, |t| shown.shown_in(t)).await)
+}
+
+/// `PUT`/`DELETE /v1/roles/{name}/preferred`: the role's preferred node, answered once applied
+/// with the role's line.
+async fn prefer(
+    node: &QuorumNode,
+    name: RoleName,
+    to: Option<NodeId>,
+) -> Result<RoleInfo, RolesError> {
+    if node.store.roles(|t| t.get(&name).is_none()) {
+        return Err(RolesError::UnknownRole(name));
+    }
+    let setting = Setting::Prefer {
+        role: name.clone(),
+        node: to,
+    };
+    if !settle(node, setting).await? {
         return Err(RolesError::NotApplied(name));
     }
     Ok(node.store.roles(|t| info(&name, t)))
