@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Json, Router};
@@ -96,7 +96,7 @@ pub fn app(node: Arc<Node>) -> Router {
         )
         .route(
             "/v1/roles/{name}/preferred",
-            axum::routing::put(put_preferred).delete(delete_preferred),
+            axum::routing::put(change_preferred).delete(change_preferred),
         )
         .route("/v1/admin/resign", axum::routing::post(post_resign))
         .route("/v1/admin/members", axum::routing::post(post_member))
@@ -133,9 +133,7 @@ fn role_routes() -> Router<Arc<Node>> {
         )
         .route(
             "/v1/members/{id}/max_roles",
-            get(get_max_roles)
-                .put(put_max_roles)
-                .delete(delete_max_roles),
+            get(max_roles).put(max_roles).delete(max_roles),
         )
 }
 
@@ -673,6 +671,18 @@ fn candidacy(node: &Node, name: String, id: NodeId) -> Result<(RoleName, NodeId)
     Ok((role_name(name)?, known_member(node, id)?))
 }
 
+/// The path parameters of a request taken apart by hand (a handler that judges its door
+/// before its body), or 400 `bad_path`.
+async fn path_of<T>(parts: &mut axum::http::request::Parts, node: &Arc<Node>) -> Result<T, ApiError>
+where
+    T: serde::de::DeserializeOwned + Send,
+{
+    let Path(t) = Path::<T>::from_request_parts(parts, node)
+        .await
+        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
+    Ok(t)
+}
+
 /// `PUT` and `DELETE /v1/roles/{name}/candidates/{id}`: answers the role once applied.
 async fn change_candidacy(
     node: Arc<Node>,
@@ -680,9 +690,7 @@ async fn change_candidacy(
     stands: bool,
 ) -> Result<Json<RoleInfo>, ApiError> {
     let (mut parts, _) = req.into_parts();
-    let Path((name, id)) = Path::<(String, String)>::from_request_parts(&mut parts, &node)
-        .await
-        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
+    let (name, id): (String, String) = path_of(&mut parts, &node).await?;
     // The door first (it needs the id): a stranger learns nothing of names or members.
     let id = member_id(&id)?;
     let local = parts.extensions.get::<LocalClient>().is_some();
@@ -719,9 +727,7 @@ async fn post_role_resign(
     req: axum::extract::Request,
 ) -> Result<Json<RoleResigned>, ApiError> {
     let (mut parts, body) = req.into_parts();
-    let Path(name) = Path::<String>::from_request_parts(&mut parts, &node)
-        .await
-        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
+    let name: String = path_of(&mut parts, &node).await?;
     let local = parts.extensions.get::<LocalClient>().is_some();
     role_door(&node, node.cfg.id, local, &parts.extensions, &parts.headers)?;
     let name = role_name(name)?;
@@ -732,19 +738,15 @@ async fn post_role_resign(
     }
 }
 
-/// `PUT /v1/roles/{name}/preferred {"node": N}` (`put`) or `DELETE` it: answers the role
-/// once the setting is applied. Behind the admin door: placement is the operator's.
+/// `PUT /v1/roles/{name}/preferred {"node": N}` or `DELETE` it: answers the role once the
+/// setting is applied. Behind the admin door: placement is the operator's.
 async fn change_preferred(
-    node: Arc<Node>,
+    State(node): State<Arc<Node>>,
     req: axum::extract::Request,
-    put: bool,
 ) -> Result<Json<RoleInfo>, ApiError> {
     let (mut parts, body) = req.into_parts();
-    let Path(name) = Path::<String>::from_request_parts(&mut parts, &node)
-        .await
-        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
-    let name = role_name(name)?;
-    let to = match put {
+    let name = role_name(path_of(&mut parts, &node).await?)?;
+    let to = match parts.method == Method::PUT {
         true => {
             let RolePreferred { node: id } = read_json(&parts.headers, body, None).await?;
             Some(known_member(&node, id)?)
@@ -757,82 +759,38 @@ async fn change_preferred(
     }
 }
 
-async fn put_preferred(
-    State(node): State<Arc<Node>>,
-    req: axum::extract::Request,
-) -> Result<Json<RoleInfo>, ApiError> {
-    change_preferred(node, req, true).await
-}
-
-async fn delete_preferred(
-    State(node): State<Arc<Node>>,
-    req: axum::extract::Request,
-) -> Result<Json<RoleInfo>, ApiError> {
-    change_preferred(node, req, false).await
-}
-
 /// `GET`, `PUT {"max_roles": N}` and `DELETE /v1/members/{id}/max_roles`: how many roles
-/// member `id` may hold (`change`: `Some(None)` lifts the limit). A change through the door of
-/// a candidacy (a node's own from its own host, else the admin token); answered once applied.
+/// member `id` may hold (`DELETE` lifts the limit). A change through the door of a candidacy
+/// (a node's own from its own host, else the admin token); answered once applied.
 async fn max_roles(
-    node: Arc<Node>,
+    State(node): State<Arc<Node>>,
     req: axum::extract::Request,
-    change: Option<Option<()>>,
 ) -> Result<Json<NodeRoleLimit>, ApiError> {
     let (mut parts, body) = req.into_parts();
-    let Path(id) = Path::<String>::from_request_parts(&mut parts, &node)
-        .await
-        .map_err(|e| ApiError::bad_request("bad_path", e.body_text()))?;
-    let id = member_id(&id)?;
-    let max_roles = match change {
-        None => None,
-        Some(put) => {
+    let id = member_id(&path_of::<String>(&mut parts, &node).await?)?;
+    let max_roles = match parts.method {
+        Method::PUT | Method::DELETE => {
             let local = parts.extensions.get::<LocalClient>().is_some();
             role_door(&node, id, local, &parts.extensions, &parts.headers)?;
-            match put {
-                Some(()) => Some(Some(
+            match parts.method == Method::PUT {
+                true => Some(Some(
                     read_json::<RoleLimit>(&parts.headers, body, None)
                         .await?
                         .max_roles,
                 )),
-                None => Some(None),
+                false => Some(None),
             }
         }
+        _ => None,
     };
-    let id = known_member(&node, id)?;
-    match roles(
-        &node,
-        RolesRequest::Limit {
-            node: id,
-            max_roles,
-        },
-    )
-    .await?
-    {
+    let limit = RolesRequest::Limit {
+        node: known_member(&node, id)?,
+        max_roles,
+    };
+    match roles(&node, limit).await? {
         RolesReply::Limit(limit) => Ok(Json(limit)),
         other => Err(unexpected(other)),
     }
-}
-
-async fn get_max_roles(
-    State(node): State<Arc<Node>>,
-    req: axum::extract::Request,
-) -> Result<Json<NodeRoleLimit>, ApiError> {
-    max_roles(node, req, None).await
-}
-
-async fn put_max_roles(
-    State(node): State<Arc<Node>>,
-    req: axum::extract::Request,
-) -> Result<Json<NodeRoleLimit>, ApiError> {
-    max_roles(node, req, Some(Some(()))).await
-}
-
-async fn delete_max_roles(
-    State(node): State<Arc<Node>>,
-    req: axum::extract::Request,
-) -> Result<Json<NodeRoleLimit>, ApiError> {
-    max_roles(node, req, Some(None)).await
 }
 
 #[cfg(test)]
