@@ -6,7 +6,7 @@
 //!
 //! | path | message | answer |
 //! |---|---|---|
-//! | `/peer/raft/append` | openraft's AppendEntries (a heartbeat when it has no entries) | `Result<AppendEntriesResponse, RaftError>` |
+//! | `/peer/raft/append` | openraft's AppendEntries (a heartbeat when it has no entries), or a leader's probe: an empty one marked `"probe": true` ([`Probe`]) | `Result<AppendEntriesResponse, RaftError>`; to a probe, `503 unconfirmed` from a node whose incarnation is not confirmed |
 //! | `/peer/raft/vote` | openraft's VoteRequest | `Result<VoteResponse, RaftError>` |
 //! | `/peer/raft/snapshot` | openraft's InstallSnapshotRequest | `Result<InstallSnapshotResponse, RaftError>` |
 //! | `/peer/raft/prevote` | [`PreVoteRequest`] (electd's) | [`PreVoteResponse`] |
@@ -65,6 +65,26 @@ pub const PATH_REMOVE: &str = "/peer/raft/remove";
 pub const PATH_HELLO: &str = "/peer/raft/hello";
 /// Not an openraft RPC: a node renews its named roles with the leader (roles/steward.rs).
 pub const PATH_RENEW: &str = "/peer/roles/renew";
+
+/// A leader's probe (driver/probe.rs): an AppendEntries without entries, marked: its
+/// acknowledgement counts for a claim. A node whose incarnation is not confirmed answers it
+/// `503 unconfirmed` and takes nothing from it: a wiped data dir has forgotten the vote its
+/// earlier incarnation may have given a later leader (docs/safety.md, step 10). Unmarked
+/// appends it takes as any node does, so that it catches up and learns the members that
+/// would refuse it. The mark is in the body (under the MAC); older peers ignore it.
+#[derive(Serialize)]
+pub struct Probe<'a> {
+    #[serde(flatten)]
+    pub append: &'a AppendEntriesRequest<TypeConfig>,
+    pub probe: bool,
+}
+
+/// The mark of a [`Probe`], read apart from the request it marks.
+#[derive(Deserialize)]
+struct ProbeMark {
+    #[serde(default)]
+    probe: bool,
+}
 
 /// The peer request of a leader that removes itself: "remove `id`" to its successor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,6 +195,8 @@ pub async fn tell_resign(transport: Arc<Transport>, others: Vec<NodeId>, msg: Re
 pub trait QuorumPeer: Send + Sync + 'static {
     /// The node's counters (messages received, malformed bodies).
     fn counters(&self) -> &Counters;
+    /// Whether ⌈n/2⌉ other members have recorded this data dir's incarnation (identity.rs).
+    fn confirmed(&self) -> bool;
     /// AppendEntries from `from`.
     fn on_append(
         self: Arc<Self>,
@@ -245,17 +267,26 @@ fn internal(e: tokio::task::JoinError) -> ApiError {
     )
 }
 
-async fn append<P: QuorumPeer>(
+pub(super) async fn append<P: QuorumPeer>(
     State(p): State<Arc<P>>,
     Extension(PeerId(from)): Extension<PeerId>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let req: AppendEntriesRequest<TypeConfig> = decode_peer(p.counters(), &body)?;
-    p.counters().received(if req.entries.is_empty() {
-        "heartbeat"
-    } else {
-        "append"
-    });
+    let probe = serde_json::from_slice::<ProbeMark>(&body).is_ok_and(|m| m.probe);
+    p.counters()
+        .received(match (probe, req.entries.is_empty()) {
+            (true, _) => "probe",
+            (false, true) => "heartbeat",
+            (false, false) => "append",
+        });
+    if probe && !p.confirmed() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unconfirmed",
+            "this node's incarnation is not confirmed: its acknowledgement counts for no claim",
+        ));
+    }
     let res = tokio::spawn(p.on_append(from, req))
         .await
         .map_err(internal)?;

@@ -89,6 +89,19 @@ pub fn main(args: ModelArgs) -> ExitCode {
             print(&r, args.paths);
             ok &= verdict(&r);
         }
+        let depth = args.walk_depth;
+        if v == Variant::AckUnconfirmed {
+            // Its counterexample needs the faults to end (a heal), which only the liveness
+            // walks try: they found it once (seed 3268846430960046888, in 6 s), and in none of
+            // 3 other seeds' 120 s; lab/tests/model.rs plays it. Not among the defaults.
+            let r = liveness::check(&model(), seed, depth, find_time);
+            print_liveness(&r, v, args.nodes, depth, args.paths);
+            ok &= r
+                .failed
+                .as_ref()
+                .is_some_and(|(why, ..)| why.contains("promise"));
+            continue;
+        }
         let time = if v == Variant::Sound {
             walk_time
         } else {
@@ -98,9 +111,8 @@ pub fn main(args: ModelArgs) -> ExitCode {
         print(&r, args.paths);
         ok &= verdict(&r);
         if v == Variant::Sound {
-            let depth = args.walk_depth;
             let r = liveness::check(&model(), seed, depth, Duration::from_secs(args.live_s));
-            print_liveness(&r, args.nodes, depth, args.paths);
+            print_liveness(&r, v, args.nodes, depth, args.paths);
             ok &= r.failed.is_none();
         }
     }
@@ -194,10 +206,10 @@ pub fn print(r: &Report, paths: bool) {
     }
 }
 
-pub fn print_liveness(r: &LiveReport, nodes: u64, depth: usize, paths: bool) {
+pub fn print_liveness(r: &LiveReport, variant: Variant, nodes: u64, depth: usize, paths: bool) {
     let slowest = r.slowest.as_ref().map_or(0, |(h, _)| h.took_ns);
     println!(
-        "model Sound, {nodes} nodes, liveness from random walks of {depth} steps, seed {}: \
+        "model {variant:?}, {nodes} nodes, liveness from random walks of {depth} steps, seed {}: \
          {} states of {} walks healed, the slowest claimed {} ms after its heal (bound {} ms), \
          {:.1} s",
         r.seed,

@@ -10,7 +10,8 @@
 //! What can happen at each step ([`Act`]): a message delivered (in any order: the network is a
 //! multiset), lost or duplicated, or a leader's append delivered as a snapshot of its log to
 //! its commit (openraft sends one to a follower whose log entries it no longer holds: the core
-//! takes `SnapshotAccepted`, and the answer acknowledges no probe); a node's tick (or none: a
+//! takes `SnapshotAccepted`, and the answer acknowledges no probe; a probe to a node whose
+//! data dir is not confirmed is refused, and acknowledges nothing); a node's tick (or none: a
 //! stalled host skips ticks); openraft's replication apart from the probes (a leader's log sent
 //! to a follower that lacks it); a campaign once the core says it is due, a pre-vote round or an
 //! election given up, a probe failed; a claiming leader resigning to any other member (the
@@ -84,6 +85,9 @@ pub enum Variant {
     /// The driver records a change of view only between probes (`record_between_probes`):
     /// while a probe is out, only what a step of the core asks to record is recorded.
     RecordBetweenProbes,
+    /// A node whose incarnation is not confirmed acknowledges a probe as any append (as
+    /// openraft's own read round let it before electd sent its probes itself).
+    AckUnconfirmed,
 }
 
 /// The cluster and the bounds of the search.
@@ -642,6 +646,12 @@ impl State {
         else {
             return;
         };
+        // A probe (it carries its send instant) to a node whose incarnation is not confirmed
+        // is refused (protocol.rs, `Probe`): taken as nothing, answered as no acknowledgement.
+        let probe = t0 != 0 && !snapshot;
+        if probe && !self.node(to).disk.confirmed && m.variant != Variant::AckUnconfirmed {
+            return;
+        }
         let ok = term >= self.node(to).disk.term;
         if ok {
             self.adopt_term(to, term);

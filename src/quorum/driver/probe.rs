@@ -4,10 +4,17 @@
 
 use std::time::Duration;
 
-use openraft::{BasicNode, RaftMetrics};
+use std::collections::BTreeSet;
+
+use openraft::error::RaftError;
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
+use openraft::{BasicNode, RaftMetrics, ServerState};
+use tokio::task::JoinSet;
 
 use crate::quorum::core::{Answer, CoreTiming, Input, RaftView};
 use crate::quorum::node::QuorumNode;
+use crate::quorum::protocol::{Probe, PATH_APPEND};
+use crate::quorum::types::TypeConfig;
 use crate::role::NodeId;
 
 /// [`probe`], keeping the event log in step while the round is out (up to a
@@ -53,16 +60,15 @@ pub(crate) async fn probe_recording(
     }
 }
 
-/// One probe of the quorum in `term`: a fresh AppendEntries round (`get_read_log_id`, which
-/// returns when a majority has acknowledged the round, without waiting for the blank
-/// entry to be committed and applied as `ensure_linearizable` does). `t0` is read before
-/// the round is built, so every acknowledgement was processed after it; the core claims
-/// to `t0 + lease` on an acknowledgement (core/mod.rs, `probe_done`). Returns whether it did.
+/// One probe of the quorum in `term`: a fresh AppendEntries round ([`round`]), which is done
+/// when a majority of every voter set has acknowledged it. `t0` is read before the round is
+/// built, so every acknowledgement was processed after it; the core claims to `t0 + lease` on
+/// an acknowledgement (core/mod.rs, `probe_done`). Returns whether it did.
 pub(crate) async fn probe(node: &QuorumNode, term: u64) -> bool {
     let t0 = node.clock.read();
     let acked = matches!(
-        tokio::time::timeout(node.election.probe_timeout(), node.raft.get_read_log_id()).await,
-        Ok(Ok(_))
+        tokio::time::timeout(node.election.probe_timeout(), round(node, term)).await,
+        Ok(true)
     );
     let raft = RaftView::of(&node.raft_metrics());
     let answer = node
@@ -96,4 +102,72 @@ pub(crate) async fn probe(node: &QuorumNode, term: u64) -> bool {
         );
     }
     granted
+}
+
+/// The round of a probe, built as openraft builds its own read round (`get_read_log_id`,
+/// docs/design/openraft.md: the leader's vote, each voter's matching log id as the previous
+/// one, no entries) but sent by electd, marked as a probe ([`Probe`]), so that a node whose
+/// incarnation is not confirmed refuses it rather than acknowledges it: openraft's own round
+/// counted the answer of a wiped data dir, which has forgotten the vote its earlier
+/// incarnation gave a later leader (docs/safety.md, step 10; model seed 3268846430960046888).
+/// The commit it names is the leader's applied index (never past its commit). Any answer but
+/// a higher vote counts, as in openraft's round; a higher vote ends the round unacknowledged
+/// (the replication stream's next heartbeat steps openraft down). Done when every voter set
+/// of the membership (both halves of a joint one) has a majority of acknowledgements, this
+/// node's own among them.
+async fn round(node: &QuorumNode, term: u64) -> bool {
+    let m = node.raft_metrics();
+    let me = node.id;
+    let leading = m.state == ServerState::Leader
+        && m.current_term == term
+        && m.vote.leader_id().voted_for() == Some(me)
+        && m.vote.is_committed();
+    if !leading {
+        return false;
+    }
+    let sets = m.membership_config.membership().get_joint_config().clone();
+    let matching = m.replication.clone().unwrap_or_default();
+    let mut acked = BTreeSet::from([me]);
+    let done = |acked: &BTreeSet<NodeId>| {
+        sets.iter()
+            .all(|set| 2 * set.intersection(acked).count() > set.len())
+    };
+    let mut out = JoinSet::new();
+    for to in sets.iter().flatten().copied().collect::<BTreeSet<_>>() {
+        if to == me {
+            continue;
+        }
+        let append = AppendEntriesRequest::<TypeConfig> {
+            vote: m.vote,
+            prev_log_id: matching.get(&to).copied().flatten(),
+            entries: Vec::new(),
+            leader_commit: m.last_applied,
+        };
+        let transport = node.transport.clone();
+        let timeout = node.election.probe_timeout();
+        out.spawn(async move {
+            let probe = Probe {
+                append: &append,
+                probe: true,
+            };
+            let answer: Result<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>, _> =
+                transport
+                    .call(to, PATH_APPEND, "probe", &probe, timeout)
+                    .await;
+            (to, answer)
+        });
+    }
+    while !done(&acked) {
+        let Some(Ok((from, answer))) = out.join_next().await else {
+            return false;
+        };
+        match answer {
+            Ok(Ok(AppendEntriesResponse::HigherVote(_))) => return false,
+            Ok(Ok(_)) => {
+                acked.insert(from);
+            }
+            Ok(Err(_)) | Err(_) => {}
+        }
+    }
+    true
 }

@@ -332,6 +332,10 @@ impl QuorumPeer for QuorumNode {
         &self.counters
     }
 
+    fn confirmed(&self) -> bool {
+        self.store.confirmed()
+    }
+
     /// An append accepted from the leader it names renews the follower lease (the gate), names
     /// the leader, and settles any campaign; openraft processes it under the gate's read side,
     /// so that a campaign sees it before it enqueues the election, or campaigns first and the

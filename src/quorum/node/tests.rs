@@ -11,9 +11,11 @@ use super::*;
 use crate::quorum::driver::{probe, serve, Driver};
 use crate::quorum::identity::Recognition;
 use crate::quorum::inbox::CoreOwner;
-use crate::quorum::protocol::vote;
+use crate::quorum::protocol::{append, vote, Probe};
 use crate::quorum::types::Command;
 use crate::role::{Role, View};
+use crate::transport::PeerId;
+use axum::Extension;
 use tokio_util::sync::CancellationToken;
 
 /// A one-member quorum node in this process (it elects itself), and its stop token.
@@ -231,6 +233,60 @@ async fn a_new_data_dir_votes_only_once_its_incarnation_is_confirmed() {
         ask_vote(&q, &req).await.vote_granted,
         "refused once confirmed"
     );
+    q.shutdown().await;
+    stop.cancel();
+}
+
+/// A new data dir refuses a leader's probe (`503 unconfirmed`: its acknowledgement would count
+/// for a claim, and it has forgotten its votes; docs/safety.md, step 10) and takes an append
+/// without the mark as any node does (it catches up); once confirmed it acknowledges probes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_data_dir_acknowledges_no_probe_until_it_is_confirmed() {
+    use axum::response::IntoResponse;
+    use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
+    let dir = tempfile::tempdir().unwrap();
+    let (q, stop, _) = node_started(dir.path(), 3, Flaws::default(), None, false).await;
+    let heartbeat = AppendEntriesRequest::<TypeConfig> {
+        vote: openraft::Vote::new_committed(5, 2),
+        prev_log_id: None,
+        entries: Vec::new(),
+        leader_commit: None,
+    };
+    let marked = Probe {
+        append: &heartbeat,
+        probe: true,
+    };
+    let probe = Bytes::from(serde_json::to_vec(&marked).unwrap());
+    let plain = Bytes::from(serde_json::to_vec(&heartbeat).unwrap());
+    let send = |body: Bytes| {
+        let q = q.clone();
+        async move {
+            let res = match append(State(q), Extension(PeerId(2)), body).await {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            };
+            let status = res.status();
+            let body = axum::body::to_bytes(res.into_body(), 1 << 16)
+                .await
+                .unwrap();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    let (status, body) = send(probe.clone()).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("unconfirmed"), "{body}");
+    assert!(
+        q.raft_metrics().current_term < 5,
+        "the refused probe was taken"
+    );
+    let (status, body) = send(plain).await;
+    assert_eq!(status, 200, "{body}");
+    let taken: Result<AppendEntriesResponse<NodeId>, serde_json::Value> =
+        serde_json::from_str(&body).unwrap();
+    assert_eq!(taken.ok(), Some(AppendEntriesResponse::Success), "{body}");
+    q.store.confirm_identity().await.unwrap();
+    let (status, body) = send(probe).await;
+    assert_eq!(status, 200, "refused once confirmed: {body}");
     q.shutdown().await;
     stop.cancel();
 }
