@@ -151,7 +151,8 @@ pub struct RoleResigned {
     pub released: bool,
 }
 
-/// What an applied log entry did to a role (`GET /v1/roles/watch`, the SSE event type).
+/// What an applied log entry did to a role, or (`Lost`) to the watched node's own claim on it
+/// (`GET /v1/roles/watch`, the SSE event type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RoleEventKind {
@@ -163,15 +164,21 @@ pub enum RoleEventKind {
     /// The leader took the role from `node` (silent past its renewals, removed, or not
     /// releasing a planned move); it is granted again only after `node`'s last possible promise.
     Revoked,
+    /// `node`'s claim on the role lapsed (its renewals went unanswered: cut off, the leader
+    /// gone) while its log still granted it: told only by `node` itself, once its last
+    /// promise has ended, before its log releases or revokes the role (it may be granted on
+    /// meanwhile). `index` is how far `node`'s log had applied.
+    Lost,
 }
 
 impl RoleEventKind {
-    /// The SSE event type: `granted`, `released`, `revoked`.
+    /// The SSE event type: `granted`, `released`, `revoked`, `lost`.
     pub fn as_str(self) -> &'static str {
         match self {
             RoleEventKind::Granted => "granted",
             RoleEventKind::Released => "released",
             RoleEventKind::Revoked => "revoked",
+            RoleEventKind::Lost => "lost",
         }
     }
 }

@@ -301,6 +301,16 @@ fn cut_off_a_holder(
         .map(|(h, _)| h)
         .expect("a holder besides the leader");
     let rest: Vec<NodeId> = ids.iter().copied().filter(|n| *n != victim).collect();
+    let mine: BTreeMap<RoleName, u64> = (held.iter())
+        .filter(|(_, (h, _))| *h == victim)
+        .map(|(r, (_, token))| (name(r), *token))
+        .collect();
+    // On a pool of its own: the lab's pool bounds a whole request, the stream included.
+    let addr = tc.c.member(victim).unwrap().addr.clone();
+    let watcher = electd_client::Client::with_http(reqwest::Client::new(), addr);
+    let mut watch = rt
+        .block_on(watcher.watch_roles(&mine.keys().cloned().collect::<Vec<_>>(), None))
+        .expect("the victim's role watch");
     let (poller_rt, poller) = role_poller(&tc, &ids, &roles);
     // A few polls of the settled placement first.
     std::thread::sleep(Duration::from_millis(200));
@@ -313,6 +323,16 @@ fn cut_off_a_holder(
         t0.elapsed().as_millis()
     );
     assert!(after.is_some(), "the cut-off holder's roles moved");
+    // The victim told each of its roles lost (its own log still grants them), and no longer
+    // claims them.
+    rt.block_on(async {
+        let lost = until_lost(&mut watch, victim, &mine).await;
+        assert_eq!(lost, mine, "lost with the tokens held");
+        for role in mine.keys() {
+            let (claims, answer) = client(&tc, victim).role_claim(role).await.expect("answers");
+            assert!(!claims, "{role} told lost and still claimed: {answer:?}");
+        }
+    });
     // The new holders' answers until the cut-off node's last promise has surely ended (a
     // recording window: the promises are judged whole from the answers).
     std::thread::sleep(Duration::from_millis(CUT_TIMING.follower_lease_ms));
@@ -701,6 +721,28 @@ fn placement_settings_move_roles_and_keep_their_promises() {
     assert!(kept.promises > 100, "too few promises: {}", kept.promises);
     assert!(kept.broken.is_empty(), "{:?}", kept.broken);
     assert!(shared.is_empty(), "{shared:?}");
+}
+
+/// Reads `w` (a watch on `node`) until it told every role of `roles` lost (at most 40 events):
+/// each role with the token of its `lost` event.
+async fn until_lost(
+    w: &mut RoleWatch,
+    node: NodeId,
+    roles: &BTreeMap<RoleName, u64>,
+) -> BTreeMap<RoleName, u64> {
+    let mut lost = BTreeMap::new();
+    for _ in 0..40 {
+        if lost.len() == roles.len() {
+            break;
+        }
+        if let RoleWatched::Change(e) = next_watched(w).await {
+            if e.kind == RoleEventKind::Lost {
+                assert_eq!(e.node, node, "{e:?}");
+                lost.insert(e.name, e.token);
+            }
+        }
+    }
+    lost
 }
 
 /// The next event of a role watch, at most 10 s away.

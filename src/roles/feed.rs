@@ -1,6 +1,6 @@
 //! The role events a node's log applied, kept for `GET /v1/roles/watch` (docs/design/roles.md,
-//! "API"): each grant, release and revocation the node's table applied ([`RoleChange`]), in
-//! order, numbered by a sequence of this node's own (from 1 each time it starts: the events
+//! "API"): each grant, release and revocation the node's table applied ([`RoleChange`]), and
+//! each of this node's own claims that lapsed (`lost`: roles/holder.rs, `lapsed`), in order, numbered by a sequence of this node's own (from 1 each time it starts: the events
 //! are kept in memory only, the table itself is what is durable). The last [`KEPT`] are kept: a
 //! stream resumes from any of them without a gap; one that asks for older events, or for events
 //! of before a snapshot replaced the table, is told to read the roles again ([`Since::Reset`]),
@@ -12,10 +12,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use electd_client::{RoleEvent, RoleEventKind};
+use electd_client::{RoleEvent, RoleEventKind, RoleName, Token};
 use tokio::sync::watch;
 
 use super::table::RoleChange;
+use crate::role::NodeId;
 
 /// How many role events a node keeps for streams that resume.
 pub const KEPT: usize = 4096;
@@ -72,19 +73,38 @@ impl RoleFeed {
                     (RoleEventKind::Revoked, role, node, token)
                 }
             };
-            self.events.push_back(RoleEvent {
-                seq: self.next,
-                kind,
-                name: role.clone(),
-                node: *node,
-                token: *token,
-                index,
-            });
-            self.next += 1;
-            if self.events.len() > self.kept {
-                self.events.pop_front();
-                self.valid_from = self.valid_from.max(self.events[0].seq);
-            }
+            self.push(kind, role, *node, *token, index);
+        }
+    }
+
+    /// Records that `node`'s (this node's) claims on `lost` lapsed, its table applied to
+    /// `index`.
+    pub fn record_lost(&mut self, index: u64, node: NodeId, lost: &[(RoleName, Token)]) {
+        for (role, token) in lost {
+            self.push(RoleEventKind::Lost, role, node, *token, index);
+        }
+    }
+
+    fn push(
+        &mut self,
+        kind: RoleEventKind,
+        role: &RoleName,
+        node: NodeId,
+        token: Token,
+        index: u64,
+    ) {
+        self.events.push_back(RoleEvent {
+            seq: self.next,
+            kind,
+            name: role.clone(),
+            node,
+            token,
+            index,
+        });
+        self.next += 1;
+        if self.events.len() > self.kept {
+            self.events.pop_front();
+            self.valid_from = self.valid_from.max(self.events[0].seq);
         }
     }
 
@@ -142,6 +162,19 @@ impl RoleEvents {
             for (index, changes) in applied {
                 feed.record(*index, changes);
             }
+            feed.latest()
+        };
+        self.changed.send_replace(latest);
+    }
+
+    /// This node's claims on `lost` lapsed ([`RoleFeed::record_lost`]); wakes the streams.
+    pub fn lost(&self, index: u64, node: NodeId, lost: &[(RoleName, Token)]) {
+        if lost.is_empty() {
+            return;
+        }
+        let latest = {
+            let mut feed = self.feed.lock().expect("role feed");
+            feed.record_lost(index, node, lost);
             feed.latest()
         };
         self.changed.send_replace(latest);

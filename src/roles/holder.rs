@@ -46,6 +46,11 @@ pub struct Holder {
     asked: BTreeMap<u64, u64>,
     /// The latest end the answered renewals give this node's roles (BOOTTIME).
     renewed_until_ns: u64,
+    /// The index this node's table had applied when that renewal was answered: the roles it
+    /// granted this node by then (tokens up to it) were claimable ([`Holder::lapsed`]).
+    covered: u64,
+    /// The end of claims [`Holder::lapsed`] last told as lost (BOOTTIME; 0: none).
+    told_ns: u64,
     /// Roles this node stopped claiming (the leader moves them, or it withdraws), by the token
     /// of the grant it stopped: once every promise answered for one has ended, it releases it.
     stopping: BTreeMap<RoleName, Token>,
@@ -72,6 +77,8 @@ impl Holder {
             next_ask: 1,
             asked: BTreeMap::new(),
             renewed_until_ns: 0,
+            covered: 0,
+            told_ns: 0,
             stopping: BTreeMap::new(),
             promised: BTreeMap::new(),
             closed: false,
@@ -108,8 +115,30 @@ impl Holder {
         if table.applied() < answer.taken_at || self.closed {
             return false;
         }
-        self.renewed_until_ns = self.renewed_until_ns.max(sent_ns + self.lease_ns);
+        if sent_ns + self.lease_ns > self.renewed_until_ns {
+            self.renewed_until_ns = sent_ns + self.lease_ns;
+            self.covered = table.applied();
+        }
         true
+    }
+
+    /// The roles whose claims lapsed at `now_ns`, once per lapse: the answered renewals ran
+    /// out while `table` still grants them to this node, which claimed them (granted before
+    /// the last answered renewal, not stopped). The role watch tells each as `lost` (its
+    /// claim ended without a release; the leader revokes it once its last promise has ended,
+    /// and may grant it on). Nothing while renewals hold, nor before the first one.
+    pub fn lapsed(&mut self, table: &RoleTable, now_ns: u64) -> Vec<(RoleName, Token)> {
+        let until = self.renewed_until_ns;
+        if self.closed || until == 0 || now_ns < until || self.told_ns == until {
+            return Vec::new();
+        }
+        self.told_ns = until;
+        (table.held_by(self.me))
+            .filter_map(|role| Some((role.clone(), table.holder(role)?.1)))
+            .filter(|(role, token)| {
+                *token <= self.covered && self.stopping.get(role) != Some(token)
+            })
+            .collect()
     }
 
     /// The claim on `role` at `now_ns`: `table` grants it to this node, it has not stopped
@@ -413,5 +442,45 @@ mod tests {
         );
         assert!(h.releasable(&t, start + L - 1).is_empty());
         assert_eq!(h.releasable(&t, start + L), vec![(n("a"), 1)]);
+    }
+
+    /// Claims that lapse are told once per lapse, for the roles the lapsed renewal covered and
+    /// the node did not stop; not while a renewal holds, and again after a later one lapses.
+    #[test]
+    fn a_lapse_is_told_once_for_the_roles_claimed() {
+        let mut t = table();
+        let mut h = Holder::new(1, L, 0);
+        assert!(h.lapsed(&t, 10 * MS).is_empty(), "no renewal yet");
+        let id = h.ask(10 * MS);
+        assert!(h.answered(id, &Renewed::default(), &t));
+        assert!(h.lapsed(&t, 10 * MS + L - 1).is_empty(), "the claims hold");
+        h.stop(&n("b"), t.holder(&n("b")).unwrap().1);
+        let lost = h.lapsed(&t, 10 * MS + L);
+        assert_eq!(lost, vec![(n("a"), t.holder(&n("a")).unwrap().1)]);
+        assert!(h.lapsed(&t, 20 * MS + L).is_empty(), "told once");
+        // Renewed again, after a role granted since: only what that renewal covered.
+        t.apply(
+            4,
+            &RoleCommand::Stand {
+                node: 1,
+                roles: vec![n("c")],
+            },
+        );
+        t.apply(
+            5,
+            &RoleCommand::Grant {
+                grants: vec![(n("c"), 1)],
+            },
+        );
+        let covered = t.applied();
+        let id = h.ask(200 * MS);
+        assert!(h.answered(id, &Renewed::default(), &t));
+        assert!(h.lapsed(&t, 200 * MS + L - 1).is_empty());
+        let lost: Vec<RoleName> = h
+            .lapsed(&t, 200 * MS + L)
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        assert_eq!(lost, vec![n("a"), n("c")], "covered to {covered}");
     }
 }

@@ -243,6 +243,11 @@ impl Steward {
         }
     }
 
+    /// The roles whose claims lapsed at `now_ns`, once per lapse ([`Holder::lapsed`]).
+    pub fn lapsed(&mut self, table: &RoleTable, now_ns: u64) -> Vec<(RoleName, Token)> {
+        self.holder.lapsed(table, now_ns)
+    }
+
     /// The leader answered renewal `id` (or did not: `None`); whether it renewed this node's roles.
     pub fn answered(&mut self, id: u64, answer: Option<&Renewed>, table: &RoleTable) -> bool {
         answer.is_some_and(|a| self.holder.answered(id, a, table))

@@ -9,7 +9,6 @@ use std::collections::BTreeSet;
 use openraft::error::RaftError;
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
 use openraft::{BasicNode, RaftMetrics, ServerState};
-use tokio::task::JoinSet;
 
 use crate::quorum::core::{Answer, CoreTiming, Input, RaftView};
 use crate::quorum::node::QuorumNode;
@@ -112,7 +111,8 @@ pub(crate) async fn probe(node: &QuorumNode, term: u64) -> bool {
 /// incarnation gave a later leader (docs/safety.md, step 10; model seed 3268846430960046888).
 /// The commit it names is the leader's applied index (never past its commit). Any answer but
 /// a higher vote counts, as in openraft's round; a higher vote ends the round unacknowledged
-/// (the replication stream's next heartbeat steps openraft down). Done when every voter set
+/// and sends openraft's heartbeat at once, whose answer steps openraft down, as its own round
+/// would have. Done when every voter set
 /// of the membership (both halves of a joint one) has a majority of acknowledgements, this
 /// node's own among them.
 async fn round(node: &QuorumNode, term: u64) -> bool {
@@ -132,7 +132,11 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
         sets.iter()
             .all(|set| 2 * set.intersection(acked).count() > set.len())
     };
-    let mut out = JoinSet::new();
+    // Each send is a task of its own that runs to its answer after the round is done, as
+    // openraft's are: every follower's lease is renewed by every probe, not only the first
+    // majority's (aborted, the slowest follower heard only openraft's heartbeat, every fourth
+    // beat, and lost the race for a handover: CI on 36c67e7, lab/tests/preference.rs).
+    let (answers, mut out) = tokio::sync::mpsc::unbounded_channel();
     for to in sets.iter().flatten().copied().collect::<BTreeSet<_>>() {
         if to == me {
             continue;
@@ -145,7 +149,8 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
         };
         let transport = node.transport.clone();
         let timeout = node.election.probe_timeout();
-        out.spawn(async move {
+        let answers = answers.clone();
+        tokio::spawn(async move {
             let probe = Probe {
                 append: &append,
                 probe: true,
@@ -154,15 +159,19 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
                 transport
                     .call(to, PATH_APPEND, "probe", &probe, timeout)
                     .await;
-            (to, answer)
+            let _ = answers.send((to, answer));
         });
     }
+    drop(answers);
     while !done(&acked) {
-        let Some(Ok((from, answer))) = out.join_next().await else {
+        let Some((from, answer)) = out.recv().await else {
             return false;
         };
         match answer {
-            Ok(Ok(AppendEntriesResponse::HigherVote(_))) => return false,
+            Ok(Ok(AppendEntriesResponse::HigherVote(_))) => {
+                let _ = node.raft.trigger().heartbeat().await;
+                return false;
+            }
             Ok(Ok(_)) => {
                 acked.insert(from);
             }

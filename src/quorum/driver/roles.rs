@@ -68,10 +68,10 @@ pub(super) fn turn(
 ) {
     let leads = m.state == ServerState::Leader;
     let ready = m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term);
-    steward.leads(
-        leads.then_some((m.current_term, ready)),
-        node.clock.boot_ns(),
-    );
+    let now = node.clock.boot_ns();
+    steward.leads(leads.then_some((m.current_term, ready)), now);
+    let (applied, lost) = node.store.roles(|t| (t.applied(), steward.lapsed(t, now)));
+    node.store.role_events.lost(applied, node.id, &lost);
     if leads && work.writing.is_none() && claim_holds(node, m) {
         let members = m.membership_config.nodes().map(|(id, _)| *id).collect();
         work.writing = write(node, steward, &members);
