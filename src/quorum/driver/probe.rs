@@ -15,6 +15,7 @@ use crate::quorum::node::QuorumNode;
 use crate::quorum::protocol::{Probe, PATH_APPEND};
 use crate::quorum::types::TypeConfig;
 use crate::role::NodeId;
+use crate::transport::TransportError;
 
 /// [`probe`], keeping the event log in step while the round is out (up to a
 /// third of a follower lease when no majority answers): should the claim end, or openraft
@@ -132,10 +133,6 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
         sets.iter()
             .all(|set| 2 * set.intersection(acked).count() > set.len())
     };
-    // Each send is a task of its own that runs to its answer after the round is done, as
-    // openraft's are: every follower's lease is renewed by every probe, not only the first
-    // majority's (aborted, the slowest follower heard only openraft's heartbeat, every fourth
-    // beat, and lost the race for a handover: CI on 36c67e7, lab/tests/preference.rs).
     let (answers, mut out) = tokio::sync::mpsc::unbounded_channel();
     for to in sets.iter().flatten().copied().collect::<BTreeSet<_>>() {
         if to == me {
@@ -147,20 +144,7 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
             entries: Vec::new(),
             leader_commit: m.last_applied,
         };
-        let transport = node.transport.clone();
-        let timeout = node.election.probe_timeout();
-        let answers = answers.clone();
-        tokio::spawn(async move {
-            let probe = Probe {
-                append: &append,
-                probe: true,
-            };
-            let answer: Result<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>, _> =
-                transport
-                    .call(to, PATH_APPEND, "probe", &probe, timeout)
-                    .await;
-            let _ = answers.send((to, answer));
-        });
+        send(node, to, append, answers.clone());
     }
     drop(answers);
     while !done(&acked) {
@@ -179,4 +163,35 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
         }
     }
     true
+}
+
+/// An answer to a probe, from the node it names.
+type ProbeAnswer = (
+    NodeId,
+    Result<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>, TransportError>,
+);
+
+/// Sends `append` to `to` as a probe, its answer to `answers`: a task of its own that runs to
+/// the answer after the round is done, as openraft's are, so that every follower's lease is
+/// renewed by every probe, not only the first majority's (aborted with the round, the slowest
+/// follower heard only openraft's heartbeat, every fourth beat, and lost the race for a
+/// handover: CI on 36c67e7, lab/tests/preference.rs).
+fn send(
+    node: &QuorumNode,
+    to: NodeId,
+    append: AppendEntriesRequest<TypeConfig>,
+    answers: tokio::sync::mpsc::UnboundedSender<ProbeAnswer>,
+) {
+    let transport = node.transport.clone();
+    let timeout = node.election.probe_timeout();
+    tokio::spawn(async move {
+        let probe = Probe {
+            append: &append,
+            probe: true,
+        };
+        let answer = transport
+            .call(to, PATH_APPEND, "probe", &probe, timeout)
+            .await;
+        let _ = answers.send((to, answer));
+    });
 }
