@@ -3,7 +3,8 @@
 //! state (`event: role`, its line of `GET /v1/roles`), then each grant, release and revocation
 //! this node's log applies to a watched role (`event: granted|released|revoked`, the JSON of
 //! [`RoleEvent`]), and `event: lost` when this node's own claim on one lapsed while its log
-//! still grants it (roles/holder.rs, `lapsed`), each with `id: SEQ`, the node's sequence of role events (roles/feed.rs).
+//! still grants it (roles/holder.rs, `lapsed`), each with `id: SEQ`, the node's sequence of
+//! role events (roles/feed.rs).
 //! Once the states (or the events a resume asked for) are all sent, `event: synced`.
 //! `Last-Event-ID: N` (or `?since=S`) resumes after event N (from S) without a gap while the
 //! node keeps those events; otherwise (older events, a snapshot that replaced the roles since,

@@ -1,6 +1,7 @@
 //! The role events a node's log applied, kept for `GET /v1/roles/watch` (docs/design/roles.md,
 //! "API"): each grant, release and revocation the node's table applied ([`RoleChange`]), and
-//! each of this node's own claims that lapsed (`lost`: roles/holder.rs, `lapsed`), in order, numbered by a sequence of this node's own (from 1 each time it starts: the events
+//! each of this node's own claims that lapsed (`lost`: roles/holder.rs, `lapsed`), in order,
+//! numbered by a sequence of this node's own (from 1 each time it starts: the events
 //! are kept in memory only, the table itself is what is durable). The last [`KEPT`] are kept: a
 //! stream resumes from any of them without a gap; one that asks for older events, or for events
 //! of before a snapshot replaced the table, is told to read the roles again ([`Since::Reset`]),
@@ -157,34 +158,30 @@ impl RoleEvents {
         if applied.iter().all(|(_, c)| c.is_empty()) {
             return;
         }
-        let latest = {
-            let mut feed = self.feed.lock().expect("role feed");
+        self.change(|feed| {
             for (index, changes) in applied {
                 feed.record(*index, changes);
             }
-            feed.latest()
-        };
-        self.changed.send_replace(latest);
+        });
     }
 
     /// This node's claims on `lost` lapsed ([`RoleFeed::record_lost`]); wakes the streams.
     pub fn lost(&self, index: u64, node: NodeId, lost: &[(RoleName, Token)]) {
-        if lost.is_empty() {
-            return;
+        if !lost.is_empty() {
+            self.change(|feed| feed.record_lost(index, node, lost));
         }
-        let latest = {
-            let mut feed = self.feed.lock().expect("role feed");
-            feed.record_lost(index, node, lost);
-            feed.latest()
-        };
-        self.changed.send_replace(latest);
     }
 
     /// A snapshot replaced the table ([`RoleFeed::reset`]); wakes the streams.
     pub fn reset(&self) {
+        self.change(RoleFeed::reset);
+    }
+
+    /// `f` changes the feed; then the streams are woken with its latest seq.
+    fn change(&self, f: impl FnOnce(&mut RoleFeed)) {
         let latest = {
             let mut feed = self.feed.lock().expect("role feed");
-            feed.reset();
+            f(&mut feed);
             feed.latest()
         };
         self.changed.send_replace(latest);

@@ -183,8 +183,8 @@ pub enum Input {
 pub enum Action {
     /// The answer to the input (at most one per step).
     Answer(Answer),
-    /// Probe the quorum in `term` (driver/probe.rs: a round built as openraft's read round), after openraft's own
-    /// heartbeat if `heartbeat`; then step [`Input::ProbeDone`].
+    /// Probe the quorum in `term` (driver/probe.rs: a round built as openraft's read round),
+    /// after openraft's own heartbeat if `heartbeat`; then step [`Input::ProbeDone`].
     Probe { term: u64, heartbeat: bool },
     /// Judge the view and record it if it changed (events.rs, `record_leased_view`).
     Record,

@@ -11,9 +11,10 @@ use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
 use openraft::{BasicNode, RaftMetrics, ServerState};
 
 use crate::quorum::core::{Answer, CoreTiming, Input, RaftView};
+use crate::quorum::election::majority_of_each;
 use crate::quorum::node::QuorumNode;
 use crate::quorum::protocol::{Probe, PATH_APPEND};
-use crate::quorum::types::TypeConfig;
+use crate::quorum::types::{sets_of, voters_of, TypeConfig};
 use crate::role::NodeId;
 use crate::transport::TransportError;
 
@@ -113,9 +114,8 @@ pub(crate) async fn probe(node: &QuorumNode, term: u64) -> bool {
 /// The commit it names is the leader's applied index (never past its commit). Any answer but
 /// a higher vote counts, as in openraft's round; a higher vote ends the round unacknowledged
 /// and sends openraft's heartbeat at once, whose answer steps openraft down, as its own round
-/// would have. Done when every voter set
-/// of the membership (both halves of a joint one) has a majority of acknowledgements, this
-/// node's own among them.
+/// would have. Done when every voter set of the membership (both halves of a joint one) has a
+/// majority of acknowledgements, this node's own among them.
 async fn round(node: &QuorumNode, term: u64) -> bool {
     let m = node.raft_metrics();
     let me = node.id;
@@ -126,28 +126,21 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
     if !leading {
         return false;
     }
-    let sets = m.membership_config.membership().get_joint_config().clone();
-    let matching = m.replication.clone().unwrap_or_default();
+    let sets = sets_of(m.membership_config.membership());
     let mut acked = BTreeSet::from([me]);
-    let done = |acked: &BTreeSet<NodeId>| {
-        sets.iter()
-            .all(|set| 2 * set.intersection(acked).count() > set.len())
-    };
     let (answers, mut out) = tokio::sync::mpsc::unbounded_channel();
-    for to in sets.iter().flatten().copied().collect::<BTreeSet<_>>() {
-        if to == me {
-            continue;
-        }
+    for to in voters_of(&m).into_iter().filter(|&to| to != me) {
+        let matching = m.replication.as_ref().and_then(|r| r.get(&to));
         let append = AppendEntriesRequest::<TypeConfig> {
             vote: m.vote,
-            prev_log_id: matching.get(&to).copied().flatten(),
+            prev_log_id: matching.copied().flatten(),
             entries: Vec::new(),
             leader_commit: m.last_applied,
         };
         send(node, to, append, answers.clone());
     }
     drop(answers);
-    while !done(&acked) {
+    while !majority_of_each(&sets, &acked) {
         let Some((from, answer)) = out.recv().await else {
             return false;
         };
