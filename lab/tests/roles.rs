@@ -620,6 +620,19 @@ async fn until_listed(
     }
 }
 
+/// A client of node `id` from the address node `id` listens on: an application on its own host,
+/// with no admin token.
+fn own_host_client(tc: &TestCluster, id: NodeId) -> electd_client::Client {
+    let addr = tc.c.member(id).unwrap().addr.clone();
+    let ip = addr.parse::<std::net::SocketAddr>().unwrap().ip();
+    let http = electd_client::http_client()
+        .local_address(ip)
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    electd_client::Client::with_http(http, addr).timeout(Duration::from_secs(6))
+}
+
 /// How many of `all`'s roles `node` holds.
 fn held_by(all: &BTreeMap<String, (Option<NodeId>, Option<u64>)>, node: NodeId) -> usize {
     all.values().filter(|(h, _)| *h == Some(node)).count()
@@ -646,15 +659,22 @@ fn placement_settings_move_roles_and_keep_their_promises() {
     });
     rt.block_on(until_held(&tc, leader, &roles, &ids))
         .expect("all held");
-    // Node 3 takes at most one role (a client's address is not its node's host here: the
-    // admin token).
+    // A client whose address is not its node's host needs the admin token.
     let bare = |id| {
         let http = tc.c.http_for(Duration::from_secs(6)).unwrap();
         tc.c.client_on(http, id).unwrap()
     };
-    let limit = rt
-        .block_on(client(&tc, 3).set_max_roles(3, Some(1)))
-        .expect("limit");
+    // Node 3 takes at most one role, set by an application on node 3's own host (its
+    // connections come from the address node 3 listens on) with no token.
+    let own = own_host_client(&tc, 3);
+    let e = rt
+        .block_on(own.set_max_roles(2, Some(0)))
+        .expect_err("another node's limit");
+    assert!(
+        matches!(code(&e), Some((401, _))),
+        "another node's limit from node 3's host: {e}"
+    );
+    let limit = rt.block_on(own.set_max_roles(3, Some(1))).expect("limit");
     assert_eq!(limit.max_roles, Some(1), "{limit:?}");
     let (ok, all) = rt.block_on(until_listed(&tc, leader, |all| {
         held_by(all, 3) <= 1 && all.values().all(|(h, _)| h.is_some())
