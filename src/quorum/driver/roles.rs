@@ -39,6 +39,8 @@ pub(super) type Written = Vec<(NodeId, crate::roles::RoleName, Token)>;
 #[derive(Default)]
 pub(super) struct RolesWork {
     pub renewing: Option<BoxFuture<'static, Option<Answered>>>,
+    /// The leader the renewal under way was sent to.
+    pub renewing_to: Option<NodeId>,
     pub writing: Option<BoxFuture<'static, Written>>,
 }
 
@@ -76,8 +78,17 @@ pub(super) fn turn(
         let members = m.membership_config.nodes().map(|(id, _)| *id).collect();
         work.writing = write(node, steward, &members);
     }
+    // A renewal still out to a node that no longer leads is given up, and the new leader
+    // asked: waiting for it to time out (L) left this node unrenewed by the new leader for up
+    // to L after an election behind a partition (its claims lapsed, and the leader's planner
+    // saw no live node to grant to). Its answer is never used: this node claims less, never
+    // more.
+    if work.renewing.is_some() && work.renewing_to != m.current_leader {
+        work.renewing = None;
+    }
     if work.renewing.is_none() {
         work.renewing = renew(node, steward, m);
+        work.renewing_to = m.current_leader;
     }
 }
 
