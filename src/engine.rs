@@ -357,11 +357,11 @@ pub struct Flaws {
     /// after a resign while answers given just before still promise up to L.
     #[cfg(feature = "flaws")]
     pub release_from_ended_claim: bool,
-    /// Quorum mode, named roles: the leader revokes a holder it has not renewed for F/6 (not
-    /// F) and grants its roles at once, without waiting out the holder's last promise
-    /// (roles/steward.rs, `Knobs::hasty_revoke`; docs/safety.md, "Roles", R4 left out).
+    /// Quorum mode, named roles: one rule of docs/safety.md's "Roles" left out
+    /// (`crate::roles::RoleFlaw`: `hasty-revoke` R4, `grant-in-first-lease` R3,
+    /// `ignore-taken-at` R2, `release-at-once` R5).
     #[cfg(feature = "flaws")]
-    pub hasty_revoke: bool,
+    pub role_flaw: Option<crate::roles::RoleFlaw>,
 }
 
 /// Whether each flaw is on: always `false` without the feature.
@@ -388,8 +388,8 @@ impl Flaws {
     pub fn snapshot_keeps_incarnations(&self) -> bool {
         self.snapshot_keeps_incarnations
     }
-    pub fn hasty_revoke(&self) -> bool {
-        self.hasty_revoke
+    pub fn role_flaw(&self) -> Option<crate::roles::RoleFlaw> {
+        self.role_flaw
     }
     pub fn release_from_ended_claim(&self) -> bool {
         self.release_from_ended_claim
@@ -428,8 +428,8 @@ impl Flaws {
     pub fn snapshot_keeps_incarnations(&self) -> bool {
         false
     }
-    pub fn hasty_revoke(&self) -> bool {
-        false
+    pub fn role_flaw(&self) -> Option<crate::roles::RoleFlaw> {
+        None
     }
     pub fn release_from_ended_claim(&self) -> bool {
         false

@@ -9,6 +9,7 @@
 //! ([`membership_schedules_reach_issue_29s_preconditions`]), so that no run fails by the seeds
 //! it drew (issue 48, item 10). The broken variants must be caught.
 
+use electd::roles::RoleFlaw;
 use electd_lab::sim::quorum::{run, Flaw, Outcome, Profile, Reached, Spec};
 use electd_lab::sim::schedule::{Step, Target, Timed};
 
@@ -671,34 +672,79 @@ fn issue_29_seeds_pass_without_the_flaws() {
     );
 }
 
-/// Named roles' broken variant (`hasty-revoke`: a holder silent for a sixth of the follower
-/// lease taken for dead, its roles granted at once) is caught by the role checker in drawn
-/// schedules: a crash, a pause or a cut of a holder gets its roles granted inside its
-/// promises. At most 40 schedules from a pinned seed; the test needs one caught (on
-/// 2026-11-29 the first seeds caught it: see the count printed).
-#[test]
-fn a_hasty_revocation_of_a_role_is_caught() {
+/// The schedules from `first` (at most `most`) in which the role checker catches `flaw`,
+/// up to the first `enough`: a grant inside a promise, or an old holder claiming after its
+/// successor did.
+fn role_flaw_caught(flaw: RoleFlaw, first: u64, most: u64, enough: usize) -> Vec<u64> {
     let mut caught = Vec::new();
-    for seed in 4_900_000..4_900_040 {
+    for seed in first..first + most {
         let out = run(&Spec {
             roles: true,
-            flaw: Some(Flaw::HastyRevoke),
+            flaw: Some(Flaw::Role(flaw)),
             ..Spec::new(seed, 5)
         });
-        // A grant inside a promise, or an old holder claiming after its successor did.
         let role = |v: &&String| v.contains("role's promise broken") || v.contains("claims sim-");
         if let Some(v) = out.violations.iter().find(role) {
             eprintln!("sim: seed {seed}: {v}");
             caught.push(seed);
-            if caught.len() >= 3 {
+            if caught.len() >= enough {
                 break;
             }
         }
     }
-    eprintln!("sim: hasty-revoke caught in seeds {caught:?}");
+    eprintln!("sim: {} caught in seeds {caught:?}", flaw.name());
+    caught
+}
+
+/// Named roles' broken variant of R4 (`hasty-revoke`: a holder silent for a sixth of the
+/// follower lease taken for dead, its roles granted at once) is caught by the role checker in
+/// drawn schedules: a crash, a pause or a cut of a holder gets its roles granted inside its
+/// promises. At most 40 schedules from a pinned seed; the test needs one caught (on
+/// 2026-11-29 the first seeds caught it: see the count printed).
+#[test]
+fn a_hasty_revocation_of_a_role_is_caught() {
+    let caught = role_flaw_caught(RoleFlaw::HastyRevoke, 4_900_000, 40, 3);
     assert!(
         !caught.is_empty(),
         "hasty-revoke not caught in 40 schedules"
+    );
+}
+
+/// R3 broken (`grant-in-first-lease`: a new leadership grants, and takes holders it has not
+/// renewed yet for silent, from its start): a holder renewed by the old leader until its claim
+/// ended still claims when the new one grants its role on. On 2026-11-29, 8 of the 100
+/// schedules from this seed caught it, the first at 4,900,007.
+#[test]
+fn a_grant_in_a_new_leaderships_first_lease_is_caught() {
+    let caught = role_flaw_caught(RoleFlaw::GrantInFirstLease, 4_900_000, 100, 1);
+    assert!(
+        !caught.is_empty(),
+        "grant-in-first-lease not caught in 100 schedules"
+    );
+}
+
+/// R2 broken (`ignore-taken-at`: a leader renews, and a holder uses the answer, before the
+/// holder's table has applied what the log took from it): a revoked holder that comes back
+/// claims the role its successor holds. On 2026-11-29, 11 of the 100 schedules from this seed
+/// caught it, the first at 4,900,003.
+#[test]
+fn a_renewal_used_before_the_taking_is_applied_is_caught() {
+    let caught = role_flaw_caught(RoleFlaw::IgnoreTakenAt, 4_900_000, 100, 1);
+    assert!(
+        !caught.is_empty(),
+        "ignore-taken-at not caught in 100 schedules"
+    );
+}
+
+/// R5 broken (`release-at-once`: a holder releases a role it stopped claiming with its
+/// promises still running): the role granted on at once is claimed inside them. On 2026-11-29,
+/// 14 of the 40 schedules from this seed caught it.
+#[test]
+fn a_release_with_promises_still_running_is_caught() {
+    let caught = role_flaw_caught(RoleFlaw::ReleaseAtOnce, 4_900_000, 40, 1);
+    assert!(
+        !caught.is_empty(),
+        "release-at-once not caught in 40 schedules"
     );
 }
 

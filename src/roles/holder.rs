@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::table::RoleTable;
+use super::RoleFlaw;
 use crate::role::NodeId;
 use electd_client::{RoleName, Token};
 
@@ -63,6 +64,8 @@ pub struct Holder {
     /// may have answered promises up to here, which this one knows nothing of, so it releases
     /// nothing before ([`Holder::releasable`]).
     quiet_until_ns: u64,
+    /// The lab's broken variant, if any (`RoleFlaw`; never set in the node).
+    flaw: Option<RoleFlaw>,
 }
 
 impl Holder {
@@ -83,7 +86,14 @@ impl Holder {
             promised: BTreeMap::new(),
             closed: false,
             quiet_until_ns,
+            flaw: None,
         }
+    }
+
+    /// This holder with the lab's broken variant `flaw` (R2 or R5 left out), if any.
+    pub fn flawed(mut self, flaw: Option<RoleFlaw>) -> Holder {
+        self.flaw = flaw;
+        self
     }
 
     /// A renewal is sent now (`now_ns` read *before* it is sent): its id, which the answer
@@ -112,7 +122,8 @@ impl Holder {
         for (role, token) in &answer.stop {
             self.stopping.insert(role.clone(), *token);
         }
-        if table.applied() < answer.taken_at || self.closed {
+        let behind = table.applied() < answer.taken_at;
+        if (behind && self.flaw != Some(RoleFlaw::IgnoreTakenAt)) || self.closed {
             return false;
         }
         if sent_ns + self.lease_ns > self.renewed_until_ns {
@@ -192,13 +203,14 @@ impl Holder {
             *token > table.last_token() || table.holder(role) == Some((me, *token))
         });
         let promised = &self.promised;
-        let started = now_ns >= self.quiet_until_ns;
+        let at_once = self.flaw == Some(RoleFlaw::ReleaseAtOnce);
+        let started = now_ns >= self.quiet_until_ns || at_once;
         let out: Vec<(RoleName, Token)> = self
             .stopping
             .iter()
             .filter(|_| started)
             .filter(|(role, token)| table.holder(role) == Some((me, **token)))
-            .filter(|(role, _)| promised.get(*role).is_none_or(|p| *p <= now_ns))
+            .filter(|(role, _)| at_once || promised.get(*role).is_none_or(|p| *p <= now_ns))
             .map(|(r, t)| (r.clone(), *t))
             .collect();
         self.promised

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 
 use super::holder::Renewed;
 use super::table::{RoleChange, RoleTable};
+use super::RoleFlaw;
 use crate::role::NodeId;
 use electd_client::{RoleName, Token};
 
@@ -62,6 +63,8 @@ struct Leading {
 pub struct Ledger {
     follower_lease_ns: u64,
     leading: Option<Leading>,
+    /// The lab's broken variant, if any (`RoleFlaw`; never set in the node).
+    flaw: Option<RoleFlaw>,
 }
 
 impl Ledger {
@@ -69,7 +72,14 @@ impl Ledger {
         Ledger {
             follower_lease_ns,
             leading: None,
+            flaw: None,
         }
+    }
+
+    /// This ledger with the lab's broken variant `flaw` (R3 left out), if any.
+    pub fn flawed(mut self, flaw: Option<RoleFlaw>) -> Ledger {
+        self.flaw = flaw;
+        self
     }
 
     /// This node leads `term` from `now_ns` (read after it was elected): a fresh memory.
@@ -79,7 +89,10 @@ impl Ledger {
         }
         self.leading = Some(Leading {
             term,
-            gate_ns: now_ns + self.follower_lease_ns,
+            gate_ns: match self.flaw {
+                Some(RoleFlaw::GrantInFirstLease) => now_ns,
+                _ => now_ns + self.follower_lease_ns,
+            },
             ready: false,
             renewed: BTreeMap::new(),
             stops: BTreeMap::new(),

@@ -19,3 +19,48 @@ pub mod steward;
 pub mod table;
 
 pub use electd_client::{RoleName, Token};
+
+/// A rule of docs/safety.md's "Roles" left out on purpose: the lab's broken variants
+/// (`src/engine.rs`, `Flaws`; never set in the node), which the simulator and the chaos suite
+/// must catch, as the model checker catches the same rules broken on these types
+/// (`lab/src/model/roles.rs`, `RolesVariant`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RoleFlaw {
+    /// R4 left out (`hasty-revoke`): a holder not renewed for F/6 is taken for dead, revoked,
+    /// and its roles granted at once (`Steward::hasty_lead_ns`).
+    HastyRevoke,
+    /// R3 left out (`grant-in-first-lease`): a leadership's gate is its start, not its start +
+    /// F, so it grants at once, and takes each holder it has not renewed yet for silent.
+    GrantInFirstLease,
+    /// R2 left out (`ignore-taken-at`): a holder uses a renewal's answer before its table has
+    /// applied what the leader took from it, and claims a role the log took.
+    IgnoreTakenAt,
+    /// R5 left out (`release-at-once`): a holder releases a role it stopped claiming at once,
+    /// while the promises it answered on it still run.
+    ReleaseAtOnce,
+}
+
+impl RoleFlaw {
+    pub const ALL: [RoleFlaw; 4] = [
+        RoleFlaw::HastyRevoke,
+        RoleFlaw::GrantInFirstLease,
+        RoleFlaw::IgnoreTakenAt,
+        RoleFlaw::ReleaseAtOnce,
+    ];
+
+    /// Its name on the lab's command lines (`electd-flawed --lab-flaw NAME`, `scripts/sim.sh
+    /// --role-flaw NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RoleFlaw::HastyRevoke => "hasty-revoke",
+            RoleFlaw::GrantInFirstLease => "grant-in-first-lease",
+            RoleFlaw::IgnoreTakenAt => "ignore-taken-at",
+            RoleFlaw::ReleaseAtOnce => "release-at-once",
+        }
+    }
+
+    /// The flaw called `name`, if any.
+    pub fn named(name: &str) -> Option<RoleFlaw> {
+        RoleFlaw::ALL.into_iter().find(|f| f.name() == name)
+    }
+}

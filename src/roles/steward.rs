@@ -18,6 +18,7 @@ use super::holder::{Holder, Renewed, RoleClaim};
 use super::ledger::{Ledger, StopReason};
 use super::planner::{plan, Placement, Plan};
 use super::table::{RoleChange, RoleCommand, RoleTable, Setting, SettingKey};
+use super::RoleFlaw;
 use crate::role::NodeId;
 use electd_client::{RoleName, Token};
 
@@ -107,10 +108,8 @@ pub struct Knobs {
     /// How long past the end of its promises a moved role's holder has to release it before
     /// the leader revokes it.
     pub release_grace_ns: u64,
-    /// The lab's flaw `hasty-revoke` (src/engine.rs, `Flaws`; never set in the node): a holder
-    /// not renewed for F/6 is taken for dead: revoked, and its roles granted without a wait
-    /// (`Steward::hasty_lead_ns`).
-    pub hasty_revoke: bool,
+    /// The lab's broken variant, if any (src/engine.rs, `Flaws`; never set in the node).
+    pub flaw: Option<RoleFlaw>,
 }
 
 /// What a leader's turn writes, in this order.
@@ -153,8 +152,8 @@ impl Steward {
     ) -> Steward {
         Steward {
             me,
-            holder: Holder::new(me, lease_ns, started_ns + lease_ns),
-            ledger: Ledger::new(follower_lease_ns),
+            holder: Holder::new(me, lease_ns, started_ns + lease_ns).flawed(knobs.flaw),
+            ledger: Ledger::new(follower_lease_ns).flawed(knobs.flaw),
             knobs,
             wants: BTreeMap::new(),
             wanted_settings: BTreeMap::new(),
@@ -265,7 +264,11 @@ impl Steward {
         claim_holds: bool,
         now_ns: u64,
     ) -> Option<Renewed> {
-        if self.ledger.term() != Some(term) || req.applied < table.taken_at(from) {
+        // The asker must have applied what was taken from it (R2; its holder checks again
+        // against the answer's `taken_at`): both checks are left out by `ignore-taken-at`.
+        let behind =
+            req.applied < table.taken_at(from) && self.knobs.flaw != Some(RoleFlaw::IgnoreTakenAt);
+        if self.ledger.term() != Some(term) || behind {
             return None;
         }
         let answer = self.ledger.renew(from, table, claim_holds, now_ns)?;
@@ -415,13 +418,18 @@ impl Steward {
         (revoke, forget)
     }
 
+    /// Whether the flaw `hasty-revoke` is on.
+    fn hasty(&self) -> bool {
+        self.knobs.flaw == Some(RoleFlaw::HastyRevoke)
+    }
+
     /// How much sooner than F the flaw `hasty-revoke` takes a node for dead (0 without it): it
     /// judges a node silent for F/6, and the live nodes it grants to by the same measure. At
     /// the defaults that is less than a beat: live holders are revoked too, which the checkers
     /// must catch as well; where F/6 is a beat or less, the live set flickers with each beat's
     /// jitter, so the lab's cut-off test runs at a longer F (lab/tests/roles.rs, `CUT_TIMING`).
     fn hasty_lead_ns(&self) -> u64 {
-        self.knobs.hasty_revoke as u64 * self.ledger.follower_lease_ns() * 5 / 6
+        self.hasty() as u64 * self.ledger.follower_lease_ns() * 5 / 6
     }
 
     /// The roles to revoke now: those of holders silent for F, and planned moves not released
@@ -429,7 +437,7 @@ impl Steward {
     fn revocations(&mut self, table: &RoleTable, now_ns: u64) -> Vec<(RoleName, Token)> {
         let holders: Vec<NodeId> = table.holders().collect();
         let mut roles: Vec<RoleName> = Vec::new();
-        if self.knobs.hasty_revoke {
+        if self.hasty() {
             let soon = now_ns + self.hasty_lead_ns();
             // Its roles go to others at once: no stop, no wait.
             let mut hasty = Vec::new();
@@ -522,7 +530,7 @@ mod tests {
         let knobs = Knobs {
             max_moves: 8,
             release_grace_ns: F,
-            hasty_revoke: false,
+            flaw: None,
         };
         Steward::new(me, (L, F), knobs, 0)
     }
@@ -689,6 +697,47 @@ mod tests {
             vec![RoleCommand::Grant {
                 grants: vec![(n("a"), 3)]
             }]
+        );
+    }
+
+    /// The lab's flaw `grant-in-first-lease` (R3 left out): a new leadership takes a holder it
+    /// has not renewed for silent at once, and grants its role in its first follower lease.
+    #[test]
+    fn the_flaw_grant_in_first_lease_grants_at_once() {
+        let (mut table, mut at) = (RoleTable::default(), 0);
+        for node in [2, 3] {
+            at += 1;
+            let roles = vec![n("a")];
+            table.apply(at, &RoleCommand::Stand { node, roles });
+        }
+        at += 1;
+        let grants = vec![(n("a"), 2)];
+        table.apply(at, &RoleCommand::Grant { grants });
+        let knobs = Knobs {
+            max_moves: 8,
+            release_grace_ns: F,
+            flaw: Some(RoleFlaw::GrantInFirstLease),
+        };
+        let mut leader = Steward::new(1, (L, F), knobs, 0);
+        leader.leads(Some((1, true)), 0);
+        let t = 10 * MS;
+        let req = RenewRequest::default();
+        leader.step(RolesAsk::Renew { from: 3, req }, &table, t, (1, true));
+        let w = leader.writes(&table, &all(), t);
+        assert_eq!(
+            w.commands,
+            vec![RoleCommand::Revoke {
+                roles: vec![(n("a"), 1)]
+            }]
+        );
+        apply(&mut table, &mut at, &w);
+        let w = leader.writes(&table, &all(), t + MS);
+        assert_eq!(
+            w.commands,
+            vec![RoleCommand::Grant {
+                grants: vec![(n("a"), 3)]
+            }],
+            "granted inside the first follower lease"
         );
     }
 

@@ -392,6 +392,24 @@ impl Harness {
         .await
     }
 
+    /// Lifts every cut and puts the path `rules` in force in one step (app layer), opening a
+    /// window labelled `label`: S25 heals a cut-off holder while the leader's appends to it
+    /// stay lost, so that it never catches up in between.
+    pub(super) async fn heal_but_paths(
+        &mut self,
+        rules: &BTreeMap<NodeId, Vec<electd_client::wire::PathFault>>,
+        label: &str,
+    ) -> Result<(), String> {
+        self.cuts.clear();
+        let groups = self.groups();
+        self.amend_faults(label, groups, |id, set| {
+            set.block_to.clear();
+            set.block_from.clear();
+            set.paths = rules.get(&id).cloned().unwrap_or_default();
+        })
+        .await
+    }
+
     /// Sets each node's path faults (`FaultSet::paths`) to `rules[n]`, and every other
     /// running node's to none, on top of the app-layer faults in force, and opens a fault window
     /// labelled `label` (its groups: the cuts in force; a path fault cuts no link whole).

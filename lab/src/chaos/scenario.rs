@@ -787,8 +787,10 @@ fn forger_observed(t: super::harness::ForgerTally) -> String {
 
 /// S25 (quorum; issue 49, item 8): the roles every quorum run holds ([`super::harness::ROLES`])
 /// moved under faults, each step a hold long. A holder (not the leader) cut off from everyone:
-/// the leader revokes its roles and grants them elsewhere only after its last promise; heal.
-/// A holder paused for half a hold (ten follower leases), resumed. Then a 2 / 3 split, the
+/// the leader revokes its roles and grants them elsewhere only after its last promise; healed,
+/// but for half a hold more the leader's appends to it are lost, so that it asks for renewals
+/// with a table that has not applied the revocation (R2: the leader must not renew it, nor it
+/// claim from such an answer; the lab's flaw `ignore-taken-at` does both); heal. A holder paused for half a hold (ten follower leases), resumed. Then a 2 / 3 split, the
 /// leader on the 3 side: a holder on the 3 side withdraws from a role it holds (a planned
 /// hand-over while a partition is in force) and the roles held on the 2 side move to the 3
 /// side; heal, and the node stands for the role again.
@@ -798,6 +800,16 @@ async fn roles_moved(h: &mut Harness, l: NodeId) -> Result<(), String> {
     h.partition(&[vec![victim], h.others(&[victim])]).await?;
     h.observed(&format!("node {victim} holds a role"));
     sleep(hold).await;
+    let lost = electd_client::wire::PathFault {
+        to: victim,
+        path: electd::quorum::PATH_APPEND.to_string(),
+        lose: Some(electd_client::wire::Leg::Request),
+        delay_ms: 0,
+    };
+    let label = format!("{victim} healed, {l}'s appends to it lost");
+    h.heal_but_paths(&BTreeMap::from([(l, vec![lost])]), &label)
+        .await?;
+    sleep(hold / 2).await;
     h.heal().await?;
     let l = h.leader().await?;
     let paused = role_holder(h, l).await?;

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::quorum::{run, Flaw, Profile, Reached, Spec};
 use super::schedule::MOST_MEMBERS;
+use electd::roles::RoleFlaw;
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
@@ -75,11 +76,12 @@ pub struct SimArgs {
     /// sample judges each role's promises too (sim/roles.rs).
     #[arg(long)]
     pub roles: bool,
-    /// Run deliberately broken nodes whose leader takes a role's holder for dead after a
-    /// sixth of the follower lease without its renewal and grants its roles at once (implies
-    /// `--roles`): the role checker must report broken promises.
-    #[arg(long, conflicts_with_all = ["long_lease", "vote_while_leading", "trust_new_incarnation", "record_between_probes", "unlogged_incarnations", "handover_to_unconfirmed", "snapshot_keeps_incarnations"])]
-    pub hasty_revoke: bool,
+    /// Run deliberately broken nodes with one rule of named roles left out (docs/safety.md,
+    /// "Roles"; implies `--roles`): `hasty-revoke` (R4: a holder silent for F/6 taken for dead,
+    /// its roles granted at once), `grant-in-first-lease` (R3), `ignore-taken-at` (R2),
+    /// `release-at-once` (R5). The role checker must report broken promises.
+    #[arg(long, value_name = "FLAW", value_parser = role_flaw, conflicts_with_all = ["long_lease", "vote_while_leading", "trust_new_incarnation", "record_between_probes", "unlogged_incarnations", "handover_to_unconfirmed", "snapshot_keeps_incarnations"])]
+    pub role_flaw: Option<RoleFlaw>,
 }
 
 impl SimArgs {
@@ -98,10 +100,8 @@ impl SimArgs {
             Some(Flaw::HandoverToUnconfirmed)
         } else if self.snapshot_keeps_incarnations {
             Some(Flaw::SnapshotKeepsIncarnations)
-        } else if self.hasty_revoke {
-            Some(Flaw::HastyRevoke)
         } else {
-            None
+            self.role_flaw.map(Flaw::Role)
         }
     }
 
@@ -116,10 +116,10 @@ impl SimArgs {
             Some(Flaw::UnloggedIncarnations) => f += " --unlogged-incarnations",
             Some(Flaw::HandoverToUnconfirmed) => f += " --handover-to-unconfirmed",
             Some(Flaw::SnapshotKeepsIncarnations) => f += " --snapshot-keeps-incarnations",
-            Some(Flaw::HastyRevoke) => f += " --hasty-revoke",
+            Some(Flaw::Role(r)) => f += &format!(" --role-flaw {}", r.name()),
             None => {}
         }
-        if self.roles && !self.hasty_revoke {
+        if self.roles && self.role_flaw.is_none() {
             f += " --roles";
         }
         if self.timing == Profile::Default {
@@ -265,7 +265,7 @@ impl SimArgs {
             timing: None,
             membership: self.membership,
             lapses: true,
-            roles: self.roles || self.hasty_revoke,
+            roles: self.roles || self.role_flaw.is_some(),
         }
     }
 }
@@ -336,4 +336,12 @@ fn soak(args: &SimArgs) -> bool {
     tally.print(args.seeds);
     println!("sim: {} schedules, {violated} violations", args.seeds);
     violated > 0
+}
+
+/// `--role-flaw NAME`: one of electd's `roles::RoleFlaw`, by its name.
+fn role_flaw(name: &str) -> Result<RoleFlaw, String> {
+    RoleFlaw::named(name).ok_or_else(|| {
+        let names: Vec<&str> = RoleFlaw::ALL.iter().map(|f| f.name()).collect();
+        format!("no such flaw (one of: {})", names.join(", "))
+    })
 }

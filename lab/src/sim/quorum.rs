@@ -41,6 +41,7 @@ use axum::http::Request;
 use electd::config::{Config, Peer, ValidConfig};
 use electd::quorum::{Disk, MemDisk};
 use electd::quorum::{PATH_APPEND, PATH_VOTE};
+use electd::roles::RoleFlaw;
 use electd::{Flaws, Node, Surroundings, Timing};
 use electd_client::{EventsPage, FaultSet, LeaderInfo, Members, Role};
 use electd_client::{Mode, NodeId};
@@ -104,7 +105,7 @@ pub struct Spec {
 }
 
 /// A deliberately broken node (`electd-lab sim --unsafe`, `--vote-while-leading`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flaw {
     /// Its claim lease is three times the followers' lease, so it claims long after the
     /// others may elect (`--unsafe`).
@@ -131,10 +132,9 @@ pub enum Flaw {
     /// A snapshot that removed a member does not make the node forget its incarnation
     /// (`--snapshot-keeps-incarnations`): the member added back is refused.
     SnapshotKeepsIncarnations,
-    /// A leader takes a role's holder for dead after a sixth of the follower lease without its
-    /// renewal and grants its roles at once, inside the promises the holder answered
-    /// (`--hasty-revoke`, with roles): the role checker must report them broken.
-    HastyRevoke,
+    /// One rule of named roles left out (`--role-flaw NAME`, with roles; electd's
+    /// `roles::RoleFlaw`): the role checker must report promises broken.
+    Role(RoleFlaw),
 }
 
 /// Where a schedule's timings come from.
@@ -446,7 +446,10 @@ impl Sim {
                 unlogged_incarnations: spec.flaw == Some(Flaw::UnloggedIncarnations),
                 handover_to_unconfirmed: spec.flaw == Some(Flaw::HandoverToUnconfirmed),
                 snapshot_keeps_incarnations: spec.flaw == Some(Flaw::SnapshotKeepsIncarnations),
-                hasty_revoke: spec.flaw == Some(Flaw::HastyRevoke),
+                role_flaw: match spec.flaw {
+                    Some(Flaw::Role(f)) => Some(f),
+                    _ => None,
+                },
                 ..Flaws::default()
             },
             squeezes: 0,

@@ -198,7 +198,12 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             continue;
         }
         named = true;
-        match it.next().as_deref() {
+        let name = it.next();
+        if let Some(f) = name.as_deref().and_then(electd::roles::RoleFlaw::named) {
+            lab.flaws.role_flaw = Some(f);
+            continue;
+        }
+        match name.as_deref() {
             Some("long-lease") => lab.long_lease = true,
             Some("vote-while-leading") => lab.flaws.vote_while_leading = true,
             Some("trust-new-incarnation") => lab.flaws.trust_new_incarnation = true,
@@ -208,7 +213,6 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             Some("unlogged-incarnations") => lab.flaws.unlogged_incarnations = true,
             Some("handover-to-unconfirmed") => lab.flaws.handover_to_unconfirmed = true,
             Some("snapshot-keeps-incarnations") => lab.flaws.snapshot_keeps_incarnations = true,
-            Some("hasty-revoke") => lab.flaws.hasty_revoke = true,
             Some("abort-node-5") => lab.abort_node_5 = true,
             other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
         }

@@ -37,7 +37,7 @@ pub(crate) fn new_steward(me: NodeId, t: &Timing, flaws: &Flaws, started_ns: u64
     let knobs = Knobs {
         max_moves: MOVES_PER_TURN,
         release_grace_ns: f,
-        hasty_revoke: flaws.hasty_revoke(),
+        flaw: flaws.role_flaw(),
     };
     Steward::new(me, (ms(t.effective_lease_ms()), f), knobs, started_ns)
 }
