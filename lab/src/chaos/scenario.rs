@@ -162,8 +162,9 @@ impl Scenario {
                  follower lease (docs/safety.md, step 4)"
             }
             Scenario::S25 => {
-                "quorum: named roles moved under faults: a holder cut off, a holder paused, a \
-                 holder withdrawing during a 2 / 3 split while a holder on the 2 side is cut off"
+                "quorum: named roles moved under faults: a holder cut off, then healed with the \
+                 leader's appends to it lost, a holder paused, a holder withdrawing during a \
+                 2 / 3 split while a holder on the 2 side is cut off"
             }
         }
     }
