@@ -76,7 +76,11 @@ fn caught_in(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str, two_claim
 /// of named roles left out (`flaw`, electd's `roles::RoleFlaw`): the role checks fail the run on
 /// a role's promise broken, while the cluster's own promises are all kept.
 fn role_flaw_fails_s25(flaw: RoleFlaw) {
-    role_flaw_fails(flaw, Scenario::S25, &[]);
+    let r = role_flaw_fails(flaw, Scenario::S25, &[]);
+    assert!(
+        r.role_promises_broken.is_some_and(|n| n > 0),
+        "C6 per role sees broken promises: {r:?}"
+    );
 }
 
 /// Timings whose beat is short against the claim lease (10 ms against L = 360 ms, F = 400 ms):
@@ -93,23 +97,21 @@ const SHORT_BEATS: &[&str] = &[
     "360",
 ];
 
-/// `scenario` on nodes with `flaw` and the command-line `timing` (none: the scenario's own).
-fn role_flaw_fails(flaw: RoleFlaw, scenario: Scenario, timing: &[&str]) {
+/// `scenario` on nodes with `flaw` and the command-line `timing` (none: the scenario's own):
+/// the run fails while the cluster's own promises are all kept.
+fn role_flaw_fails(flaw: RoleFlaw, scenario: Scenario, timing: &[&str]) -> RunResult {
     let mut args = vec!["--lab-flaw", flaw.name()];
     args.extend(timing);
     let r = run_flawed_with(Mode::Quorum, scenario, Layer::App, &args);
     eprintln!("{}", serde_json::to_string(&r).unwrap());
     assert!(r.skipped.is_none(), "the run happened: {r:?}");
     assert!(!r.passed, "a broken node passed: {r:?}");
-    assert!(
-        r.role_promises_broken.is_some_and(|n| n > 0),
-        "C6 per role sees broken promises: {r:?}"
-    );
     assert_eq!(
         r.promises_broken,
         Some(0),
         "the cluster's own promises kept: {r:?}"
     );
+    r
 }
 
 /// R4 left out (`hasty-revoke`): a leader revokes a cut-off or paused holder's roles and
@@ -124,7 +126,11 @@ fn the_chaos_checkers_catch_a_hasty_role_revocation() {
 /// still renews the holders there.
 #[test]
 fn the_chaos_checkers_catch_a_grant_in_a_new_leaderships_first_lease() {
-    role_flaw_fails(RoleFlaw::GrantInFirstLease, Scenario::S5, SHORT_BEATS);
+    let r = role_flaw_fails(RoleFlaw::GrantInFirstLease, Scenario::S5, SHORT_BEATS);
+    assert!(
+        r.role_promises_broken.is_some_and(|n| n > 0),
+        "C6 per role sees broken promises: {r:?}"
+    );
 }
 
 /// R2 left out (`ignore-taken-at`): S25's cut-off holder, healed while the leader's appends to
@@ -139,7 +145,24 @@ fn the_chaos_checkers_catch_a_renewal_used_before_the_taking_is_applied() {
 /// once, and the role granted on is claimed inside its promises.
 #[test]
 fn the_chaos_checkers_catch_a_release_with_promises_still_running() {
-    role_flaw_fails(RoleFlaw::ReleaseAtOnce, Scenario::S25, SHORT_BEATS);
+    let r = role_flaw_fails(RoleFlaw::ReleaseAtOnce, Scenario::S25, SHORT_BEATS);
+    assert!(
+        r.role_promises_broken.is_some_and(|n| n > 0),
+        "C6 per role sees broken promises: {r:?}"
+    );
+}
+
+/// R6 left out (`reuse-token`): a grant takes the last token drawn again, so a role that
+/// changes hands keeps its token: C1 per role sees one token claimed by two nodes.
+#[test]
+fn the_chaos_checkers_catch_a_token_drawn_again() {
+    let r = role_flaw_fails(RoleFlaw::ReuseToken, Scenario::S25, &[]);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("C1: role") && n.contains("claimed by nodes")),
+        "C1 per role sees a token claimed by two nodes: {r:?}"
+    );
 }
 
 /// The leader isolated (S3) while its claim lease is three follower leases (`long-lease`,

@@ -673,8 +673,8 @@ fn issue_29_seeds_pass_without_the_flaws() {
 }
 
 /// The schedules from `first` (at most `most`) in which the role checker catches `flaw`,
-/// up to the first `enough`: a grant inside a promise, or an old holder claiming after its
-/// successor did.
+/// up to the first `enough`: a grant inside a promise, an old holder claiming after its
+/// successor did, or one token claimed by two nodes.
 fn role_flaw_caught(flaw: RoleFlaw, first: u64, most: u64, enough: usize) -> Vec<u64> {
     let mut caught = Vec::new();
     for seed in first..first + most {
@@ -683,7 +683,11 @@ fn role_flaw_caught(flaw: RoleFlaw, first: u64, most: u64, enough: usize) -> Vec
             flaw: Some(Flaw::Role(flaw)),
             ..Spec::new(seed, 5)
         });
-        let role = |v: &&String| v.contains("role's promise broken") || v.contains("claims sim-");
+        let role = |v: &&String| {
+            v.contains("role's promise broken")
+                || v.contains("claims sim-")
+                || (v.starts_with("role sim-") && v.contains("claimed by nodes"))
+        };
         if let Some(v) = out.violations.iter().find(role) {
             eprintln!("sim: seed {seed}: {v}");
             caught.push(seed);
@@ -734,6 +738,15 @@ fn a_renewal_used_before_the_taking_is_applied_is_caught() {
         !caught.is_empty(),
         "ignore-taken-at not caught in 100 schedules"
     );
+}
+
+/// R6 broken (`reuse-token`: a grant takes the last token drawn again): a role that changes
+/// hands keeps its token, claimed by two nodes. On 2026-11-29, all of the 40 schedules from
+/// this seed caught it.
+#[test]
+fn a_token_drawn_again_is_caught() {
+    let caught = role_flaw_caught(RoleFlaw::ReuseToken, 4_900_000, 40, 1);
+    assert!(!caught.is_empty(), "reuse-token not caught in 40 schedules");
 }
 
 /// R5 broken (`release-at-once`: a holder releases a role it stopped claiming with its

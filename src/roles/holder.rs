@@ -90,7 +90,7 @@ impl Holder {
         }
     }
 
-    /// This holder with the lab's broken variant `flaw` (R2 or R5 left out), if any.
+    /// This holder with the lab's broken variant `flaw` (R1, R2 or R5 left out), if any.
     pub fn flawed(mut self, flaw: Option<RoleFlaw>) -> Holder {
         self.flaw = flaw;
         self
@@ -131,6 +131,16 @@ impl Holder {
             self.covered = table.applied();
         }
         true
+    }
+
+    /// The renewal [`Holder::answered`] just took came back at `now_ns`. Nothing changes: its
+    /// claims count from its send instant (R1); only the lab's flaw `claim-from-receipt`
+    /// counts them from now.
+    pub fn received(&mut self, now_ns: u64) {
+        let until = now_ns + self.lease_ns;
+        if self.flaw == Some(RoleFlaw::ClaimFromReceipt) && until > self.renewed_until_ns {
+            self.renewed_until_ns = until;
+        }
     }
 
     /// The roles whose claims lapsed at `now_ns`, once per lapse: the answered renewals ran

@@ -38,24 +38,34 @@ pub enum RoleFlaw {
     /// R5 left out (`release-at-once`): a holder releases a role it stopped claiming at once,
     /// while the promises it answered on it still run.
     ReleaseAtOnce,
+    /// R1 left out (`claim-from-receipt`): a holder counts a renewal's claims from the instant
+    /// its answer came, not the instant it was asked (`Holder::received`).
+    ClaimFromReceipt,
+    /// R6 left out (`reuse-token`): a grant takes the last token drawn again instead of the
+    /// next, so that a role that changes hands keeps its token (`RoleTable::flawed`).
+    ReuseToken,
 }
 
 impl RoleFlaw {
-    pub const ALL: [RoleFlaw; 4] = [
+    pub const ALL: [RoleFlaw; 6] = [
+        RoleFlaw::ClaimFromReceipt,
         RoleFlaw::HastyRevoke,
         RoleFlaw::GrantInFirstLease,
         RoleFlaw::IgnoreTakenAt,
         RoleFlaw::ReleaseAtOnce,
+        RoleFlaw::ReuseToken,
     ];
 
     /// Its name on the lab's command lines (`electd-flawed --lab-flaw NAME`, `scripts/sim.sh
     /// --role-flaw NAME`).
     pub fn name(self) -> &'static str {
         match self {
+            RoleFlaw::ClaimFromReceipt => "claim-from-receipt",
             RoleFlaw::HastyRevoke => "hasty-revoke",
             RoleFlaw::GrantInFirstLease => "grant-in-first-lease",
             RoleFlaw::IgnoreTakenAt => "ignore-taken-at",
             RoleFlaw::ReleaseAtOnce => "release-at-once",
+            RoleFlaw::ReuseToken => "reuse-token",
         }
     }
 

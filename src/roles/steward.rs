@@ -247,9 +247,20 @@ impl Steward {
         self.holder.lapsed(table, now_ns)
     }
 
-    /// The leader answered renewal `id` (or did not: `None`); whether it renewed this node's roles.
-    pub fn answered(&mut self, id: u64, answer: Option<&Renewed>, table: &RoleTable) -> bool {
-        answer.is_some_and(|a| self.holder.answered(id, a, table))
+    /// The leader answered renewal `id` (or did not: `None`), the answer taken at `now_ns`;
+    /// whether it renewed this node's roles.
+    pub fn answered(
+        &mut self,
+        id: u64,
+        answer: Option<&Renewed>,
+        table: &RoleTable,
+        now_ns: u64,
+    ) -> bool {
+        let renewed = answer.is_some_and(|a| self.holder.answered(id, a, table));
+        if renewed {
+            self.holder.received(now_ns);
+        }
+        renewed
     }
 
     /// As the leader of `term`: `from` asks for a renewal at `now_ns`; this node's claim on the

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::RoleFlaw;
 use crate::role::NodeId;
 use electd_client::{RoleName, Token};
 
@@ -137,6 +138,8 @@ pub struct RoleTable {
     /// Derived: how many roles each node stands for (none: not a key), so that a turn asks
     /// "does it stand for any" without walking the roles.
     standing: BTreeMap<NodeId, usize>,
+    /// The lab's flaw `reuse-token` (R6 left out; never set in the node, not in snapshots).
+    reuse_tokens: bool,
 }
 
 /// What a snapshot keeps of a [`RoleTable`]: everything but what is derived from it.
@@ -171,6 +174,7 @@ impl From<TableData> for RoleTable {
             limits: d.limits,
             held,
             standing,
+            reuse_tokens: false,
         }
     }
 }
@@ -251,13 +255,20 @@ impl RoleTable {
         changes
     }
 
+    /// The lab's broken variant `flaw`, if it is this table's (`reuse-token`, R6 left out).
+    pub fn flawed(&mut self, flaw: Option<RoleFlaw>) {
+        self.reuse_tokens = flaw == Some(RoleFlaw::ReuseToken);
+    }
+
     /// Grants `name` to `node` if it has no holder and `node` stands for it: the new token.
     fn grant(&mut self, name: &RoleName, node: NodeId) -> Option<Token> {
         let r = self.roles.get_mut(name)?;
         if r.holder.is_some() || !r.candidates.contains(&node) {
             return None;
         }
-        self.last_token += 1;
+        if !(self.reuse_tokens && self.last_token > 0) {
+            self.last_token += 1;
+        }
         r.holder = Some((node, self.last_token));
         self.held.entry(node).or_default().insert(name.clone());
         Some(self.last_token)

@@ -144,6 +144,8 @@ fn roles_main(args: &ModelArgs, seed: u64) -> ExitCode {
         RolesVariant::IgnoreTakenAt,
         RolesVariant::GrantRevokedAtOnce,
         RolesVariant::ReleaseAtOnce,
+        RolesVariant::ReuseToken,
+        RolesVariant::ClaimFromReceipt,
     ] {
         let model = RolesModel::new(args.nodes, v);
         let r = check(model, args.walk_depth, Some(seed), args.roles_states, guard);

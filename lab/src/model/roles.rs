@@ -49,6 +49,29 @@ pub enum RolesVariant {
     GrantRevokedAtOnce,
     /// R5 broken: a holder releases a stopped role at once, with its promises still running.
     ReleaseAtOnce,
+    /// R1 broken: a holder counts a renewal's claims from its answer's arrival (the node's flaw
+    /// `claim-from-receipt`, in every node's holder).
+    ClaimFromReceipt,
+    /// R6 broken: a grant takes the last token drawn again (the node's flaw `reuse-token`, on
+    /// every node's table).
+    ReuseToken,
+}
+
+impl RolesVariant {
+    /// A holder's flaw where this variant is the node's own.
+    fn holder_flaw(self) -> Option<electd::roles::RoleFlaw> {
+        (self == RolesVariant::ClaimFromReceipt)
+            .then_some(electd::roles::RoleFlaw::ClaimFromReceipt)
+    }
+
+    /// An empty table, with the node's own flaw where this variant is one.
+    fn table(self) -> RoleTable {
+        let mut t = RoleTable::default();
+        if self == RolesVariant::ReuseToken {
+            t.flawed(Some(electd::roles::RoleFlaw::ReuseToken));
+        }
+        t
+    }
 }
 
 /// The cluster and the bounds of the search.
@@ -252,7 +275,7 @@ impl Model for RolesModel {
                 roles: vec![role.clone()],
             })
             .collect();
-        let mut table = RoleTable::default();
+        let mut table = self.variant.table();
         for (i, cmd) in log.iter().enumerate() {
             table.apply(i as u64 + 1, cmd);
         }
@@ -260,7 +283,7 @@ impl Model for RolesModel {
             .map(|id| RoleNode {
                 up: true,
                 table: table.clone(),
-                holder: Holder::new(id, self.lease_ns, 0),
+                holder: Holder::new(id, self.lease_ns, 0).flawed(self.variant.holder_flaw()),
                 ledger: Ledger::new(self.follower_lease_ns),
             })
             .collect();
@@ -497,8 +520,9 @@ impl RolesModel {
                 let now = s.now;
                 let n = s.node(id);
                 n.up = true;
-                n.holder = Holder::new(id, self.lease_ns, now + self.lease_ns);
-                n.table = RoleTable::default();
+                n.holder = Holder::new(id, self.lease_ns, now + self.lease_ns)
+                    .flawed(self.variant.holder_flaw());
+                n.table = self.variant.table();
             }
             RoleAct::Advance(step) => s.now += step,
         }
@@ -615,7 +639,11 @@ impl RolesModel {
                 let n = s.node(to);
                 if n.up {
                     let table = n.table.clone();
-                    n.holder.answered(id, &Renewed { taken_at, stop }, &table);
+                    // As the node's steward: the arrival told to the holder (which only the
+                    // flaw `claim-from-receipt` counts from).
+                    if n.holder.answered(id, &Renewed { taken_at, stop }, &table) {
+                        n.holder.received(now);
+                    }
                 }
             }
             RoleMsg::Release { from, to, roles } => {

@@ -160,6 +160,7 @@ fn renew(
 
 /// The leader answered a renewal (or did not).
 pub(super) fn answered(node: &QuorumNode, steward: &mut Steward, (id, answer): &Answered) {
+    let now = node.clock.boot_ns();
     node.store
-        .roles(|t: &RoleTable| steward.answered(*id, answer.as_ref(), t));
+        .roles(|t: &RoleTable| steward.answered(*id, answer.as_ref(), t, now));
 }

@@ -195,6 +195,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // crash only makes openraft apply the same committed entries again).
         let entries: Vec<_> = entries.into_iter().collect();
         let n = entries.len();
+        let role_flaw = (self.0.flaws.get()).and_then(|f| f.role_flaw());
         let changed = self.0.note(move |s| {
             let mut changed = Vec::new();
             for e in entries {
@@ -218,6 +219,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     EntryPayload::Normal(Command::Roles(cmd)) => {
                         // Applied again after a crash, an entry changes nothing (the table
                         // knows the last index it applied).
+                        s.roles.flawed(role_flaw);
                         let changes = s.roles.apply(e.log_id.index, &cmd);
                         changed.push((e.log_id.index, changes));
                     }
