@@ -269,6 +269,17 @@ impl Faults {
         })
     }
 
+    /// How long `to`'s answer to this node's request at `path` is held once it came (the fault
+    /// set's `paths`; zero: none).
+    pub fn answer_delay(&self, to: NodeId, path: &str) -> Duration {
+        let set = self.set.lock().expect("faults lock");
+        let rule = set
+            .paths
+            .iter()
+            .find(|p| p.to == to && p.path == path && p.answer_delay_ms > 0);
+        Duration::from_millis(rule.map_or(0, |p| p.answer_delay_ms))
+    }
+
     /// A statement this node is about to send its store (mutex mode).
     pub fn on_send_store(&self) -> Verdict {
         let set = self.set.lock().expect("faults lock").clone();
@@ -366,6 +377,7 @@ mod tests {
         use electd_client::wire::{Leg, PathFault};
         let f = Faults::new(1);
         let rule = |to, path: &str, lose, delay_ms| PathFault {
+            answer_delay_ms: 0,
             to,
             path: path.into(),
             lose,

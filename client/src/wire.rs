@@ -329,6 +329,10 @@ pub struct PathFault {
     pub lose: Option<Leg>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delay_ms: u64,
+    /// The answer delayed by this much once it came (the peer ran the request at once); one
+    /// that would come after the request's deadline is lost.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub answer_delay_ms: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -406,14 +410,21 @@ impl FaultSet {
                 let why = format!("{:?} is not a peer path (/peer/...)", p.path);
                 return Err((field("path"), why));
             }
-            match (p.lose, p.delay_ms) {
-                (Some(_), d) if d > 0 => {
+            match (p.lose, p.delay_ms, p.answer_delay_ms) {
+                (Some(_), d, a) if d > 0 || a > 0 => {
                     return Err((field("delay_ms"), "a lost leg has no delay".into()))
                 }
-                (None, 0) => return Err((field("lose"), "lose or delay_ms is needed".into())),
-                (None, d) if d > MAX_DELAY_MS => {
+                (None, 0, 0) => {
+                    let why = "lose, delay_ms or answer_delay_ms is needed";
+                    return Err((field("lose"), why.into()));
+                }
+                (None, d, _) if d > MAX_DELAY_MS => {
                     let why = format!("{d} must be at most {MAX_DELAY_MS}");
                     return Err((field("delay_ms"), why));
+                }
+                (None, _, a) if a > MAX_DELAY_MS => {
+                    let why = format!("{a} must be at most {MAX_DELAY_MS}");
+                    return Err((field("answer_delay_ms"), why));
                 }
                 _ => {}
             }

@@ -152,6 +152,18 @@ fn the_chaos_checkers_catch_a_release_with_promises_still_running() {
     );
 }
 
+/// R1 left out (`claim-from-receipt`): S25's last holder, whose renewals are answered late and
+/// whose messages to the leader are then lost, claims past what the leader waits out (at 10 ms
+/// beats; at the defaults the late answers leave it only a few ms past, and seed 1 passed).
+#[test]
+fn the_chaos_checkers_catch_a_claim_counted_from_the_answers_arrival() {
+    let r = role_flaw_fails(RoleFlaw::ClaimFromReceipt, Scenario::S25, SHORT_BEATS);
+    assert!(
+        r.role_promises_broken.is_some_and(|n| n > 0),
+        "C6 per role sees broken promises: {r:?}"
+    );
+}
+
 /// R6 left out (`reuse-token`): a grant takes the last token drawn again, so a role that
 /// changes hands keeps its token: C1 per role sees one token claimed by two nodes.
 #[test]

@@ -749,6 +749,79 @@ fn a_token_drawn_again_is_caught() {
     assert!(!caught.is_empty(), "reuse-token not caught in 40 schedules");
 }
 
+/// Every renewal's answer held nine tenths of L (the leader ran it at once), then every renewal
+/// lost as well (Step::Rules, on every link), at 10 ms beats against L = 360 ms, F = 400 ms:
+/// the holders' last renewals come late and the leader, once each holder is silent for F,
+/// grants their roles to itself (its own renewal does not cross the network).
+fn late_renewals(flaw: Option<Flaw>) -> Outcome {
+    use electd_lab::sim::net::{Effect, Leg, Rule};
+    let timing = electd::Timing {
+        heartbeat_ms: 10,
+        follower_lease_ms: 400,
+        lease_ms: 360,
+    };
+    let rules = |leg, effect: Effect| -> Vec<Rule> {
+        let mut rules = Vec::new();
+        for from in 1..=5 {
+            for to in (1..=5).filter(|to| *to != from) {
+                let path = electd::quorum::PATH_RENEW;
+                rules.push(Rule {
+                    from,
+                    to,
+                    path,
+                    leg,
+                    effect,
+                });
+            }
+        }
+        rules
+    };
+    let late = rules(
+        Leg::Answer,
+        Effect::Delay(std::time::Duration::from_millis(324)),
+    );
+    let mut lost = late.clone();
+    lost.extend(rules(Leg::Request, Effect::Drop));
+    run(&Spec {
+        flaw,
+        roles: true,
+        timing: Some(timing),
+        script: Some(vec![
+            Timed {
+                step: Step::Rules(late),
+                then_ms: 800,
+            },
+            Timed {
+                step: Step::Rules(lost),
+                then_ms: 1_500,
+            },
+        ]),
+        ..Spec::new(4_900_000, 5)
+    })
+}
+
+/// R1 broken (`claim-from-receipt`: a renewal's claims counted from its answer's arrival): in
+/// `late_renewals`, the holders claim past what the leader waits out, and the leader's own
+/// claims on their roles fall inside those promises; as built, nothing breaks. (Drawn schedules
+/// do not reach this: 0 of 1,000 on 2026-11-29.)
+#[test]
+fn a_claim_counted_from_the_answers_arrival_is_caught() {
+    let sound = late_renewals(None);
+    assert_kept(&sound, "as built: ");
+    assert!(sound.role_promises > 0, "roles were judged: {sound:?}");
+    let out = late_renewals(Some(Flaw::Role(RoleFlaw::ClaimFromReceipt)));
+    let caught = out
+        .violations
+        .iter()
+        .find(|v| v.contains("role's promise broken"));
+    assert!(
+        caught.is_some(),
+        "claim-from-receipt not caught: {:?}",
+        out.violations
+    );
+    eprintln!("sim: claim-from-receipt caught: {}", caught.unwrap());
+}
+
 /// R5 broken (`release-at-once`: a holder releases a role it stopped claiming with its
 /// promises still running): the role granted on at once is claimed inside them. On 2026-11-29,
 /// 14 of the 40 schedules from this seed caught it.

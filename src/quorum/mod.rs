@@ -55,7 +55,9 @@ pub use self::node::QuorumNode;
 pub use self::preference::Followers;
 #[cfg(feature = "flaws")]
 pub use self::protocol::HelloAnswer;
-pub use self::protocol::{PATH_APPEND, PATH_HELLO, PATH_SNAPSHOT, PATH_VOTE, RESIGN_TIMEOUT};
+pub use self::protocol::{
+    PATH_APPEND, PATH_HELLO, PATH_RENEW, PATH_SNAPSHOT, PATH_VOTE, RESIGN_TIMEOUT,
+};
 pub use self::start::QuorumError;
 pub use self::storage::{
     Disk, MemDisk, StateFile, Store, StoreError, RECOVERY_TERM_GAP, SLOT_FILES, STATE_FILE,

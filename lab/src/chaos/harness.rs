@@ -392,6 +392,17 @@ impl Harness {
         .await
     }
 
+    /// Changes each running node's fault set with `edit` (app layer, the cuts of the harness
+    /// left as they are), opening a window labelled `label`.
+    pub(super) async fn amend(
+        &mut self,
+        label: &str,
+        edit: impl Fn(NodeId, &mut electd_client::wire::FaultSet),
+    ) -> Result<(), String> {
+        let groups = self.groups();
+        self.amend_faults(label, groups, edit).await
+    }
+
     /// Lifts every cut and puts the path `rules` in force in one step (app layer), opening a
     /// window labelled `label`: S25 heals a cut-off holder while the leader's appends to it
     /// stay lost, so that it never catches up in between.

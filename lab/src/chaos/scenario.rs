@@ -164,7 +164,8 @@ impl Scenario {
             Scenario::S25 => {
                 "quorum: named roles moved under faults: a holder cut off, then healed with the \
                  leader's appends to it lost, a holder paused, a holder withdrawing during a \
-                 2 / 3 split while a holder on the 2 side is cut off"
+                 2 / 3 split while a holder on the 2 side is cut off, a holder whose renewals \
+                 are answered late cut off one way"
             }
         }
     }
@@ -733,6 +734,7 @@ async fn squeezes(h: &mut Harness) -> Result<(), String> {
     use electd_client::wire::{Leg, PathFault};
     let f = h.timing.follower_lease_ms;
     let rule = |to, path: &str, lose, delay_ms| PathFault {
+        answer_delay_ms: 0,
         to,
         path: path.to_string(),
         lose,
@@ -791,10 +793,11 @@ fn forger_observed(t: super::harness::ForgerTally) -> String {
 /// the leader revokes its roles and grants them elsewhere only after its last promise; healed,
 /// but for half a hold more the leader's appends to it are lost, so that it asks for renewals
 /// with a table that has not applied the revocation (R2: the leader must not renew it, nor it
-/// claim from such an answer; the lab's flaw `ignore-taken-at` does both); heal. A holder paused for half a hold (ten follower leases), resumed. Then a 2 / 3 split, the
-/// leader on the 3 side: a holder on the 3 side withdraws from a role it holds (a planned
-/// hand-over while a partition is in force) and the roles held on the 2 side move to the 3
-/// side; heal, and the node stands for the role again.
+/// claim from such an answer; the lab's flaw `ignore-taken-at` does both); heal. A holder
+/// paused for half a hold (ten follower leases), resumed. Then a 2 / 3 split, the leader on
+/// the 3 side: a holder on the 3 side withdraws from a role it holds (a planned hand-over
+/// while a partition is in force) and the roles held on the 2 side move to the 3 side; heal,
+/// and the node stands for the role again. Last, [`late_renewals`].
 async fn roles_moved(h: &mut Harness, l: NodeId) -> Result<(), String> {
     let hold = h.hold();
     let victim = role_holder(h, l).await?;
@@ -806,6 +809,7 @@ async fn roles_moved(h: &mut Harness, l: NodeId) -> Result<(), String> {
         path: electd::quorum::PATH_APPEND.to_string(),
         lose: Some(electd_client::wire::Leg::Request),
         delay_ms: 0,
+        answer_delay_ms: 0,
     };
     let label = format!("{victim} healed, {l}'s appends to it lost");
     h.heal_but_paths(&BTreeMap::from([(l, vec![lost])]), &label)
@@ -834,7 +838,38 @@ async fn roles_moved(h: &mut Harness, l: NodeId) -> Result<(), String> {
     if let Some((r, n)) = &withdrawn {
         h.stand_again(r, *n).await?;
     }
-    Ok(())
+    late_renewals(h, hold).await
+}
+
+/// S25's last step: a holder (not the leader) whose renewals are answered nine tenths of L
+/// late (the leader ran each at once), then whose messages to the leader are lost (one way)
+/// while the late answers still come; heal. Its claims count from each renewal's send instant
+/// (R1), so they end before the leader, F after the last renewal it answered, grants its roles
+/// on; counted from an answer's arrival (the lab's flaw `claim-from-receipt`) they would not.
+async fn late_renewals(h: &mut Harness, hold: Duration) -> Result<(), String> {
+    let l = h.leader().await?;
+    let late = role_holder(h, l).await?;
+    let delay = h.timing.effective_lease_ms() * 9 / 10;
+    let rule = electd_client::wire::PathFault {
+        to: l,
+        path: electd::quorum::PATH_RENEW.to_string(),
+        lose: None,
+        delay_ms: 0,
+        answer_delay_ms: delay,
+    };
+    let label = format!("{late}'s renewals answered {delay} ms late");
+    h.path_faults(&BTreeMap::from([(late, vec![rule])]), &label)
+        .await?;
+    sleep(hold / 4).await;
+    let label = format!("{late}'s messages to {l} lost, its renewals answered {delay} ms late");
+    h.amend(&label, |id, set| {
+        if id == late {
+            set.block_to.insert(l);
+        }
+    })
+    .await?;
+    sleep(hold / 2).await;
+    h.heal().await
 }
 
 /// A node other than the leader `l` that holds one of the roles, as the leader lists them (a
