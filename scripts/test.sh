@@ -295,9 +295,9 @@ claimed: ${image_ok:-no}; its data written by uid $owner"
 fi
 step="tests"
 wait_chromium_install test.sh
-# The simulator's 600 schedules (lab/tests/sim.rs) start from a seed that changes per run.
+# The simulator's 450 schedules (lab/tests/sim.rs) start from a seed that changes per run.
 export ELECTD_SIM_FIRST="${ELECTD_SIM_FIRST:-$(( $(date +%s) % 1000000 * 10000 ))}"
-echo "simulator: seeds $ELECTD_SIM_FIRST..$(( ELECTD_SIM_FIRST + 599 )) (replay one: scripts/sim.sh --seed S)"
+echo "simulator: seeds $ELECTD_SIM_FIRST..$(( ELECTD_SIM_FIRST + 449 )) (replay one: scripts/sim.sh --seed S)"
 # Its status is taken, not left to set -e: failed tests are counted and the suite goes on.
 set +e
 cargo nextest run --workspace --no-fail-fast --failure-output final --color never "$@" 2>&1 \
@@ -325,7 +325,7 @@ else
   fail "nextest" "no summary line (a build failure?), exit status $nextest_status"
 fi
 step="fuzz"
-echo "== fuzz (${ELECTD_FUZZ_SECONDS:=20} s a target)"
+echo "== fuzz (${ELECTD_FUZZ_SECONDS:=10} s a target)"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "test.sh: installing cargo-fuzz"
   cargo install cargo-fuzz --locked --quiet || true

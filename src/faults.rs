@@ -250,8 +250,12 @@ impl Faults {
     /// fault set's `paths` make of it (lost, or delayed; the first rule that names the leg).
     pub fn on_send_path(&self, to: NodeId, path: &str) -> Verdict {
         let set = self.set.lock().expect("faults lock");
+        // A rule that only holds the answer (`answer_delay_ms`) says nothing of the request.
         let rule = set.paths.iter().find(|p| {
-            p.to == to && p.path == path && p.lose != Some(electd_client::wire::Leg::Answer)
+            p.to == to
+                && p.path == path
+                && p.lose != Some(electd_client::wire::Leg::Answer)
+                && (p.lose.is_some() || p.delay_ms > 0)
         });
         match rule {
             Some(p) if p.lose.is_some() => Verdict::Drop,
@@ -278,6 +282,26 @@ impl Faults {
             .iter()
             .find(|p| p.to == to && p.path == path && p.answer_delay_ms > 0);
         Duration::from_millis(rule.map_or(0, |p| p.answer_delay_ms))
+    }
+
+    /// Holds `to`'s answer to this node's request at `path`, just come, as long as the fault
+    /// set's `paths` say: whether it is then taken (false: it would come past `deadline`, and
+    /// is lost).
+    pub async fn hold_answer(
+        &self,
+        to: NodeId,
+        path: &str,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        let late = self.answer_delay(to, path);
+        if late.is_zero() {
+            return true;
+        }
+        if tokio::time::Instant::now() + late >= deadline {
+            return false;
+        }
+        tokio::time::sleep(late).await;
+        true
     }
 
     /// A statement this node is about to send its store (mutex mode).
@@ -400,6 +424,22 @@ mod tests {
         let late = Verdict::Deliver(Duration::from_millis(40));
         assert_eq!(f.on_send_path(2, "/peer/raft/vote"), late);
         assert_eq!(f.on_send_path(4, "/peer/raft/vote"), delivered);
+        // An answer held: the request goes at once, and a later rule on the request holds.
+        let held = PathFault {
+            answer_delay_ms: 50,
+            ..rule(2, "/peer/roles/renew", None, 0)
+        };
+        f.replace(FaultSet {
+            paths: vec![held, rule(2, "/peer/roles/renew", Some(Leg::Request), 0)],
+            ..FaultSet::default()
+        });
+        assert_eq!(
+            f.answer_delay(2, "/peer/roles/renew"),
+            Duration::from_millis(50)
+        );
+        assert_eq!(f.answer_delay(3, "/peer/roles/renew"), Duration::ZERO);
+        assert_eq!(f.on_send_path(2, "/peer/roles/renew"), Verdict::Drop);
+        assert!(!f.answer_lost(2, "/peer/roles/renew"));
     }
 
     #[test]

@@ -337,14 +337,8 @@ impl Transport {
         if self.faults.on_receive(to) == Verdict::Drop || self.faults.answer_lost(to, path) {
             return Err(lost().await);
         }
-        // An answer held by the fault set's `paths` comes late, or, past the deadline, not at
-        // all.
-        let late = self.faults.answer_delay(to, path);
-        if !late.is_zero() {
-            if Instant::now() + late >= deadline {
-                return Err(lost().await);
-            }
-            tokio::time::sleep(late).await;
+        if !self.faults.hold_answer(to, path, deadline).await {
+            return Err(lost().await);
         }
         self.faults.record_answer(to, path, &res);
         self.take_answer(to, &res, &request_mac)?;

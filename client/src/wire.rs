@@ -411,8 +411,11 @@ impl FaultSet {
                 return Err((field("path"), why));
             }
             match (p.lose, p.delay_ms, p.answer_delay_ms) {
-                (Some(_), d, a) if d > 0 || a > 0 => {
+                (Some(_), d, _) if d > 0 => {
                     return Err((field("delay_ms"), "a lost leg has no delay".into()))
+                }
+                (Some(_), _, a) if a > 0 => {
+                    return Err((field("answer_delay_ms"), "a lost leg has no delay".into()))
                 }
                 (None, 0, 0) => {
                     let why = "lose, delay_ms or answer_delay_ms is needed";
@@ -553,7 +556,8 @@ mod tests {
         let set = |json: &str| serde_json::from_str::<FaultSet>(json).unwrap();
         let ok = set(
             r#"{"paths":[{"to":2,"path":"/peer/raft/vote","delay_ms":40},
-            {"to":3,"path":"/peer/raft/append","lose":"answer"}]}"#,
+            {"to":3,"path":"/peer/raft/append","lose":"answer"},
+            {"to":3,"path":"/peer/roles/renew","answer_delay_ms":90}]}"#,
         );
         assert!(ok.validate(&[1, 2, 3]).is_ok());
         for (json, field) in [
@@ -573,6 +577,14 @@ mod tests {
             (
                 r#"{"paths":[{"to":2,"path":"/peer/x","delay_ms":60001}]}"#,
                 "paths[0].delay_ms",
+            ),
+            (
+                r#"{"paths":[{"to":2,"path":"/peer/x","lose":"request","answer_delay_ms":5}]}"#,
+                "paths[0].answer_delay_ms",
+            ),
+            (
+                r#"{"paths":[{"to":2,"path":"/peer/x","answer_delay_ms":60001}]}"#,
+                "paths[0].answer_delay_ms",
             ),
         ] {
             assert_eq!(

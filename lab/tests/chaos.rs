@@ -867,8 +867,10 @@ fn one_scenario_per_mode_over_tls() {
 }
 
 /// S19, wall clocks jumping by a minute, an hour, a day: in the lease-bound modes nothing
-/// changes (no leader change at all: no decision rests on a wall clock); bully and ring only
-/// converge (they are judged so). Skipped, and said so, without libfaketime. The lease-bound
+/// changes (no leader change at all: no decision rests on a wall clock); bully only converges
+/// (it is judged so; ring and invitation run S19 in `scripts/chaos.sh --quick`, not here, since
+/// the suite crossed 30 minutes on 2026-11-29). Skipped, and said so, without libfaketime. The
+/// lease-bound
 /// modes run at `shared` timings (`Scenario::timing`): at the 150 ms default a starved CI host
 /// could change the leader whatever the clocks did (issue 48, item 10).
 #[test]
@@ -880,10 +882,8 @@ fn wall_clock_jumps_change_nothing() {
             clocks_jumped(&ran);
         }
     }
-    for mode in [Mode::Bully, Mode::Ring, Mode::Invitation] {
-        if let Some(ran) = run(mode, Scenario::S19, Layer::Process) {
-            assert!(ran.r.passed, "converges: {}", ran.why());
-        }
+    if let Some(ran) = run(Mode::Bully, Scenario::S19, Layer::Process) {
+        assert!(ran.r.passed, "converges: {}", ran.why());
     }
 }
 

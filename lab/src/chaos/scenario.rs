@@ -862,6 +862,8 @@ async fn late_renewals(h: &mut Harness, hold: Duration) -> Result<(), String> {
         .await?;
     sleep(hold / 4).await;
     let label = format!("{late}'s messages to {l} lost, its renewals answered {delay} ms late");
+    // Recorded among the harness's cuts too, so that the window shows the link cut.
+    h.cuts.insert((late, l));
     h.amend(&label, |id, set| {
         if id == late {
             set.block_to.insert(l);

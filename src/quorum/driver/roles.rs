@@ -78,12 +78,13 @@ pub(super) fn turn(
         let members = m.membership_config.nodes().map(|(id, _)| *id).collect();
         work.writing = write(node, steward, &members);
     }
-    // A renewal still out to a node that no longer leads is given up, and the new leader
-    // asked: waiting for it to time out (L) left this node unrenewed by the new leader for up
+    // A renewal still out to a node that no longer leads is given up once another leads (not
+    // while no leader is known), and the new leader asked: waiting for it to time out (L) left this node unrenewed by the new leader for up
     // to L after an election behind a partition (its claims lapsed, and the leader's planner
     // saw no live node to grant to). Its answer is never used: this node claims less, never
     // more.
-    if work.renewing.is_some() && work.renewing_to != m.current_leader {
+    let moved = matches!(m.current_leader, Some(l) if Some(l) != work.renewing_to);
+    if work.renewing.is_some() && moved {
         work.renewing = None;
     }
     if work.renewing.is_none() {
