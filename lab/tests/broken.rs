@@ -76,7 +76,12 @@ fn caught_in(mode: Mode, scenario: Scenario, layer: Layer, flaw: &str, two_claim
 /// of named roles left out (`flaw`, electd's `roles::RoleFlaw`): the role checks fail the run on
 /// a role's promise broken, while the cluster's own promises are all kept.
 fn role_flaw_fails_s25(flaw: RoleFlaw) {
-    let r = role_flaw_fails(flaw, Scenario::S25, &[]);
+    role_flaw_breaks_promises(flaw, Scenario::S25, &[]);
+}
+
+/// `scenario` on nodes with `flaw` at `timing` fails with a role's promise broken (C6 per role).
+fn role_flaw_breaks_promises(flaw: RoleFlaw, scenario: Scenario, timing: &[&str]) {
+    let r = role_flaw_fails(flaw, scenario, timing);
     assert!(
         r.role_promises_broken.is_some_and(|n| n > 0),
         "C6 per role sees broken promises: {r:?}"
@@ -126,11 +131,7 @@ fn the_chaos_checkers_catch_a_hasty_role_revocation() {
 /// still renews the holders there.
 #[test]
 fn the_chaos_checkers_catch_a_grant_in_a_new_leaderships_first_lease() {
-    let r = role_flaw_fails(RoleFlaw::GrantInFirstLease, Scenario::S5, SHORT_BEATS);
-    assert!(
-        r.role_promises_broken.is_some_and(|n| n > 0),
-        "C6 per role sees broken promises: {r:?}"
-    );
+    role_flaw_breaks_promises(RoleFlaw::GrantInFirstLease, Scenario::S5, SHORT_BEATS);
 }
 
 /// R2 left out (`ignore-taken-at`): S25's cut-off holder, healed while the leader's appends to
@@ -145,11 +146,7 @@ fn the_chaos_checkers_catch_a_renewal_used_before_the_taking_is_applied() {
 /// once, and the role granted on is claimed inside its promises.
 #[test]
 fn the_chaos_checkers_catch_a_release_with_promises_still_running() {
-    let r = role_flaw_fails(RoleFlaw::ReleaseAtOnce, Scenario::S25, SHORT_BEATS);
-    assert!(
-        r.role_promises_broken.is_some_and(|n| n > 0),
-        "C6 per role sees broken promises: {r:?}"
-    );
+    role_flaw_breaks_promises(RoleFlaw::ReleaseAtOnce, Scenario::S25, SHORT_BEATS);
 }
 
 /// R1 left out (`claim-from-receipt`): S25's last holder, whose renewals are answered late and
@@ -157,11 +154,7 @@ fn the_chaos_checkers_catch_a_release_with_promises_still_running() {
 /// beats; at the defaults the late answers leave it only a few ms past, and seed 1 passed).
 #[test]
 fn the_chaos_checkers_catch_a_claim_counted_from_the_answers_arrival() {
-    let r = role_flaw_fails(RoleFlaw::ClaimFromReceipt, Scenario::S25, SHORT_BEATS);
-    assert!(
-        r.role_promises_broken.is_some_and(|n| n > 0),
-        "C6 per role sees broken promises: {r:?}"
-    );
+    role_flaw_breaks_promises(RoleFlaw::ClaimFromReceipt, Scenario::S25, SHORT_BEATS);
 }
 
 /// R6 left out (`reuse-token`): a grant takes the last token drawn again, so a role that

@@ -674,10 +674,9 @@ mod tests {
         );
     }
 
-    /// A silent holder's roles are revoked, stopped before the entry is written, and granted
-    /// again only in a later turn, once the revocation is applied.
-    #[test]
-    fn a_silent_holder_is_revoked_and_its_role_granted_after() {
+    /// A table where nodes 2 and 3 stand for role `a` and node 2 holds it (token 1), and the
+    /// index it applied.
+    fn held_by_2_of_2_and_3() -> (RoleTable, u64) {
         let (mut table, mut at) = (RoleTable::default(), 0);
         for node in [2, 3] {
             at += 1;
@@ -687,6 +686,14 @@ mod tests {
         at += 1;
         let grants = vec![(n("a"), 2)];
         table.apply(at, &RoleCommand::Grant { grants });
+        (table, at)
+    }
+
+    /// A silent holder's roles are revoked, stopped before the entry is written, and granted
+    /// again only in a later turn, once the revocation is applied.
+    #[test]
+    fn a_silent_holder_is_revoked_and_its_role_granted_after() {
+        let (mut table, mut at) = held_by_2_of_2_and_3();
         let mut leader = steward(1);
         leader.leads(Some((1, true)), 0);
         // Node 3 renews; node 2 (the holder) never does.
@@ -715,15 +722,7 @@ mod tests {
     /// has not renewed for silent at once, and grants its role in its first follower lease.
     #[test]
     fn the_flaw_grant_in_first_lease_grants_at_once() {
-        let (mut table, mut at) = (RoleTable::default(), 0);
-        for node in [2, 3] {
-            at += 1;
-            let roles = vec![n("a")];
-            table.apply(at, &RoleCommand::Stand { node, roles });
-        }
-        at += 1;
-        let grants = vec![(n("a"), 2)];
-        table.apply(at, &RoleCommand::Grant { grants });
+        let (mut table, mut at) = held_by_2_of_2_and_3();
         let knobs = Knobs {
             max_moves: 8,
             release_grace_ns: F,
