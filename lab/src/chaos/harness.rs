@@ -116,8 +116,13 @@ impl Harness {
         for id in self.ids() {
             if let Some(how) = self.c.exited(id) {
                 let line = format!("node {id} exited by itself ({how})");
-                if !self.died.contains(&line) {
-                    self.died.push(line);
+                if !self.died.iter().any(|d| d.starts_with(&line)) {
+                    // Its log's last lines say why (the run's directory may not outlive it).
+                    let log = std::fs::read_to_string(self.c.log_file(id)).unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    self.died
+                        .push(format!("{line}; its log ends: {}", tail.join(" | ")));
                 }
             }
         }
