@@ -94,7 +94,7 @@ const NODE_LAYERS: &[&[&str]] = &[
 /// The `electd` binary's modules (`src/bin/electd/`, beside `main.rs`, which the check leaves
 /// out), lowest first.
 const BIN_LAYERS: &[&[&str]] = &[
-    &["addr", "contain", "recover", "plan"],
+    &["addr", "contain", "recover", "plan", "health"],
     &["client", "join", "run"],
     &["roles"],
     &["doctor"],
@@ -155,6 +155,7 @@ const CLIENT_LAYERS: &[&[&str]] = &[
     &["error"],
     &["watch"],
     &["http"],
+    &["election"],
     &["lib"],
 ];
 
@@ -721,7 +722,7 @@ const RUN_TIME_PREFIXES: &[&str] = &["target/", "cluster/run", "fuzz/artifacts",
 /// A path that starts with one of these names the repository's tree.
 const TOP_DIRS: &[&str] = &[
     "src/", "lab/", "client/", "docs/", "scripts/", "tests/", "fuzz/", "contrib/", ".ci/",
-    "cluster/",
+    "cluster/", "clients/",
 ];
 /// Where a relative path or a bare file name may be found, besides the naming file's folder.
 const SEARCH: &[&str] = &[

@@ -9,13 +9,17 @@
 //!   clients (peers included) are configured.
 //! - [`watch`]: [`Watch`], a `/v1/watch` stream read as views.
 //! - [`roles`]: a named role's [`RoleName`], its fencing [`Token`], and the answers about roles.
+//! - [`election`]: [`Election`], the cluster's claim or a named role kept as a promise on a
+//!   local timer for an application, and [`Promise`], its arithmetic without I/O.
 
+pub mod election;
 mod error;
 pub mod http;
 pub mod roles;
 pub mod watch;
 pub mod wire;
 
+pub use election::{boot_ns, Change, Election, ElectionOptions, Leadership, Promise};
 pub use error::{causes, Error};
 pub use http::{http_client, tls_client, Client, CLIENT_IDLE};
 pub use roles::{

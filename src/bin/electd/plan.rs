@@ -3,7 +3,7 @@
 //! [`Action`]s it carries out. The argument for its deadlines is in run.rs's opening comment.
 
 use electd::clock::ms;
-use electd_client::LeaderInfo;
+use electd_client::{LeaderInfo, Promise};
 
 /// SIGKILL goes out this long before the deadline: tokio's timers fire up to a millisecond
 /// late, the kernel delivers a signal at the target's next scheduling, and a busy host may
@@ -38,8 +38,9 @@ struct Supervised {
 pub struct Plan {
     grace_ns: u64,
     poll_ns: u64,
-    /// The newest promise known: its term and its end (boot ns).
-    promise: Option<(u64, u64)>,
+    /// The newest promise known, of its term (boot ns): the client crate's arithmetic, which
+    /// applications that link `electd-client` keep with the same rules (`Election`).
+    promise: Promise,
     child: Option<Supervised>,
     /// No start before this instant (boot ns): after CMD exited by itself.
     not_before_ns: u64,
@@ -54,7 +55,7 @@ impl Plan {
         Plan {
             grace_ns: ms(grace_ms),
             poll_ns: ms(poll_ms.max(1)),
-            promise: None,
+            promise: Promise::default(),
             child: None,
             not_before_ns: 0,
             node: None,
@@ -73,11 +74,10 @@ impl Plan {
         if claims {
             // bully, ring and invitation give no lease: the claim holds until an answer says otherwise,
             // which comes within two polls.
-            let until = sent_ns + info.lease_ms.map_or(2 * self.poll_ns, ms);
-            self.promise = Some(match self.promise {
-                Some((t, u)) if t == info.term => (t, u.max(until)),
-                _ => (info.term, until),
-            });
+            let lease_ms = info.lease_ms.unwrap_or(2 * self.poll_ns / ms(1));
+            let until = sent_ns + ms(lease_ms);
+            self.promise
+                .answered(sent_ns, now_ns, Some((info.term, lease_ms)));
             if let Some(c) = &mut self.child {
                 // Only a promise of the child's own term extends its deadline.
                 if c.term == info.term {
@@ -85,7 +85,9 @@ impl Plan {
                 }
             }
         }
-        let promise_left = self.promise.filter(|(_, u)| now_ns < *u);
+        let promise_left = (self.promise.token)
+            .filter(|_| self.promise.held(now_ns))
+            .map(|t| (t, self.promise.deadline_ns));
         match self.child {
             Some(c) if !claims || c.term != info.term => self.stop_soon(now_ns),
             None if claims
@@ -101,7 +103,10 @@ impl Plan {
 
     /// CMD started for `term`: its deadline is the end of the newest promise of `term`.
     pub fn started(&mut self, term: u64) {
-        let deadline_ns = self.promise.filter(|(t, _)| *t == term).map_or(0, |p| p.1);
+        let deadline_ns = match self.promise.token == Some(term) {
+            true => self.promise.deadline_ns,
+            false => 0,
+        };
         self.child = Some(Supervised {
             term,
             deadline_ns,
