@@ -598,3 +598,20 @@ fn collect(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         }
     }
 }
+
+/// docs/applications.md shows the client libraries' example programs as they are in the repo,
+/// whole, so that what a reader copies is what `lab/tests/clients.rs` type-checks and vets.
+#[test]
+fn the_client_examples_in_the_docs_are_the_files() {
+    let doc = read("docs/applications.md");
+    for (file, lang) in [
+        ("clients/python/example.py", "python"),
+        ("clients/go/example/main.go", "go"),
+    ] {
+        let block = format!("```{lang}\n{}```\n", read(file));
+        assert!(
+            doc.contains(&block),
+            "docs/applications.md does not show {file} as it is"
+        );
+    }
+}

@@ -1,10 +1,11 @@
 # Sourced by scripts/test.sh: the outside checkers the suite runs, none of them written here.
 # promtool (Debian's prometheus package, installed as root without starting its service) checks
 # a live node's /metrics in the classic text format; Python's prometheus_client parses the
-# OpenMetrics body and schemathesis tests the HTTP API against docs/openapi.yaml;
+# OpenMetrics body and schemathesis tests the HTTP API against docs/openapi.yaml; mypy checks
+# the Python client's types (lab/tests/clients.rs);
 # kubernetes-validate checks the Kubernetes example (contrib/k8s/electd.yaml) against
 # Kubernetes' own schemas (1.37.x carries those of Kubernetes 1.25 to 1.37); zsh, fish, elvish, man and
-# groff check the shell completions and the man page. The Python
+# groff check the shell completions and the man page; Go builds and tests the Go client. The Python
 # packages go to a virtualenv of the project's own (target/py), whose bin/ goes first on PATH.
 # What cannot be installed is reported, and the tests that need it print why and count as
 # skipped.
@@ -41,6 +42,17 @@ need_checkers() {
       echo "$who: no ${missing[*]} and not root; the completions and man page test will be skipped"
     fi
   fi
+  # Go: the Go client's vet and tests (lab/tests/clients.rs).
+  if ! command -v go >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "$who: installing golang-go (the Go client's tests)"
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends golang-go >/dev/null) \
+        || echo "$who: could not install golang-go; the Go client's test will be skipped"
+    else
+      echo "$who: no go and not root; the Go client's test will be skipped"
+    fi
+  fi
   if ! python3 -m venv --help >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       echo "$who: installing python3 and its venv module"
@@ -55,9 +67,9 @@ need_checkers() {
       return 0
     }
   fi
-  if ! "$venv/bin/python3" -c 'import prometheus_client, schemathesis' >/dev/null 2>&1; then
-    echo "$who: installing prometheus_client and schemathesis into target/py"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check prometheus_client schemathesis \
+  if ! "$venv/bin/python3" -c 'import prometheus_client, schemathesis, mypy' >/dev/null 2>&1; then
+    echo "$who: installing prometheus_client, schemathesis and mypy into target/py"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check prometheus_client schemathesis mypy \
       || echo "$who: pip could not install them; the Python checkers will be skipped"
   fi
   if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q '^1\.37\.'; then

@@ -1,0 +1,3 @@
+module electd
+
+go 1.19
