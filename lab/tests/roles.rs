@@ -388,6 +388,121 @@ fn lives(dir: &std::path::Path, id: NodeId) -> Vec<(u32, u64, u64, u64)> {
         .collect()
 }
 
+/// No two children of different nodes lived at once (by their stamps in `dir`).
+fn no_two_children_overlap(dir: &std::path::Path, ids: &[NodeId]) {
+    let all: Vec<(NodeId, (u32, u64, u64, u64))> = ids
+        .iter()
+        .flat_map(|id| lives(dir, *id).into_iter().map(move |l| (*id, l)))
+        .collect();
+    for (a, la) in &all {
+        for (b, lb) in &all {
+            if a < b {
+                assert!(
+                    la.3 < lb.2 || lb.3 < la.2,
+                    "node {a}'s child {la:?} and node {b}'s {lb:?} overlap"
+                );
+            }
+        }
+    }
+}
+
+/// The candidates of `role` as node 1 lists them.
+async fn candidates(tc: &TestCluster, role: &str) -> Vec<NodeId> {
+    let page = client(tc, 1).roles(None, 1000).await;
+    page.ok()
+        .and_then(|p| p.roles.into_iter().find(|r| r.name.as_str() == role))
+        .map_or(Vec::new(), |r| r.candidates)
+}
+
+/// Waits until node 1 lists `want` as `role`'s candidates, at most [`WAIT`].
+fn until_candidates(rt: &tokio::runtime::Runtime, tc: &TestCluster, role: &str, want: &[NodeId]) {
+    let until = Instant::now() + WAIT;
+    while rt.block_on(candidates(tc, role)) != want {
+        assert!(
+            Instant::now() < until,
+            "{role}'s candidates are not {want:?} within {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `electd run --role NAME --health-cmd …` beside every node (issue 50, item 4): a node whose
+/// check fails from the start never stands; a non-holder falling sick withdraws while the
+/// holder keeps the role (the same token through ten checks), and stands again once healthy;
+/// a holder falling sick gives the role up, its child stops, and a healthy node holds it with
+/// a larger token. No two children overlap; every role promise is judged whole.
+#[test]
+fn electd_run_candidacy_follows_the_health_check() {
+    let rt = TestCluster::rt();
+    let tc = TestCluster::start(Mode::Quorum, 3);
+    rt.block_on(tc.c.wait_agreed(WAIT)).expect("a leader");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let sick = |id: NodeId| d.join(format!("sick{id}"));
+    std::fs::write(sick(3), "").unwrap();
+    let role = name("hjob");
+    let ids = tc.c.ids();
+    let (poller_rt, poller) = role_poller(&tc, &ids, std::slice::from_ref(&role));
+    let mut sups = common::Supervisors::stamping_by(&tc, &d, |id| {
+        let check = format!("test ! -e {}", sick(id).display());
+        ["--role", "hjob", "--health-cmd", &check]
+            .into_iter()
+            .chain(["--health-interval-ms", "200", "--health-timeout-ms", "150"])
+            .map(str::to_string)
+            .collect()
+    });
+    let held = rt.block_on(until_held(&tc, 1, std::slice::from_ref(&role), &[1, 2]));
+    let (holder, token) = held.expect("held by node 1 or 2")["hjob"];
+    let other = 3 - holder;
+    until_candidates(&rt, &tc, "hjob", &[1, 2]);
+    // The other node falls sick and withdraws; the holder keeps the role through ten checks.
+    std::fs::write(sick(other), "").unwrap();
+    until_candidates(&rt, &tc, "hjob", &[holder]);
+    for _ in 0..20 {
+        let now = rt.block_on(holders(&tc, 1))["hjob"];
+        assert_eq!(
+            now,
+            (Some(holder), Some(token)),
+            "a healthy holder's role moved"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::remove_file(sick(other)).unwrap();
+    until_candidates(&rt, &tc, "hjob", &[1, 2]);
+    assert_eq!(
+        rt.block_on(holders(&tc, 1))["hjob"],
+        (Some(holder), Some(token))
+    );
+    // The holder falls sick: it gives the role up, and the other node holds it.
+    let fell = Instant::now();
+    std::fs::write(sick(holder), "").unwrap();
+    let moved = rt.block_on(until_held(&tc, 1, std::slice::from_ref(&role), &[other]));
+    let (_, new) = moved.expect("the healthy node holds the role")["hjob"];
+    eprintln!(
+        "an unhealthy holder's role moved in {:?} (checks every 200 ms)",
+        fell.elapsed()
+    );
+    assert!(new > token, "the token grows: {token} then {new}");
+    let codes = sups.interrupt_all();
+    assert!(codes.iter().all(|(_, c)| *c == Some(0)), "{codes:?}");
+    assert!(
+        lives(&d, 3).is_empty(),
+        "node 3, sick throughout, ran a child"
+    );
+    assert!(!lives(&d, other).is_empty(), "the healthy node's child ran");
+    no_two_children_overlap(&d, &ids);
+    let promises = poller_rt.block_on(poller.finish());
+    let (kept, shared) = role_promise_keeping(&promises);
+    eprintln!(
+        "{} role promises judged, {} broken",
+        kept.promises,
+        kept.broken.len()
+    );
+    assert!(kept.broken.is_empty(), "{:?}", kept.broken);
+    assert!(shared.is_empty(), "{shared:?}");
+    tc.assert_safe();
+}
+
 /// `electd run --role NAME` beside every node: the node stands for NAME, one child runs at a
 /// time (with the grant's token in ELECTD_TOKEN), the holder's node killed hands it to another
 /// node's child, which never runs while the first one did; the supervisors withdraw as they
@@ -427,21 +542,7 @@ fn electd_run_with_a_role_runs_one_child_and_moves_it() {
         codes.iter().all(|(id, c)| *id == victim || *c == Some(0)),
         "the supervisors stop with 0: {codes:?}"
     );
-    // No two children of different nodes lived at once.
-    let all: Vec<(NodeId, (u32, u64, u64, u64))> = ids
-        .iter()
-        .flat_map(|id| lives(dir.path(), *id).into_iter().map(move |l| (*id, l)))
-        .collect();
-    for (a, la) in &all {
-        for (b, lb) in &all {
-            if a < b {
-                assert!(
-                    la.3 < lb.2 || lb.3 < la.2,
-                    "node {a}'s child {la:?} and node {b}'s {lb:?} overlap"
-                );
-            }
-        }
-    }
+    no_two_children_overlap(dir.path(), &ids);
     // The live supervisors withdrew their nodes; the killed node's could not.
     let role = rt.block_on(async {
         let other = *ids.iter().find(|i| **i != victim).unwrap();

@@ -281,12 +281,21 @@ impl Supervisors {
     /// [`Supervisors::stamping`] with `extra` flags of `electd run` (and the cluster's admin
     /// token in the environment).
     pub fn stamping_with(tc: &TestCluster, dir: &Path, extra: &[&str]) -> Supervisors {
+        Self::stamping_by(tc, dir, |_| extra.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// [`Supervisors::stamping`] with the flags `extra(id)` for node `id`'s supervisor.
+    pub fn stamping_by(
+        tc: &TestCluster,
+        dir: &Path,
+        extra: impl Fn(NodeId) -> Vec<String>,
+    ) -> Supervisors {
         let lab = env!("CARGO_BIN_EXE_electd-lab");
         let mut sups = Supervisors(Vec::new());
         for id in tc.c.ids() {
             let child = std::process::Command::new(electd_lab::bin::electd_bin().unwrap())
                 .args(["run", "--node", &tc.c.member(id).unwrap().addr])
-                .args(extra)
+                .args(extra(id))
                 .env("ELECTD_ADMIN_TOKEN", tc.c.admin_token().unwrap_or_default())
                 .args(["--grace-ms", "60", "--"])
                 .args([lab, "stamp"])

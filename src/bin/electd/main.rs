@@ -14,6 +14,7 @@ mod client;
 mod contain;
 mod doctor;
 mod flags;
+mod health;
 mod join;
 mod plan;
 mod recover;

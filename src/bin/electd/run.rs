@@ -42,6 +42,7 @@ use tokio::process::{Child, ChildStdin, Command};
 
 use super::addr::NodeAddr;
 use super::contain::Containment;
+use super::health::{HealthArgs, Outcome};
 #[cfg(doc)]
 use super::plan::KILL_EARLY_MS;
 use super::plan::{Action, Plan};
@@ -126,6 +127,9 @@ pub struct RunArgs {
     /// The admin token, for a node that is not on this host (its own host stands without one).
     #[arg(long, env = "ELECTD_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// Candidacy that follows the application's health (with --role).
+    #[command(flatten)]
+    pub health: HealthArgs,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -177,6 +181,12 @@ struct Supervisor {
     clock: std::sync::Arc<dyn BootClock>,
     /// With `--role`: the role, and the id of the node this supervisor follows.
     role: Option<(RoleName, NodeId)>,
+    /// With `--role`: asks candidacy changes (answered once applied: longer than a poll).
+    changes: Client,
+    /// With `--health-cmd` or `--health-url`: each check's outcome.
+    health: Option<tokio::sync::watch::Receiver<Option<Outcome>>>,
+    /// Whether the node stands for the role (as this supervisor last had it applied).
+    stood: bool,
 }
 
 fn log(line: &str) {
@@ -298,6 +308,40 @@ impl Supervisor {
         };
         let (holds, info) = self.client.role_claim(role).await?;
         Ok((holds, role_answer(*me, holds, &info)))
+    }
+
+    /// A health check's outcome: withdraw (and give the role up) while it fails, stand again
+    /// once it passes; a change that failed is tried again at the next check.
+    async fn follow_health(&mut self) -> Result<(), ExitCode> {
+        let outcome = self
+            .health
+            .as_mut()
+            .and_then(|h| h.borrow_and_update().clone());
+        let (Some(outcome), Some((name, me))) = (outcome, self.role.clone()) else {
+            return Ok(());
+        };
+        match (outcome, self.stood) {
+            (Ok(()), false) => match self.changes.stand(&name, me, true).await {
+                Ok(_) => {
+                    log(&format!(
+                        "the health check passes: node {me} stands for role {name} again"
+                    ));
+                    self.stood = true;
+                }
+                Err(e) => log(&format!(
+                    "the health check passes; node {me} cannot stand for role {name} yet: {e}"
+                )),
+            },
+            (Err(why), true) => {
+                log(&format!(
+                    "the health check fails ({why}): node {me} withdraws from role {name} and gives it up"
+                ));
+                self.stood = !withdraw(&self.changes, &name, me).await;
+                return self.round().await;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The deadline timer fired.
@@ -522,25 +566,18 @@ async fn supervise(
         .node
         .client(Duration::from_secs(6))
         .admin_token(args.admin_token.clone());
-    let role = match &args.role {
-        None => None,
-        Some(name) => {
-            let me = tokio::select! {
-                _ = &mut stop => None,
-                me = stand(&changes, name) => Some(me),
-            };
-            match me {
-                Some(Ok(me)) => Some((name.clone(), me)),
-                // Stopped before the stand was applied: withdraw what was asked.
-                None => {
-                    if let Ok(info) = changes.leader().await {
-                        withdraw(&changes, name, info.node_id).await;
-                    }
-                    return ExitCode::from(exit::STOPPED);
-                }
-                Some(Err(code)) => return code,
-            }
-        }
+    if let Some(why) = args.health.invalid() {
+        log(&why);
+        return ExitCode::from(2);
+    }
+    // The first check decides whether the node stands at the start.
+    let (health, _checks) = args.health.started().await;
+    let healthy = health
+        .as_ref()
+        .is_none_or(|h| matches!(*h.borrow(), Some(Ok(()))));
+    let role = match begin_role(&args, &changes, healthy, &mut stop).await {
+        Ok(role) => role,
+        Err(code) => return code,
     };
     let mut sup = Supervisor {
         plan: Plan::new(args.grace_ms, args.poll_ms),
@@ -550,6 +587,9 @@ async fn supervise(
         contain,
         clock,
         role,
+        changes: changes.clone(),
+        health,
+        stood: healthy,
     };
     if let Some((_, me)) = &sup.role {
         sup.plan.node = Some(*me);
@@ -559,6 +599,35 @@ async fn supervise(
         withdraw(&changes, name, *me).await;
     }
     code
+}
+
+/// With `--role`: stands the node for it (`healthy`: only learns its id otherwise) unless
+/// `stop` comes first (then withdraws what was asked and ends with [`exit::STOPPED`]); the
+/// role and the node's id.
+async fn begin_role(
+    args: &RunArgs,
+    changes: &Client,
+    healthy: bool,
+    stop: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> Result<Option<(RoleName, NodeId)>, ExitCode> {
+    let Some(name) = &args.role else {
+        return Ok(None);
+    };
+    let me = tokio::select! {
+        _ = stop => None,
+        me = stand(changes, name, healthy) => Some(me),
+    };
+    match me {
+        Some(Ok(me)) => Ok(Some((name.clone(), me))),
+        // Stopped before the stand was applied: withdraw what was asked.
+        None => {
+            if let Ok(info) = changes.leader().await {
+                withdraw(changes, name, info.node_id).await;
+            }
+            Err(ExitCode::from(exit::STOPPED))
+        }
+        Some(Err(code)) => Err(code),
+    }
 }
 
 /// The supervisor's loop until `stop` or CMD's end says so.
@@ -597,6 +666,7 @@ async fn supervise_loop(
                 None => Ok(()),
             },
             _ = due => sup.on_due(),
+            _ = health_checked(&mut sup.health) => sup.follow_health().await,
             _ = changed.notified() => sup.round().await,
             _ = tick.tick() => sup.round().await,
         };
@@ -606,19 +676,28 @@ async fn supervise_loop(
     }
 }
 
-/// Stands the node for `role` (`PUT /v1/roles/{name}/candidates/{id}`), asking again every
-/// second until it is done; the node's id. A refusal that asking again cannot change (a mode
-/// without roles, a bad token: a 4xx other than a timeout) ends the supervisor with exit 2.
-async fn stand(client: &Client, role: &RoleName) -> Result<NodeId, ExitCode> {
+/// Stands the node for `role` (`PUT /v1/roles/{name}/candidates/{id}`; with `stands` false only
+/// learns the node's id: an unhealthy application does not stand), asking again every second
+/// until it is done; the node's id. A refusal that asking again cannot change (a mode without
+/// roles, a bad token: a 4xx other than a timeout) ends the supervisor with exit 2.
+async fn stand(client: &Client, role: &RoleName, stands: bool) -> Result<NodeId, ExitCode> {
     let mut said = false;
     loop {
         let stood = async {
             let me = client.leader().await?.node_id;
-            client.stand(role, me, true).await.map(|_| me)
+            match stands {
+                true => client.stand(role, me, true).await.map(|_| me),
+                false => Ok(me),
+            }
         };
         match stood.await {
             Ok(me) => {
-                log(&format!("node {me} stands for role {role}"));
+                match stands {
+                    true => log(&format!("node {me} stands for role {role}")),
+                    false => log(&format!(
+                        "node {me} does not stand for role {role} yet: the health check fails"
+                    )),
+                }
                 return Ok(me);
             }
             Err(e @ electd_client::Error::Api { status, .. })
@@ -639,13 +718,31 @@ async fn stand(client: &Client, role: &RoleName) -> Result<NodeId, ExitCode> {
     }
 }
 
-/// Withdraws node `me` from `role` as the supervisor exits (CMD has stopped), and gives the
-/// role up if the node holds it, so that another candidate may take it at once.
-async fn withdraw(client: &Client, role: &RoleName, me: NodeId) {
-    match client.stand(role, me, false).await {
-        Ok(_) => log(&format!("node {me} withdrew from role {role}")),
-        Err(e) => log(&format!("cannot withdraw node {me} from role {role}: {e}")),
+/// Resolves at the next health check's outcome; never without a health check.
+async fn health_checked(health: &mut Option<tokio::sync::watch::Receiver<Option<Outcome>>>) {
+    let checked = match health {
+        Some(rx) => rx.changed().await.is_ok(),
+        None => false,
+    };
+    if !checked {
+        std::future::pending::<()>().await;
     }
+}
+
+/// Withdraws node `me` from `role` as the supervisor exits (CMD has stopped) or the health
+/// check fails, and gives the role up if the node holds it, so that another candidate may take
+/// it at once; whether the withdrawal was applied.
+async fn withdraw(client: &Client, role: &RoleName, me: NodeId) -> bool {
+    let withdrawn = match client.stand(role, me, false).await {
+        Ok(_) => {
+            log(&format!("node {me} withdrew from role {role}"));
+            true
+        }
+        Err(e) => {
+            log(&format!("cannot withdraw node {me} from role {role}: {e}"));
+            false
+        }
+    };
     let Ok((
         true,
         RoleClaimInfo {
@@ -653,12 +750,13 @@ async fn withdraw(client: &Client, role: &RoleName, me: NodeId) {
         },
     )) = client.role_claim(role).await
     else {
-        return;
+        return withdrawn;
     };
     match client.resign_role(role, token).await {
         Ok(_) => log(&format!("node {me} gave up role {role} (token {token})")),
         Err(e) => log(&format!("cannot give up role {role} (token {token}): {e}")),
     }
+    withdrawn
 }
 
 /// Follows the node's watch stream and wakes the supervisor on every event (a change of the
@@ -778,6 +876,12 @@ mod suspend {
             restart_delay_ms: 1000,
             role: None,
             admin_token: None,
+            health: HealthArgs {
+                health_cmd: None,
+                health_url: None,
+                health_interval_ms: 1000,
+                health_timeout_ms: 500,
+            },
             cmd: vec![
                 "sh".into(),
                 "-c".into(),
