@@ -1,8 +1,8 @@
 """Runs a job's loop only while this host's node holds the role (electd's Python client).
 
-    PYTHONPATH=clients/python python3 clients/python/example.py scheduler 127.0.0.1:7001 10
+    PYTHONPATH=clients/python python3 clients/python/example.py billing 127.0.0.1:7001 10
 
-stands node 1 of the bundled cluster for "scheduler", works while it holds it for 10 s,
+stands node 1 of the bundled cluster for "billing", works while it holds it for 10 s,
 then withdraws (0 s: until Ctrl-C)."""
 
 import sys

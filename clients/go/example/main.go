@@ -1,8 +1,8 @@
 // Runs a job's loop only while this host's node holds the role (electd's Go client).
 //
-//	cd clients/go && go run ./example scheduler 127.0.0.1:7001 10s
+//	cd clients/go && go run ./example billing 127.0.0.1:7002 10s
 //
-// stands node 1 of the bundled cluster for "scheduler", works while it holds it for 10 s, then
+// stands node 2 of the bundled cluster for "billing", works while it holds it for 10 s, then
 // withdraws (0s: until interrupted).
 package main
 
