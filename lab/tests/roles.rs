@@ -483,6 +483,11 @@ fn electd_run_candidacy_follows_the_health_check() {
         fell.elapsed()
     );
     assert!(new > token, "the token grows: {token} then {new}");
+    // The healthy node's supervisor starts its child at its next poll.
+    let until = Instant::now() + WAIT;
+    while lives(&d, other).is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let codes = sups.interrupt_all();
     assert!(codes.iter().all(|(_, c)| *c == Some(0)), "{codes:?}");
     assert!(
