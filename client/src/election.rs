@@ -146,8 +146,9 @@ struct Shared {
     opts: ElectionOptions,
     clock: fn() -> u64,
     state: Mutex<(Promise, Vec<Change>)>,
-    /// The running holding's token, `None` while none runs.
-    holding: watch::Sender<Option<Token>>,
+    /// How many times a holding began or ended, and the running holding's token (`None` while
+    /// none runs): a holding that ends and begins again under the same token is another one.
+    holding: watch::Sender<(u64, Option<Token>)>,
 }
 
 /// The cluster's election (`name` `None`) or the named role `name`, as seen from the node the
@@ -165,14 +166,17 @@ pub struct Election {
 /// One holding: its `token`, and [`Leadership::lost`], which resolves when it ends.
 pub struct Leadership {
     pub token: Token,
-    holding: watch::Receiver<Option<Token>>,
+    /// The count of begins and ends when this holding was seen running.
+    seen: u64,
+    holding: watch::Receiver<(u64, Option<Token>)>,
 }
 
 impl Leadership {
-    /// Resolves when this holding has ended (the application stops acting as the holder).
+    /// Resolves when this holding has ended (the application stops acting as the holder), even
+    /// if another began since under the same token.
     pub async fn lost(&mut self) {
-        let token = self.token;
-        let _ = self.holding.wait_for(|h| *h != Some(token)).await;
+        let seen = self.seen;
+        let _ = self.holding.wait_for(|(n, _)| *n != seen).await;
     }
 }
 
@@ -206,7 +210,7 @@ impl Election {
             opts,
             clock,
             state: Mutex::new((Promise::default(), Vec::new())),
-            holding: watch::channel(None).0,
+            holding: watch::channel((0, None)).0,
         });
         let asking = tokio::spawn(asking(shared.clone()));
         let timer = tokio::spawn(timer(shared.clone()));
@@ -240,11 +244,15 @@ impl Election {
     /// Waits until a holding runs.
     pub async fn leadership(&self) -> Leadership {
         let mut holding = self.shared.holding.subscribe();
-        let token = match holding.wait_for(Option::is_some).await {
-            Ok(t) => t.unwrap_or(0),
-            Err(_) => 0,
+        let (seen, token) = match holding.wait_for(|(_, h)| h.is_some()).await {
+            Ok(v) => (v.0, v.1.unwrap_or(0)),
+            Err(_) => (0, 0),
         };
-        Leadership { token, holding }
+        Leadership {
+            token,
+            seen,
+            holding,
+        }
     }
 
     /// Gives the holding up: ends it here first, then asks the node to resign the role's grant
@@ -310,7 +318,8 @@ impl Shared {
         let holding = s.0.token.filter(|_| s.0.held(now));
         drop(s);
         if !changes.is_empty() {
-            self.holding.send_replace(holding);
+            let n = changes.len() as u64;
+            self.holding.send_modify(|v| *v = (v.0 + n, holding));
         }
     }
 
@@ -491,5 +500,37 @@ mod tests {
         FAKE_NOW.fetch_add(70 * MS, std::sync::atomic::Ordering::SeqCst);
         assert!(!e.held() && e.token().is_none(), "held past the deadline");
         e.stop().await;
+    }
+
+    /// A holding that lapses and begins again under the same token within one step is another
+    /// holding: the first one's `lost` resolves (it waited for a change of token before).
+    #[tokio::test]
+    async fn lost_resolves_when_a_holding_ends_even_if_the_token_comes_back() {
+        let shared = Shared {
+            client: Client::new("127.0.0.1:9", Duration::from_secs(1)),
+            name: None,
+            node: 2,
+            opts: ElectionOptions::default(),
+            clock: fake_now,
+            state: Mutex::new((Promise::default(), Vec::new())),
+            holding: watch::channel((0, None)).0,
+        };
+        let e = Election {
+            shared: Arc::new(shared),
+            tasks: Vec::new(),
+        };
+        let now = fake_now();
+        e.shared.step(|p, _| p.answered(now, now, Some((9, 100))));
+        let mut lead = e.leadership().await;
+        assert_eq!(lead.token, 9);
+        // Past the deadline, an answer of the same token: expired, then begun again.
+        e.shared.step(|p, _| {
+            let mut c = p.expire(now + 200 * MS);
+            c.extend(p.answered(now + 150 * MS, now + 200 * MS, Some((9, 100))));
+            c
+        });
+        tokio::time::timeout(Duration::from_secs(1), lead.lost())
+            .await
+            .expect("lost resolves");
     }
 }

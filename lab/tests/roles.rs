@@ -427,7 +427,7 @@ fn until_candidates(rt: &tokio::runtime::Runtime, tc: &TestCluster, role: &str, 
 }
 
 /// `electd run --role NAME --health-cmd …` beside every node (issue 50, item 4): a node whose
-/// check fails from the start never stands; a non-holder falling sick withdraws while the
+/// check fails from the start never stands (a candidacy of its from before is withdrawn); a non-holder falling sick withdraws while the
 /// holder keeps the role (the same token through ten checks), and stands again once healthy;
 /// a holder falling sick gives the role up, its child stops, and a healthy node holds it with
 /// a larger token. No two children overlap; every role promise is judged whole.
@@ -443,18 +443,21 @@ fn electd_run_candidacy_follows_the_health_check() {
     let role = name("hjob");
     let ids = tc.c.ids();
     let (poller_rt, poller) = role_poller(&tc, &ids, std::slice::from_ref(&role));
+    // Node 3 stands from before (an operator's candidacy): its sick supervisor withdraws it.
+    rt.block_on(client(&tc, 1).stand(&role, 3, true))
+        .expect("node 3 stands");
     let mut sups = common::Supervisors::stamping_by(&tc, &d, |id| {
         let check = format!("test ! -e {}", sick(id).display());
         ["--role", "hjob", "--health-cmd", &check]
             .into_iter()
-            .chain(["--health-interval-ms", "200", "--health-timeout-ms", "150"])
+            .chain(["--health-interval-ms", "500", "--health-timeout-ms", "400"])
             .map(str::to_string)
             .collect()
     });
+    until_candidates(&rt, &tc, "hjob", &[1, 2]);
     let held = rt.block_on(until_held(&tc, 1, std::slice::from_ref(&role), &[1, 2]));
     let (holder, token) = held.expect("held by node 1 or 2")["hjob"];
     let other = 3 - holder;
-    until_candidates(&rt, &tc, "hjob", &[1, 2]);
     // The other node falls sick and withdraws; the holder keeps the role through ten checks.
     std::fs::write(sick(other), "").unwrap();
     until_candidates(&rt, &tc, "hjob", &[holder]);
@@ -479,7 +482,7 @@ fn electd_run_candidacy_follows_the_health_check() {
     let moved = rt.block_on(until_held(&tc, 1, std::slice::from_ref(&role), &[other]));
     let (_, new) = moved.expect("the healthy node holds the role")["hjob"];
     eprintln!(
-        "an unhealthy holder's role moved in {:?} (checks every 200 ms)",
+        "an unhealthy holder's role moved in {:?} (checks every 500 ms)",
         fell.elapsed()
     );
     assert!(new > token, "the token grows: {token} then {new}");
@@ -494,6 +497,15 @@ fn electd_run_candidacy_follows_the_health_check() {
         lives(&d, 3).is_empty(),
         "node 3, sick throughout, ran a child"
     );
+    // The sick holder's child was stopped within its deadline: the supervisor's loop is never
+    // held up by the withdrawal and the resign (which answers once the promises have ended).
+    for id in &ids {
+        let log = std::fs::read_to_string(d.join(format!("run{id}.log"))).unwrap_or_default();
+        assert!(
+            !log.contains("AFTER its deadline"),
+            "node {id}'s supervisor:\n{log}"
+        );
+    }
     assert!(!lives(&d, other).is_empty(), "the healthy node's child ran");
     no_two_children_overlap(&d, &ids);
     let promises = poller_rt.block_on(poller.finish());

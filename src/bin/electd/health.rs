@@ -19,7 +19,8 @@ pub struct HealthArgs {
     #[arg(long, value_name = "CMD", requires = "role")]
     pub health_cmd: Option<String>,
     /// With --role: an http:// URL that answers GET with 2xx while the application is healthy
-    /// (as --health-cmd; with both, both must pass).
+    /// (as --health-cmd; with both, both must pass). It must not be served by CMD itself, which
+    /// runs only once the node holds the role.
     #[arg(long, value_name = "URL", requires = "role", value_parser = http_url)]
     pub health_url: Option<String>,
     /// How often the health check runs, ms.
@@ -34,9 +35,10 @@ pub struct HealthArgs {
 /// `--health-url`'s value, or why it is not one.
 fn http_url(s: &str) -> Result<String, String> {
     match reqwest::Url::parse(s) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(s.to_string()),
+        Ok(u) if u.scheme() == "http" && u.host().is_some() => Ok(s.to_string()),
+        // https: this client trusts no roots (electd's clients trust the cluster's CA only).
         Ok(u) => Err(format!(
-            "{s:?} is not an http:// or https:// URL (scheme {:?})",
+            "{s:?} is not an http:// URL (scheme {:?}); for https, use --health-cmd with curl",
             u.scheme()
         )),
         Err(e) => Err(format!("{s:?} is not a URL: {e}")),
@@ -212,6 +214,7 @@ mod tests {
         let refused = args(None, Some("http://127.0.0.1:9/health")).check().await;
         assert!(refused.unwrap_err().starts_with("--health-url"));
         assert!(http_url("ftp://x/").is_err() && http_url("not a url").is_err());
+        assert!(http_url("https://127.0.0.1/health").is_err());
         assert!(http_url("http://127.0.0.1:8080/health").is_ok());
         assert!(args(Some("true"), None).invalid().is_none());
         let slow = HealthArgs {

@@ -187,6 +187,11 @@ struct Supervisor {
     health: Option<tokio::sync::watch::Receiver<Option<Outcome>>>,
     /// Whether the node stands for the role (as this supervisor last had it applied).
     stood: bool,
+    /// The last health check failed.
+    unhealthy: bool,
+    /// A candidacy change under way (withdraw and give up, or stand), on a task of its own so
+    /// that the loop goes on enforcing deadlines meanwhile: whether the node stands after it.
+    changing: Option<tokio::task::JoinHandle<bool>>,
 }
 
 fn log(line: &str) {
@@ -278,9 +283,16 @@ impl Supervisor {
         let answer = tokio::time::timeout(bound, self.ask()).await;
         let now = self.clock.now_ns();
         match answer {
-            Ok(Ok((_, info))) => {
+            Ok(Ok((_, mut info))) => {
+                // While the health check fails, CMD neither starts nor goes on: a claim is
+                // taken as a refusal.
+                if self.unhealthy {
+                    (info.role, info.lease_ms) = (Role::Follower, None);
+                }
                 let action = self.plan.answered(sent, now, &info);
-                let why = if self.plan.node.is_some_and(|n| n != info.node_id) {
+                let why = if self.unhealthy {
+                    "the health check fails".to_string()
+                } else if self.plan.node.is_some_and(|n| n != info.node_id) {
                     format!(
                         "node {} answered, not node {} that this supervisor follows (is --node \
                          a load-balanced address? point it at the node beside the application)",
@@ -310,38 +322,50 @@ impl Supervisor {
         Ok((holds, role_answer(*me, holds, &info)))
     }
 
-    /// A health check's outcome: withdraw (and give the role up) while it fails, stand again
-    /// once it passes; a change that failed is tried again at the next check.
-    async fn follow_health(&mut self) -> Result<(), ExitCode> {
+    /// A health check's outcome. While checks fail, CMD is stopped (each answer is taken as a
+    /// refusal: [`Supervisor::round`]) and, on a task of its own, the node withdraws and gives
+    /// the role up (again at every failing check while it claims it); once one passes, it
+    /// stands again. Nothing here waits on the network: the loop goes on enforcing deadlines.
+    fn follow_health(&mut self) {
         let outcome = self
             .health
             .as_mut()
             .and_then(|h| h.borrow_and_update().clone());
         let (Some(outcome), Some((name, me))) = (outcome, self.role.clone()) else {
-            return Ok(());
+            return;
         };
-        match (outcome, self.stood) {
-            (Ok(()), false) => match self.changes.stand(&name, me, true).await {
-                Ok(_) => {
-                    log(&format!(
-                        "the health check passes: node {me} stands for role {name} again"
-                    ));
-                    self.stood = true;
-                }
-                Err(e) => log(&format!(
-                    "the health check passes; node {me} cannot stand for role {name} yet: {e}"
-                )),
-            },
-            (Err(why), true) => {
-                log(&format!(
-                    "the health check fails ({why}): node {me} withdraws from role {name} and gives it up"
-                ));
-                self.stood = !withdraw(&self.changes, &name, me).await;
-                return self.round().await;
-            }
+        let was = self.unhealthy;
+        self.unhealthy = outcome.is_err();
+        match (&outcome, was) {
+            (Err(why), false) => log(&format!(
+                "the health check fails ({why}): CMD stops; node {me} withdraws from role {name} and gives it up"
+            )),
+            (Ok(()), true) => log(&format!(
+                "the health check passes: node {me} stands for role {name} again"
+            )),
             _ => {}
         }
-        Ok(())
+        if self.changing.is_some() {
+            return;
+        }
+        let c = self.changes.clone();
+        self.changing = match (self.unhealthy, self.stood) {
+            (true, true) => Some(tokio::spawn(async move { !withdraw(&c, &name, me).await })),
+            (true, false) => Some(tokio::spawn(async move {
+                give_up(&c, &name, me).await;
+                false
+            })),
+            (false, false) => Some(tokio::spawn(async move {
+                match c.stand(&name, me, true).await {
+                    Ok(_) => true,
+                    Err(e) => {
+                        log(&format!("node {me} cannot stand for role {name} yet: {e}"));
+                        false
+                    }
+                }
+            })),
+            (false, true) => None,
+        };
     }
 
     /// The deadline timer fired.
@@ -588,12 +612,17 @@ async fn supervise(
         clock,
         role,
         changes: changes.clone(),
+        // With a health check, as if the node stood: a first check that failed withdraws a
+        // candidacy left from before (a supervisor killed, an operator's).
+        stood: health.is_some() || healthy,
         health,
-        stood: healthy,
+        unhealthy: !healthy,
+        changing: None,
     };
     if let Some((_, me)) = &sup.role {
         sup.plan.node = Some(*me);
     }
+    sup.follow_health();
     let code = supervise_loop(&mut sup, stop).await;
     if let Some((name, me)) = &sup.role {
         withdraw(&changes, name, *me).await;
@@ -666,7 +695,14 @@ async fn supervise_loop(
                 None => Ok(()),
             },
             _ = due => sup.on_due(),
-            _ = health_checked(&mut sup.health) => sup.follow_health().await,
+            _ = health_checked(&mut sup.health) => {
+                sup.follow_health();
+                if sup.unhealthy { sup.round().await } else { Ok(()) }
+            }
+            stood = change_done(&mut sup.changing) => {
+                (sup.stood, sup.changing) = (stood.unwrap_or(sup.stood), None);
+                Ok(())
+            }
             _ = changed.notified() => sup.round().await,
             _ = tick.tick() => sup.round().await,
         };
@@ -718,6 +754,15 @@ async fn stand(client: &Client, role: &RoleName, stands: bool) -> Result<NodeId,
     }
 }
 
+/// Resolves when the candidacy change under way is done, with whether the node stands after
+/// it (`None`: the task failed); never while none is under way.
+async fn change_done(changing: &mut Option<tokio::task::JoinHandle<bool>>) -> Option<bool> {
+    match changing {
+        Some(task) => task.await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
 /// Resolves at the next health check's outcome; never without a health check.
 async fn health_checked(health: &mut Option<tokio::sync::watch::Receiver<Option<Outcome>>>) {
     let checked = match health {
@@ -743,6 +788,13 @@ async fn withdraw(client: &Client, role: &RoleName, me: NodeId) -> bool {
             false
         }
     };
+    give_up(client, role, me).await;
+    withdrawn
+}
+
+/// Gives `role` up if node `me` holds it (a resign with its token: the node stops claiming at
+/// once and releases once its promises have ended).
+async fn give_up(client: &Client, role: &RoleName, me: NodeId) {
     let Ok((
         true,
         RoleClaimInfo {
@@ -750,13 +802,12 @@ async fn withdraw(client: &Client, role: &RoleName, me: NodeId) -> bool {
         },
     )) = client.role_claim(role).await
     else {
-        return withdrawn;
+        return;
     };
     match client.resign_role(role, token).await {
         Ok(_) => log(&format!("node {me} gave up role {role} (token {token})")),
         Err(e) => log(&format!("cannot give up role {role} (token {token}): {e}")),
     }
-    withdrawn
 }
 
 /// Follows the node's watch stream and wakes the supervisor on every event (a change of the
