@@ -115,7 +115,9 @@ func NewClient(node string) *Client {
 			dialer.LocalAddr = &net.TCPAddr{IP: ip}
 		}
 	}
-	transport := &http.Transport{DialContext: dialer.DialContext, Proxy: nil, IdleConnTimeout: 2 * time.Second}
+	// A stream's first answer (its headers) comes within 15 s, or the node is taken for gone,
+	// as a stream silent for 15 s is.
+	transport := &http.Transport{DialContext: dialer.DialContext, Proxy: nil, IdleConnTimeout: 2 * time.Second, ResponseHeaderTimeout: 15 * time.Second}
 	return &Client{Node: node, Timeout: 2 * time.Second, http: &http.Client{Transport: transport}}
 }
 

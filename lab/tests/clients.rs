@@ -70,7 +70,9 @@ fn against_a_live_cluster(
         |f: &dyn Fn(u64) -> String| ids.iter().map(|id| f(*id)).collect::<Vec<_>>().join(",");
     let nodes = join(&|id| tc.c.member(id).unwrap().addr.clone());
     let pids = join(&|id| tc.c.pid(id).expect("node runs").to_string());
-    let out = Command::new(program)
+    // At most 5 minutes: a client suite that hangs fails here instead of holding the run up.
+    let out = Command::new("timeout")
+        .args(["-s", "KILL", "300", program])
         .args(args)
         .current_dir(dir)
         .env("ELECTD_TEST_NODES", &nodes)
@@ -114,7 +116,9 @@ fn against_a_live_cluster(
 
 /// The outcome of `program args` in `dir`; a panic naming `what` when it fails.
 fn check(dir: &Path, what: &str, program: &str, args: &[&str]) {
-    let out = Command::new(program)
+    // At most 5 minutes: a client suite that hangs fails here instead of holding the run up.
+    let out = Command::new("timeout")
+        .args(["-s", "KILL", "300", program])
         .args(args)
         .current_dir(dir)
         .output()
