@@ -122,8 +122,12 @@ func TestLiveTheClusterClaimIsHeldByTheLeaderAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(t, "one node holds the cluster's claim", 20*time.Second, func() bool { n, _ := held(es); return n == 1 })
-	_, at := held(es)
+	at := -1
+	until(t, "one node holds the cluster's claim", 20*time.Second, func() bool {
+		n, i := held(es)
+		at = i
+		return n == 1
+	})
 	v, err := NewClient(l.nodes[at]).Leader(ctx)
 	token, _ := es[at].Token()
 	if err != nil || v.Role != "leader" || v.Term != token {
@@ -154,8 +158,12 @@ func TestLiveARoleMovesWhenItsHolderPausesAndItsLeadershipEndsOnTime(t *testing.
 			_ = e.Stop(ctx)
 		}
 	}()
-	until(t, "one node holds the role", 20*time.Second, func() bool { n, _ := held(es); return n == 1 })
-	_, first := held(es)
+	first := -1
+	until(t, "one node holds the role", 20*time.Second, func() bool {
+		n, at := held(es)
+		first = at
+		return n == 1
+	})
 	lead, token, err := es[first].Leadership(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -118,7 +118,7 @@ class LiveTest(unittest.TestCase):
             # The holder resigns: its holding ends before the node is asked, another takes it.
             es[second].resign()
             self.assertFalse(es[second].held())
-            until("a third holding begins", lambda: any(e.held() and e.token != new for e in es))
+            until("a third holding begins", lambda: any(t is not None and t != new for t in (e.token for e in es)))
         finally:
             for pid in PIDS:
                 os.kill(pid, signal.SIGCONT)
