@@ -9,13 +9,12 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::{TestCluster, POLL_EVERY, TEST_TIMING};
+use common::{role_poller, role_promises_kept, TestCluster, TEST_TIMING};
 use electd::config::Timing;
 use electd_client::{
     Error, Mode, NodeId, RoleEvent, RoleEventKind, RoleName, RoleWatch, RoleWatched, RolesPage,
 };
 use electd_lab::chaos::checkers::role_promise_keeping;
-use electd_lab::chaos::record::RolePoller;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -66,25 +65,6 @@ async fn until_held(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     None
-}
-
-/// A [`RolePoller`] of nodes `ids` about `roles`, on a runtime of its own with a worker thread:
-/// it asks while the test blocks.
-fn role_poller(
-    tc: &TestCluster,
-    ids: &[NodeId],
-    roles: &[RoleName],
-) -> (tokio::runtime::Runtime, RolePoller) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let poller = {
-        let _in = rt.enter();
-        RolePoller::start_on(&tc.c, ids, roles, POLL_EVERY)
-    };
-    (rt, poller)
 }
 
 /// The API's error code of `e`, if it is an error answer.
@@ -427,8 +407,9 @@ fn until_candidates(rt: &tokio::runtime::Runtime, tc: &TestCluster, role: &str, 
 }
 
 /// `electd run --role NAME --health-cmd …` beside every node (issue 50, item 4): a node whose
-/// check fails from the start never stands (a candidacy of its from before is withdrawn); a non-holder falling sick withdraws while the
-/// holder keeps the role (the same token through ten checks), and stands again once healthy;
+/// check fails from the start never stands (a candidacy of its from before is withdrawn); a
+/// non-holder falling sick withdraws while the holder keeps the role (the same token through
+/// ten checks), and stands again once healthy;
 /// a holder falling sick gives the role up, its child stops, and a healthy node holds it with
 /// a larger token. No two children overlap; every role promise is judged whole.
 #[test]
@@ -508,15 +489,7 @@ fn electd_run_candidacy_follows_the_health_check() {
     }
     assert!(!lives(&d, other).is_empty(), "the healthy node's child ran");
     no_two_children_overlap(&d, &ids);
-    let promises = poller_rt.block_on(poller.finish());
-    let (kept, shared) = role_promise_keeping(&promises);
-    eprintln!(
-        "{} role promises judged, {} broken",
-        kept.promises,
-        kept.broken.len()
-    );
-    assert!(kept.broken.is_empty(), "{:?}", kept.broken);
-    assert!(shared.is_empty(), "{shared:?}");
+    role_promises_kept(poller_rt, poller);
     tc.assert_safe();
 }
 

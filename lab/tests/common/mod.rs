@@ -14,8 +14,9 @@ use electd_client::{Event, NodeId};
 use electd_lab::chaos::checkers::{
     cap_paused_claims, election_safety, promise_keeping, split_brain, time_goes_back,
 };
+use electd_lab::chaos::checkers::{role_promise_keeping, PromiseKeeping};
 use electd_lab::chaos::record::RunLog;
-use electd_lab::chaos::record::{PromisePoller, Recorder};
+use electd_lab::chaos::record::{PromisePoller, Recorder, RolePoller};
 use electd_lab::cluster::{claim_addrs, AddrBlock, Cluster, Observed};
 
 pub struct TestCluster {
@@ -372,4 +373,38 @@ pub fn assert_no_other_claim(
         other.is_none(),
         "node {id}'s child {pid} ran {first}..{last} while {other:?} claimed"
     );
+}
+
+/// A [`RolePoller`] of nodes `ids` about `roles`, on a runtime of its own with a worker thread:
+/// it asks while the test blocks.
+pub fn role_poller(
+    tc: &TestCluster,
+    ids: &[NodeId],
+    roles: &[electd_client::RoleName],
+) -> (tokio::runtime::Runtime, RolePoller) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let poller = {
+        let _in = rt.enter();
+        RolePoller::start_on(&tc.c, ids, roles, POLL_EVERY)
+    };
+    (rt, poller)
+}
+
+/// Stops `poller` and judges every role promise it was given whole: none broken, no token
+/// claimed by two nodes; what was judged.
+pub fn role_promises_kept(rt: tokio::runtime::Runtime, poller: RolePoller) -> PromiseKeeping {
+    let promises = rt.block_on(poller.finish());
+    let (kept, shared) = role_promise_keeping(&promises);
+    eprintln!(
+        "{} role promises judged, {} broken",
+        kept.promises,
+        kept.broken.len()
+    );
+    assert!(kept.broken.is_empty(), "{:?}", kept.broken);
+    assert!(shared.is_empty(), "{shared:?}");
+    kept
 }
