@@ -8,10 +8,12 @@
 //! arrival; it is kept on `CLOCK_BOOTTIME` ([`boot_ns`]), which counts a suspended host's sleep
 //! as the node's lease does; and a timer of the election's own ends the holding at the deadline
 //! even when the network says nothing. The deadline is the end of the latest promise *of one
-//! token* (the cluster's term, a role's grant): an answer with another token never extends it,
-//! and the old holding ends before the new one begins. [`Promise`] is that arithmetic without
+//! token* (the cluster's term, a role's grant), less a margin the application needs to stop:
+//! an answer with another token never extends it, and the old holding ends before the new one
+//! begins. [`Promise`] is that arithmetic without
 //! I/O; [`Election`] asks the node and steps it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,15 +41,21 @@ pub struct Change {
 }
 
 /// What the node's answers promise, without I/O: fed with every answer, the instant its
-/// question was sent and now (ns of one clock); says when a holding begins and ends.
+/// question was sent and now (ns of one clock); says when a holding begins and ends. Once the
+/// application has resigned a token ([`Promise::resign`]), answers with that token or an older
+/// one claim nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Promise {
     /// The token of the running holding, or of the last one.
     pub token: Option<Token>,
     pub begun_ns: u64,
-    /// The end of the latest promise of `token`.
+    /// The end of the latest promise of `token`, less `margin_ns`.
     pub deadline_ns: u64,
+    /// What the application needs to stop acting once told: the holding ends this long before
+    /// the promise does.
+    pub margin_ns: u64,
     holding: bool,
+    resigned: Option<Token>,
 }
 
 impl Promise {
@@ -67,11 +75,13 @@ impl Promise {
         claim: Option<(Token, u64)>,
     ) -> Vec<Change> {
         let mut out = self.expire(now_ns);
-        let Some((token, lease_ms)) = claim.filter(|(_, l)| *l > 0) else {
+        let resigned = self.resigned;
+        let claim = claim.filter(|(t, l)| *l > 0 && resigned.is_none_or(|r| *t > r));
+        let Some((token, lease_ms)) = claim else {
             out.extend(self.end(now_ns));
             return out;
         };
-        let end = sent_ns + lease_ms * 1_000_000;
+        let end = (sent_ns + lease_ms * 1_000_000).saturating_sub(self.margin_ns);
         if self.holding && self.token != Some(token) {
             out.extend(self.end(now_ns));
         }
@@ -108,6 +118,22 @@ impl Promise {
         out
     }
 
+    /// The holding ends now, and the token to give up: the last one heard, even when its
+    /// promise has run out here (the node may still hold the grant). No answer with that token
+    /// or an older one begins a holding again, not even one to a question sent before.
+    pub fn resign(&mut self, now_ns: u64) -> (Vec<Change>, Option<Token>) {
+        self.resigned = self.token.max(self.resigned);
+        (self.end(now_ns), self.token)
+    }
+
+    /// Takes back a resign of `token` that the node did not take (it failed): the node still
+    /// holds the grant, and its answers may begin a holding again.
+    pub fn unresign(&mut self, token: Token) {
+        if self.resigned == Some(token) {
+            self.resigned = None;
+        }
+    }
+
     fn change(&self, elected: bool) -> Change {
         Change {
             elected,
@@ -127,6 +153,9 @@ pub struct ElectionOptions {
     pub poll: Duration,
     /// The longest a question waits (less when the running promise has less left).
     pub timeout: Duration,
+    /// What the application needs to stop acting once told: a holding ends this long before
+    /// its promise does (as `electd run` kills its command 5 ms before the deadline).
+    pub margin: Duration,
 }
 
 impl Default for ElectionOptions {
@@ -135,6 +164,7 @@ impl Default for ElectionOptions {
             stand: true,
             poll: Duration::from_millis(20),
             timeout: Duration::from_secs(1),
+            margin: Duration::from_millis(5),
         }
     }
 }
@@ -149,6 +179,9 @@ struct Shared {
     /// How many times a holding began or ended, and the running holding's token (`None` while
     /// none runs): a holding that ends and begins again under the same token is another one.
     holding: watch::Sender<(u64, Option<Token>)>,
+    /// The election stopped: no answer begins a holding (one may still be stepped on another
+    /// worker as the tasks are aborted).
+    stopped: AtomicBool,
 }
 
 /// The cluster's election (`name` `None`) or the named role `name`, as seen from the node the
@@ -157,7 +190,8 @@ struct Shared {
 /// as the holder now, [`Election::token`] is the fencing token to pass to what it writes to,
 /// and [`Election::leadership`] waits for a holding and gives a [`Leadership`] whose
 /// [`Leadership::lost`] resolves when it ends: at the deadline, whether or not the node
-/// answers, or at once when the node says it no longer claims.
+/// answers, or at once when the node says it no longer claims. On a node whose mode promises
+/// nothing, [`Election::start`] fails with [`Error::NoPromise`].
 pub struct Election {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
@@ -199,7 +233,16 @@ impl Election {
         opts: ElectionOptions,
         clock: fn() -> u64,
     ) -> Result<Election, Error> {
-        let node = client.leader().await?.node_id;
+        let view = client.leader().await?;
+        if let Some(why) = view.no_promise {
+            let addr = client.addr().to_string();
+            return Err(Error::NoPromise { addr, why });
+        }
+        let node = view.node_id;
+        let promise = Promise {
+            margin_ns: opts.margin.as_nanos() as u64,
+            ..Promise::default()
+        };
         if let (Some(role), true) = (&name, opts.stand) {
             client.stand(role, node, true).await?;
         }
@@ -209,8 +252,9 @@ impl Election {
             node,
             opts,
             clock,
-            state: Mutex::new((Promise::default(), Vec::new())),
+            state: Mutex::new((promise, Vec::new())),
             holding: watch::channel((0, None)).0,
+            stopped: AtomicBool::new(false),
         });
         let asking = tokio::spawn(asking(shared.clone()));
         let timer = tokio::spawn(timer(shared.clone()));
@@ -256,20 +300,39 @@ impl Election {
     }
 
     /// Gives the holding up: ends it here first, then asks the node to resign the role's grant
-    /// (idempotent) or, for the cluster's election, to hand over (the admin token).
+    /// or, for the cluster's election, to hand over (the admin token). For a role it gives up
+    /// the last token heard even when its promise has run out here (the node may still hold
+    /// the grant); a grant that has already moved on (409 `stale_token`) is given up already.
+    /// No answer with the token resigned begins a holding again, unless the resign fails.
     pub async fn resign(&self) -> Result<(), Error> {
-        let token = self.token();
-        self.shared.step(|p, now| p.end(now));
+        let s = &self.shared;
+        let mut token = None;
+        s.step(|p, now| match (&s.name, p.held(now)) {
+            (None, false) => p.end(now),
+            _ => {
+                let (changes, t) = p.resign(now);
+                token = t;
+                changes
+            }
+        });
         let Some(token) = token else { return Ok(()) };
-        match &self.shared.name {
-            Some(role) => self.shared.client.resign_role(role, token).await.map(drop),
-            None => self.shared.client.resign(None).await.map(drop),
+        let resigned = match &s.name {
+            Some(role) => match s.client.resign_role(role, token).await {
+                Err(e) if e.code() == Some("stale_token") => Ok(()),
+                r => r.map(drop),
+            },
+            None => s.client.resign(None).await.map(drop),
+        };
+        if resigned.is_err() {
+            s.state.lock().unwrap().0.unresign(token);
         }
+        resigned
     }
 
     /// Stops asking and ends the holding; withdraws the node from the role and gives the role
     /// up if it holds it (when it stood for it).
     pub async fn stop(self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
         for t in &self.tasks {
             t.abort();
         }
@@ -342,8 +405,10 @@ impl Shared {
                 i.token.filter(|_| mine).map(|t| (t, i.lease_ms))
             }),
         };
+        // No answer begins a holding once the election has stopped.
+        let claim = |c: Option<(Token, u64)>| c.filter(|_| !self.stopped.load(Ordering::SeqCst));
         match answer {
-            Ok(claim) => self.step(|p, now| p.answered(sent, now, claim)),
+            Ok(c) => self.step(|p, now| p.answered(sent, now, claim(c))),
             // An error answer claims nothing.
             Err(Error::Api { .. }) => self.step(|p, now| p.answered(sent, now, None)),
             // Nothing said: the running promise still runs, to its deadline.
@@ -430,10 +495,13 @@ mod tests {
         FAKE_NOW.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// A node on a loopback port that answers `GET /v1/leader` as node 2 and `GET
+    const QUORUM: &str =
+        r#"{"node_id":2,"mode":"quorum","role":"follower","term":3,"leader":null,"lease_ms":null}"#;
+
+    /// A node on a loopback port that answers `GET /v1/leader` with `leader` and `GET
     /// /v1/claim/job` with a claim of token 7 for 120 ms, each claim 50 ms of the fake clock
-    /// after it was asked.
-    async fn fake_node() -> String {
+    /// after it was asked (with `bump`).
+    async fn fake_node(leader: &'static str, bump: bool) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -449,9 +517,11 @@ mod tests {
                     };
                     let req = String::from_utf8_lossy(&buf[..n]).into_owned();
                     let body = if req.starts_with("GET /v1/leader") {
-                        r#"{"node_id":2,"mode":"quorum","role":"follower","term":3,"leader":null,"lease_ms":null}"#
+                        leader
                     } else {
-                        FAKE_NOW.fetch_add(50 * MS, std::sync::atomic::Ordering::SeqCst);
+                        if bump {
+                            FAKE_NOW.fetch_add(50 * MS, std::sync::atomic::Ordering::SeqCst);
+                        }
                         r#"{"name":"job","node":2,"token":7,"lease_ms":120}"#
                     };
                     let answer = format!(
@@ -469,11 +539,12 @@ mod tests {
     /// the election's clock, and the holding still ends 120 ms after the question was sent.
     #[tokio::test]
     async fn the_election_counts_from_before_the_request_not_its_answer() {
-        let addr = fake_node().await;
+        let addr = fake_node(QUORUM, true).await;
         let client = Client::new(addr, Duration::from_secs(2));
         let opts = ElectionOptions {
             stand: false,
             poll: Duration::from_secs(3600),
+            margin: Duration::from_millis(5),
             ..ElectionOptions::default()
         };
         let role = RoleName::new("job").unwrap();
@@ -488,18 +559,74 @@ mod tests {
         let h = e.history();
         assert_eq!(
             h[0].ended_ns,
-            sent + 120 * MS,
-            "the deadline counts from the send instant"
+            sent + 115 * MS,
+            "the deadline counts from the send instant (less the margin)"
         );
         assert_eq!(
             h[0].begun_ns,
             sent + 50 * MS,
             "the holding begins as the answer is heard"
         );
-        assert_eq!(e.time_left(), Duration::from_millis(70));
-        FAKE_NOW.fetch_add(70 * MS, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(e.time_left(), Duration::from_millis(65));
+        FAKE_NOW.fetch_add(65 * MS, std::sync::atomic::Ordering::SeqCst);
         assert!(!e.held() && e.token().is_none(), "held past the deadline");
         e.stop().await;
+    }
+
+    /// One answer, then no question for an hour: only the election's own timer can end the
+    /// holding, at its deadline (real clock), within a bound.
+    #[tokio::test]
+    async fn the_timer_ends_the_holding_while_nothing_is_asked() {
+        let addr = fake_node(QUORUM, false).await;
+        let opts = ElectionOptions {
+            stand: false,
+            poll: Duration::from_secs(3600),
+            ..ElectionOptions::default()
+        };
+        let role = RoleName::new("job").unwrap();
+        let client = Client::new(addr, Duration::from_secs(2));
+        let e = Election::start(client, Some(role), opts).await.unwrap();
+        let mut lead = tokio::time::timeout(Duration::from_secs(5), e.leadership())
+            .await
+            .expect("a holding within 5 s");
+        tokio::time::timeout(Duration::from_secs(2), lead.lost())
+            .await
+            .expect("the timer ends the holding within 2 s");
+        let end = e.history()[1].ended_ns;
+        let late = boot_ns().saturating_sub(end);
+        assert!(late < 500 * MS, "lost {} ms after the deadline", late / MS);
+        e.stop().await;
+    }
+
+    #[tokio::test]
+    async fn start_refuses_a_mode_that_promises_nothing() {
+        let bully = r#"{"node_id":2,"mode":"bully","role":"follower","term":3,"leader":null,"lease_ms":null,"no_promise":"bully mode has no lease"}"#;
+        let client = Client::new(fake_node(bully, false).await, Duration::from_secs(2));
+        let started = Election::start(client, None, ElectionOptions::default()).await;
+        assert!(matches!(started, Err(Error::NoPromise { .. })));
+    }
+
+    /// An answer to a question sent before the resign begins no holding of the resigned
+    /// token; a later grant does.
+    #[test]
+    fn no_answer_restarts_a_resigned_token() {
+        let mut p = Promise {
+            margin_ns: 5 * MS,
+            ..Promise::default()
+        };
+        p.answered(1_000 * MS, 1_001 * MS, Some((4, 120)));
+        assert_eq!(p.deadline_ns, 1_115 * MS, "the send + lease - margin");
+        let (changes, token) = p.resign(1_010 * MS);
+        assert_eq!((changes.len(), token), (1, Some(4)));
+        assert!(p
+            .answered(1_005 * MS, 1_012 * MS, Some((4, 120)))
+            .is_empty());
+        assert!(!p.held(1_013 * MS));
+        assert_eq!(p.answered(1_020 * MS, 1_021 * MS, Some((9, 120))).len(), 1);
+        // The last token heard is given up even after its promise ran out here.
+        let mut q = Promise::default();
+        q.answered(1_000 * MS, 1_001 * MS, Some((4, 120)));
+        assert_eq!(q.resign(2_000 * MS).1, Some(4));
     }
 
     /// A holding that lapses and begins again under the same token within one step is another
@@ -514,6 +641,7 @@ mod tests {
             clock: fake_now,
             state: Mutex::new((Promise::default(), Vec::new())),
             holding: watch::channel((0, None)).0,
+            stopped: AtomicBool::new(false),
         };
         let e = Election {
             shared: Arc::new(shared),

@@ -38,6 +38,10 @@ pub enum Error {
     /// goes on after them: call `next` again.
     #[error("{addr}: {}", gap.message)]
     Gap { addr: String, gap: Gap },
+    /// The node's mode promises nothing (bully, ring, invitation: `no_promise`): an
+    /// [`Election`](crate::Election) could never keep a holding there.
+    #[error("{addr}: this cluster's mode makes no promise: {why}")]
+    NoPromise { addr: String, why: String },
 }
 
 impl Error {
@@ -77,7 +81,10 @@ impl Error {
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Api { status, .. } | Error::Decode { status, .. } => Some(*status),
-            Error::Http { .. } | Error::Silent { .. } | Error::Gap { .. } => None,
+            Error::Http { .. }
+            | Error::Silent { .. }
+            | Error::Gap { .. }
+            | Error::NoPromise { .. } => None,
         }
     }
 }

@@ -40,6 +40,8 @@ type View struct {
 	Term    uint64  `json:"term"`
 	Leader  *Leader `json:"leader"`
 	LeaseMs *uint64 `json:"lease_ms"`
+	// NoPromise says, in the modes that promise nothing, why (the answers carry no lease_ms).
+	NoPromise *string `json:"no_promise,omitempty"`
 }
 
 // Leader is the leader a node knows.

@@ -3,6 +3,7 @@ package electd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -24,12 +25,17 @@ type Change struct {
 // A node that answers with lease_ms m to a question sent at s holds its claim until s + m,
 // whatever happens after: the deadline counts from the send instant, never from the answer's
 // arrival. It is the end of the latest promise of one token (the cluster's term, a role's
-// grant): an answer with another token never extends it.
+// grant), less Margin: an answer with another token never extends it. Once the application
+// has resigned a token (Resign), answers with that token or an older one claim nothing.
 type Promise struct {
 	Token    uint64
 	Begun    int64
 	Deadline int64
+	// Margin (ns) is what the application needs to stop acting once told: the holding ends
+	// this long before the promise does.
+	Margin   int64
 	holding  bool
+	resigned uint64
 }
 
 // Held says whether a promise runs at now.
@@ -41,10 +47,10 @@ func (p *Promise) Held(now int64) bool { return p.holding && now < p.Deadline }
 // sent + leaseMs, never beyond.
 func (p *Promise) Answered(sent, now int64, claims bool, token uint64, leaseMs uint64) []Change {
 	out := p.Expire(now)
-	if !claims || leaseMs == 0 {
+	if !claims || leaseMs == 0 || (p.resigned != 0 && token <= p.resigned) {
 		return append(out, p.End(now)...)
 	}
-	end := sent + int64(leaseMs)*int64(time.Millisecond)
+	end := sent + int64(leaseMs)*int64(time.Millisecond) - p.Margin
 	if p.holding && token != p.Token {
 		out = append(out, p.End(now)...)
 	}
@@ -83,6 +89,24 @@ func (p *Promise) End(now int64) []Change {
 	return out
 }
 
+// Resign ends the holding now and says which token to give up: the last one heard, even when
+// its promise has run out here (the node may still hold the grant). No answer with that token
+// or an older one begins a holding again, not even one to a question sent before.
+func (p *Promise) Resign(now int64) ([]Change, uint64) {
+	if p.Token > p.resigned {
+		p.resigned = p.Token
+	}
+	return p.End(now), p.Token
+}
+
+// Unresign takes back a resign of token that the node did not take (it failed): the node
+// still holds the grant, and its answers may begin a holding again.
+func (p *Promise) Unresign(token uint64) {
+	if p.resigned == token {
+		p.resigned = 0
+	}
+}
+
 // Asker is what an Election asks: *Client, or a fake in tests.
 type Asker interface {
 	Leader(ctx context.Context) (View, error)
@@ -93,40 +117,53 @@ type Asker interface {
 	Resign(ctx context.Context, to uint64) error
 }
 
+// ErrNoPromise is Start's error on a node whose mode promises nothing (bully, ring,
+// invitation): its answers carry no lease_ms, so no holding could ever be kept.
+var ErrNoPromise = errors.New("electd: this cluster's mode makes no promise")
+
 // Election is the cluster's election (Name "") or the named role Name, as seen from the node
 // beside the application. Start stands the node for the role (from the node's own host no admin
 // token is needed) and keeps asking every Poll; Held says whether the application may act as
 // the holder now, Token is the fencing token to pass to what it writes to, Leadership gives a
-// context that is cancelled when the holding ends: at the promise's deadline by the election's
-// own timer, whether or not the node answers, or at once when the node says it no longer
-// claims. OnElected and OnLost are called as holdings begin and end, on the election's
-// goroutines: keep them short.
+// context that is cancelled when the holding ends: Margin before the promise's deadline by the
+// election's own timer, whether or not the node answers, or at once when the node says it no
+// longer claims.
+//
+// OnElected and OnLost are called as holdings begin and end, in that order, one at a time, on
+// a goroutine of their own (after Held has turned and the context has been cancelled): a slow
+// callback delays the next callback, never the end of a holding, and a callback may call
+// Resign or Stop.
 type Election struct {
 	Name      string
 	Stand     bool
 	Poll      time.Duration
 	Timeout   time.Duration
+	Margin    time.Duration
 	OnElected func(token uint64)
 	OnLost    func(token uint64)
 	Clock     func() int64
 	NodeID    uint64
 
-	asker   Asker
-	history []Change
-	mu      sync.Mutex
-	firing  sync.Mutex
-	promise Promise
-	changed chan struct{}
-	cancel  context.CancelFunc
-	ctx     context.Context
-	lead    context.CancelFunc
-	leadCtx context.Context
-	done    sync.WaitGroup
+	asker     Asker
+	history   []Change
+	mu        sync.Mutex
+	pending   []Change
+	delivered chan struct{}
+	wake      chan struct{}
+	stopped   bool // no answer begins a holding
+	closing   bool // the callbacks' goroutine ends once nothing is queued
+	promise   Promise
+	changed   chan struct{}
+	cancel    context.CancelFunc
+	ctx       context.Context
+	lead      context.CancelFunc
+	leadCtx   context.Context
+	done      sync.WaitGroup
 }
 
 // NewElection is an election of role name ("" for the cluster's own) asked of a.
 func NewElection(a Asker, name string) *Election {
-	return &Election{Name: name, Stand: name != "", Poll: 20 * time.Millisecond, Timeout: time.Second, Clock: BootNs, asker: a, changed: make(chan struct{})}
+	return &Election{Name: name, Stand: name != "", Poll: 20 * time.Millisecond, Timeout: time.Second, Margin: 5 * time.Millisecond, Clock: BootNs, asker: a, changed: make(chan struct{})}
 }
 
 // History is every holding begun and ended so far, in order.
@@ -225,18 +262,26 @@ func (e *Election) Ask(ctx context.Context) bool {
 		return e.Held()
 	}
 	// An error answer claims nothing; nor does an answer of another node (a load-balanced
-	// address).
+	// address); nor any answer once the election has stopped.
 	mine := err == nil && claims && node == e.NodeID
-	e.step(func(now int64) []Change { return e.promise.Answered(sent, now, mine, token, lease) })
+	e.step(func(now int64) []Change {
+		if e.stopped {
+			return nil
+		}
+		e.promise.Margin = 0
+		if e.Margin > 0 {
+			e.promise.Margin = int64(e.Margin)
+		}
+		return e.promise.Answered(sent, now, mine, token, lease)
+	})
 	return e.Held()
 }
 
-// step steps the promise under the lock and calls back for each change in the order they
-// happened, one step's callbacks at a time; it cancels an ended holding's context.
+// step steps the promise under the lock (expiring it first), cancels an ended holding's
+// context there, and queues the changes for the callbacks' goroutine.
 func (e *Election) step(f func(now int64) []Change) {
-	e.firing.Lock()
-	defer e.firing.Unlock()
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	now := e.Clock()
 	changes := append(e.promise.Expire(now), f(now)...)
 	e.history = append(e.history, changes...)
@@ -251,22 +296,56 @@ func (e *Election) step(f func(now int64) []Change) {
 	if len(changes) > 0 {
 		close(e.changed)
 		e.changed = make(chan struct{})
-	}
-	e.mu.Unlock()
-	for _, c := range changes {
-		if c.Elected && e.OnElected != nil {
-			e.OnElected(c.Token)
-		} else if !c.Elected && e.OnLost != nil {
-			e.OnLost(c.Token)
+		e.pending = append(e.pending, changes...)
+		select {
+		case e.wake <- struct{}{}:
+		default:
 		}
 	}
 }
 
-// Start stands the node for the role (when Stand) and starts asking and the timer.
+// calling calls back for every change queued, in order, one at a time, until the election
+// stops and nothing is left; then closes delivered.
+func (e *Election) calling(wake <-chan struct{}, delivered chan<- struct{}) {
+	defer close(delivered)
+	for {
+		e.mu.Lock()
+		var c Change
+		next := len(e.pending) > 0
+		if next {
+			c, e.pending = e.pending[0], e.pending[1:]
+		}
+		closing := e.closing
+		e.mu.Unlock()
+		switch {
+		case next && c.Elected && e.OnElected != nil:
+			e.OnElected(c.Token)
+		case next && !c.Elected && e.OnLost != nil:
+			e.OnLost(c.Token)
+		case next:
+		case closing:
+			return
+		default:
+			<-wake
+		}
+	}
+}
+
+// Start stands the node for the role (when Stand) and starts asking, the timer and the
+// callbacks' goroutine. An Election starts once: after Stop, make a new one.
 func (e *Election) Start(ctx context.Context) error {
+	if e.cancel != nil {
+		return errors.New("electd: an Election starts once: make a new one")
+	}
+	if e.Margin < 0 {
+		return fmt.Errorf("electd: Margin %v is negative: it would stretch the promise", e.Margin)
+	}
 	v, err := e.asker.Leader(ctx)
 	if err != nil {
 		return err
+	}
+	if v.NoPromise != nil {
+		return fmt.Errorf("%w: %s", ErrNoPromise, *v.NoPromise)
 	}
 	e.NodeID = v.NodeID
 	if e.Stand && e.Name != "" {
@@ -274,21 +353,38 @@ func (e *Election) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	wake, delivered := make(chan struct{}, 1), make(chan struct{})
+	e.mu.Lock()
+	e.wake, e.delivered = wake, delivered
+	e.mu.Unlock()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.done.Add(2)
 	go e.asking()
 	go e.timer()
+	go e.calling(wake, delivered)
 	return nil
 }
 
-// Stop stops asking, ends the holding (OnLost), withdraws the node from the role and gives the
-// role up if it holds it (when it stood for it); the withdrawal's error, if any.
+// Stop stops asking, ends the holding (Held turns false, the context is cancelled, OnLost is
+// queued), withdraws the node from the role and gives the role up if it holds it (when it
+// stood for it); the withdrawal's error, if any. Delivered is closed once OnLost has been
+// called.
 func (e *Election) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
 	if e.cancel != nil {
 		e.cancel()
 		e.done.Wait()
 	}
 	e.step(e.promise.End)
+	e.mu.Lock()
+	e.closing = true
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+	e.mu.Unlock()
 	if !e.Stand || e.Name == "" || e.NodeID == 0 {
 		return nil
 	}
@@ -299,19 +395,49 @@ func (e *Election) Stop(ctx context.Context) error {
 	return err
 }
 
-// Resign gives the holding up: ends it here first (OnLost), then asks the node to resign the
-// role's grant (idempotent) or, for the cluster's election, to hand over (the admin token).
+// Delivered is closed once a stopped election has called back for every change (nil before
+// Start).
+func (e *Election) Delivered() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.delivered
+}
+
+// Resign gives the holding up: ends it here first (Held turns false, the context is cancelled,
+// OnLost is queued), then asks the node to resign the role's grant or, for the cluster's
+// election, to hand over (the admin token). For a role it gives up the last token heard even
+// when its promise has run out here (the node may still hold the grant); a grant that has
+// already moved on (409 stale_token) is given up already. No answer with the token resigned
+// begins a holding again, unless the resign fails.
 func (e *Election) Resign(ctx context.Context) error {
-	token, held := e.Token()
-	e.step(e.promise.End)
-	if !held {
+	var token uint64
+	e.step(func(now int64) []Change {
+		if e.Name == "" && !e.promise.Held(now) {
+			return e.promise.End(now)
+		}
+		changes, t := e.promise.Resign(now)
+		token = t
+		return changes
+	})
+	if token == 0 {
 		return nil
 	}
+	var err error
 	if e.Name != "" {
-		_, err := e.asker.ResignRole(ctx, e.Name, token)
-		return err
+		_, err = e.asker.ResignRole(ctx, e.Name, token)
+		var api *APIError
+		if errors.As(err, &api) && api.Code == "stale_token" {
+			return nil
+		}
+	} else {
+		err = e.asker.Resign(ctx, 0)
 	}
-	return e.asker.Resign(ctx, 0)
+	if err != nil {
+		e.mu.Lock()
+		e.promise.Unresign(token)
+		e.mu.Unlock()
+	}
+	return err
 }
 
 func (e *Election) asking() {

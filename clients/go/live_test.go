@@ -186,8 +186,14 @@ func TestLiveARoleMovesWhenItsHolderPausesAndItsLeadershipEndsOnTime(t *testing.
 	if last := h[len(h)-1]; last.Elected || last.Token != token {
 		t.Fatalf("history %+v", h)
 	}
+	// OnLost is delivered by the election's own goroutine, after the context is cancelled.
+	until(t, "OnLost called", 5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(lost[first]) > 0
+	})
 	mu.Lock()
-	if len(lost[first]) == 0 || lost[first][0] < h[len(h)-1].Ended {
+	if lost[first][0] < h[len(h)-1].Ended {
 		t.Fatalf("OnLost at %v, the holding ended at %d", lost[first], h[len(h)-1].Ended)
 	}
 	mu.Unlock()

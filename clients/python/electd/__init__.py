@@ -3,7 +3,7 @@ timer (:class:`Election`), and the node's HTTP API (:class:`Client`). Standard l
 docs/applications.md, "Client libraries", shows it in use."""
 
 from ._http import Client, ElectdError, Event, Unreachable, check_name
-from .election import Change, Election, Promise, boot_ns
+from .election import Change, Election, NoPromise, Promise, boot_ns
 
 __all__ = [
     "Change",
@@ -11,6 +11,7 @@ __all__ = [
     "Election",
     "ElectdError",
     "Event",
+    "NoPromise",
     "Promise",
     "Unreachable",
     "boot_ns",

@@ -115,10 +115,18 @@ class Client:
             headers["Content-Type"] = "application/json"
         if admin and self.admin_token is not None:
             headers["Authorization"] = f"Bearer {self.admin_token}"
-        conn = self._connect(self.timeout if timeout is None else max(timeout, 0.001))
+        limit = self.timeout if timeout is None else max(timeout, 0.001)
+        # A socket's timeout bounds each operation, not the request: each phase gets what is
+        # left of ``limit``.
+        end = time.monotonic() + limit
+        conn = self._connect(limit)
         try:
             conn.request(method, path, body=payload, headers=headers)
+            if conn.sock is not None:
+                conn.sock.settimeout(max(end - time.monotonic(), 0.001))
             res = conn.getresponse()
+            if conn.sock is not None:
+                conn.sock.settimeout(max(end - time.monotonic(), 0.001))
             raw = res.read()
         except (OSError, http.client.HTTPException) as e:
             raise Unreachable(f"{self.node}: {method} {path}: {e}") from e

@@ -9,19 +9,26 @@ after (docs/applications.md, "The promise"). So the deadline is counted from the
 kept on ``CLOCK_BOOTTIME`` (which counts a suspended host's sleep, as the node's lease does)
 where the platform has it, and a timer of the election's own ends the holding at the deadline
 even when the network says nothing. The deadline is the end of the latest promise *of one
-token* (the term of the cluster's claim, a role's grant): an answer with another token never
-extends it, and the holding of the old token ends there (``on_lost``) before the new one
-begins (``on_elected``), as ``electd run`` stops and restarts its command.
+token* (the term of the cluster's claim, a role's grant), less a margin the application needs
+to stop: an answer with another token never extends it, and the holding of the old token ends
+there (``on_lost``) before the new one begins (``on_elected``), as ``electd run`` stops and
+restarts its command.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from ._http import Client, ElectdError, Unreachable, check_name
+
+
+class NoPromise(Exception):
+    """The node's mode promises nothing (bully, ring, invitation): its answers carry no
+    ``lease_ms``, so no holding could ever be kept."""
 
 _BOOTTIME: Optional[int] = getattr(time, "CLOCK_BOOTTIME", None)
 
@@ -49,13 +56,24 @@ class Change:
 
 class Promise:
     """What the node's answers promise, I/O-free: fed with every answer, the instant its
-    question was sent and now; says when a holding begins and ends."""
+    question was sent and now; says when a holding begins and ends. ``margin_ns`` is what the
+    application needs to stop acting once told: the holding ends that long before the promise
+    does. Once the application has resigned a token (:meth:`resign`), answers with that token
+    or an older one claim nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, margin_ns: int = 0) -> None:
         self.token: Optional[int] = None
         self.begun_ns = 0
         self.deadline_ns = 0
+        self.margin_ns = margin_ns
         self._holding = False
+        self._resigned: Optional[int] = None
+
+    def unresign(self, token: int) -> None:
+        """Takes back a resign of ``token`` the node did not take (it failed): the node still
+        holds the grant, and its answers may begin a holding again."""
+        if self._resigned == token:
+            self._resigned = None
 
     def held(self, now_ns: int) -> bool:
         """Whether a promise runs at ``now_ns``."""
@@ -68,9 +86,10 @@ class Promise:
         holding and begins a new one; a claim with the same token extends the deadline to
         ``sent_ns + lease_ms``, never beyond."""
         out = self.expire(now_ns)
-        if not claims or token is None or lease_ms <= 0:
+        resigned = self._resigned is not None and token is not None and token <= self._resigned
+        if not claims or token is None or lease_ms <= 0 or resigned:
             return out + self.end(now_ns)
-        end = sent_ns + lease_ms * 1_000_000
+        end = sent_ns + lease_ms * 1_000_000 - self.margin_ns
         if self._holding and token != self.token:
             out += self.end(now_ns)
         if end <= now_ns:
@@ -101,6 +120,14 @@ class Promise:
             out.append(Change("lost", self.token, self.begun_ns, self.deadline_ns))
         return out
 
+    def resign(self, now_ns: int) -> Tuple[List[Change], Optional[int]]:
+        """The holding ends now, and the token to give up: the last one heard, even when its
+        promise has run out here (the node may still hold the grant). No answer with that token
+        or an older one begins a holding again, not even one to a question sent before."""
+        if self.token is not None:
+            self._resigned = max(self.token, self._resigned or 0)
+        return self.end(now_ns), self.token
+
 
 Callback = Callable[[int], None]
 
@@ -115,9 +142,13 @@ class Election:
     role up if it holds it. Meanwhile ``e.held()`` says whether the application may act as the
     holder now, ``e.token`` is the fencing token to pass to what it writes to (the role's
     grant; the cluster's term), ``on_elected(token)`` is called when a holding begins and
-    ``on_lost(token)`` when it ends: at the promise's deadline by the election's own timer,
-    whether or not the node answers, or at once when the node says it no longer claims.
-    Callbacks run on the election's threads: keep them short.
+    ``on_lost(token)`` when it ends: ``margin`` seconds before the promise's deadline by the
+    election's own timer, whether or not the node answers, or at once when the node says it no
+    longer claims. Callbacks run in order, one at a time, on a thread of their own, after
+    ``held()`` has turned: a slow callback delays the next callback, never the end of a
+    holding, and a callback may call :meth:`resign` or :meth:`stop`. An exception a callback
+    raises is logged (logger ``electd``) and the next callback still runs. A node whose mode
+    promises nothing makes :meth:`start` raise :class:`NoPromise`. An election starts once.
     """
 
     def __init__(
@@ -128,12 +159,15 @@ class Election:
         stand: bool = True,
         poll: float = 0.02,
         timeout: float = 1.0,
+        margin: float = 0.005,
         admin_token: Optional[str] = None,
         on_elected: Optional[Callback] = None,
         on_lost: Optional[Callback] = None,
         client: Optional[Client] = None,
         clock: Callable[[], int] = boot_ns,
     ) -> None:
+        if margin < 0:
+            raise ValueError(f"margin {margin} is negative: it would stretch the promise")
         self.name = None if name is None else check_name(name)
         self.client = client if client is not None else Client(node, timeout=timeout, admin_token=admin_token)
         self.stand_for = stand and name is not None
@@ -143,9 +177,12 @@ class Election:
         self.clock = clock
         self.node_id: Optional[int] = None
         self.history: List[Change] = []
-        self._promise = Promise()
+        self._promise = Promise(round(margin * 1e9))
         self._cond = threading.Condition()
-        self._firing = threading.RLock()
+        self._pending: List[Change] = []
+        self._stopped = False  # no answer begins a holding
+        self._closing = False  # the callbacks' thread ends once nothing is queued
+        self._calling: Optional[threading.Thread] = None
         self._stop = threading.Event()
         self._threads: List[threading.Thread] = []
 
@@ -205,49 +242,80 @@ class Election:
         # An answer from another node (a load-balanced address) claims nothing for this one.
         mine = claims and node == self.node_id
         lease = int(body.get("lease_ms") or 0)
-        self._step(lambda now: self._promise.answered(sent, now, mine, token, lease))
+        # Once the election has stopped, no answer begins a holding.
+        self._step(lambda now: [] if self._stopped else self._promise.answered(sent, now, mine, token, lease))
         return self.held()
 
     def _step(self, step: Callable[[int], List[Change]]) -> None:
-        """Steps the promise under the lock (``step`` gets now) and calls back for each change
-        in the order they happened; one step's callbacks at a time."""
-        with self._firing:
+        """Steps the promise under the lock (``step`` gets now) and queues the changes for the
+        callbacks' thread."""
+        with self._cond:
+            now = self.clock()
+            changes = self._promise.expire(now) + step(now)
+            self.history.extend(changes)
+            self._pending.extend(changes)
+            self._cond.notify_all()
+
+    def _calls(self) -> None:
+        """The callbacks' thread: calls back for every change queued, in order, one at a time,
+        until the election stops and nothing is left."""
+        while True:
             with self._cond:
-                now = self.clock()
-                changes = self._promise.expire(now) + step(now)
-                self.history.extend(changes)
-                self._cond.notify_all()
-            for c in changes:
-                callback = self.on_lost if c.kind == "lost" else self.on_elected
-                if callback is not None:
-                    callback(c.token)
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                c = self._pending.pop(0)
+            callback = self.on_lost if c.kind == "lost" else self.on_elected
+            if callback is None:
+                continue
+            try:
+                callback(c.token)
+            except Exception:
+                logging.getLogger("electd").exception("the %s callback of token %d raised", c.kind, c.token)
 
     # -- the threads ----------------------------------------------------------------------
 
     def start(self) -> "Election":
-        """Stands the node for the role (when asked to) and starts asking and the timer."""
-        self.node_id = int(self.client.leader()["node_id"])
+        """Stands the node for the role (when asked to) and starts asking, the timer and the
+        callbacks' thread. An election starts once: after :meth:`stop`, make a new one."""
+        if self._calling is not None:
+            raise RuntimeError("an Election starts once: make a new one")
+        view = self.client.leader()
+        if view.get("no_promise"):
+            raise NoPromise(str(view["no_promise"]))
+        self.node_id = int(view["node_id"])
         if self.stand_for:
             assert self.name is not None and self.node_id is not None
             self.client.stand(self.name, self.node_id, True)
-        self._stop.clear()
         self._threads = [
             threading.Thread(target=self._asking, name="electd-ask", daemon=True),
             threading.Thread(target=self._timer, name="electd-timer", daemon=True),
         ]
-        for t in self._threads:
+        self._calling = threading.Thread(target=self._calls, name="electd-callbacks", daemon=True)
+        for t in self._threads + [self._calling]:
             t.start()
         return self
 
     def stop(self) -> None:
         """Stops asking; ends the holding (``on_lost``); withdraws the node from the role and
-        gives the role up if it holds it (when it stood for it)."""
+        gives the role up if it holds it (when it stood for it). Called from outside a callback,
+        it returns once the election's threads have ended and ``on_lost`` has been called; from
+        a callback, ``on_lost`` follows that callback."""
+        with self._cond:
+            self._stopped = True
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=5)
         self._step(self._promise.end)
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        calling = self._calling
+        if calling is not None and calling is not threading.current_thread():
+            calling.join(timeout=5)
         if self.stand_for and self.name is not None and self.node_id is not None:
             try:
                 self.client.stand(self.name, self.node_id, False)
@@ -258,17 +326,41 @@ class Election:
                 pass
 
     def resign(self) -> None:
-        """Gives the holding up: ends it here first (``on_lost``), then asks the node to resign
-        the role's grant (idempotent) or, for the cluster's election, to hand over (the admin
-        token)."""
-        token = self.token
-        self._step(self._promise.end)
+        """Gives the holding up: ends it here first (``held()`` turns false, ``on_lost`` is
+        queued), then asks the node to resign the role's grant or, for the cluster's election,
+        to hand over (the admin token). For a role it gives up the last token heard even when
+        its promise has run out here (the node may still hold the grant); a grant that has
+        already moved on (409 ``stale_token``) is given up already. No answer with the token
+        resigned begins a holding again, unless the resign fails."""
+        resigned: List[Optional[int]] = []
+
+        def step(now: int) -> List[Change]:
+            if self.name is None and not self._promise.held(now):
+                resigned.append(None)
+                return self._promise.end(now)
+            changes, token = self._promise.resign(now)
+            resigned.append(token)
+            return changes
+
+        self._step(step)
+        token = resigned[0]
         if token is None:
             return
-        if self.name is not None:
-            self.client.resign_role(self.name, token)
-        else:
-            self.client.resign()
+        try:
+            if self.name is None:
+                self.client.resign()
+            else:
+                self.client.resign_role(self.name, token)
+        except ElectdError as e:
+            if self.name is not None and e.code == "stale_token":
+                return
+            with self._cond:
+                self._promise.unresign(token)
+            raise
+        except Unreachable:
+            with self._cond:
+                self._promise.unresign(token)
+            raise
 
     def __enter__(self) -> "Election":
         return self.start()
