@@ -41,6 +41,7 @@ const NODE_LAYERS: &[&[&str]] = &[
     &[
         "quorum::types",
         "quorum::protocol",
+        "quorum::network",
         "quorum::quiet",
         "quorum::election",
         "quorum::storage",
@@ -50,7 +51,9 @@ const NODE_LAYERS: &[&[&str]] = &[
         "quorum::identity",
         "quorum::hellos",
         "quorum::membership",
+        "quorum::admission",
         "quorum::preference",
+        "quorum::nonvoters",
         "quorum::core::io",
         "quorum::core",
         "quorum::inbox",
@@ -64,6 +67,7 @@ const NODE_LAYERS: &[&[&str]] = &[
     &[
         "quorum::node",
         "quorum::node::roles",
+        "quorum::node::status",
         "quorum::core::tests",
         "quorum::election::tests",
         "legacy::node",
@@ -75,6 +79,7 @@ const NODE_LAYERS: &[&[&str]] = &[
         "quorum::driver::confirm",
         "quorum::driver::prefer",
         "quorum::driver::roles",
+        "quorum::driver::nonvoters",
     ],
     &["quorum::driver", "quorum::node::tests"],
     &["quorum", "legacy", "mutex"],

@@ -246,10 +246,56 @@ pub struct Config {
     /// follower leases if that is longer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_settle_ms: Option<u64>,
+    /// Quorum mode: this node joins (through `join`) as a member that does not vote: it
+    /// follows the log, may hold named roles, never claims the cluster's election, and needs
+    /// no admin token to join (docs/design/nonvoters.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nonvoter: bool,
+    /// Quorum mode, read by the leader: how the cluster takes members that don't vote.
+    #[serde(default, skip_serializing_if = "NonVoters::is_default")]
+    pub nonvoters: NonVoters,
     /// TLS for the API and the peer RPC (docs/security.md, "TLS"); unset: plain HTTP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsFiles>,
     pub peers: Vec<Peer>,
+}
+
+/// `[nonvoters]`: how the leader takes members that don't vote (src/quorum/nonvoters.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NonVoters {
+    /// The most non-voters the cluster takes at once; 0 refuses every join.
+    #[serde(default = "default_nonvoters_max")]
+    pub max: usize,
+    /// How long the leader hears nothing from a non-voter before it removes it, ms (at least
+    /// four follower leases and 1000, at most a day; default 30000, or four follower leases if
+    /// that is longer: [`Config::effective_remove_after_ms`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove_after_ms: Option<u64>,
+}
+
+/// The default of [`NonVoters::max`].
+pub const DEFAULT_NONVOTERS_MAX: usize = 64;
+/// The default of [`NonVoters::remove_after_ms`] (or four follower leases if that is longer).
+pub const DEFAULT_REMOVE_AFTER_MS: u64 = 30_000;
+
+fn default_nonvoters_max() -> usize {
+    DEFAULT_NONVOTERS_MAX
+}
+
+impl Default for NonVoters {
+    fn default() -> NonVoters {
+        NonVoters {
+            max: DEFAULT_NONVOTERS_MAX,
+            remove_after_ms: None,
+        }
+    }
+}
+
+impl NonVoters {
+    fn is_default(&self) -> bool {
+        *self == NonVoters::default()
+    }
 }
 
 /// `[tls]`: the PEM files of a node's TLS (src/tls.rs), read at start and again on SIGHUP.
@@ -453,6 +499,13 @@ impl Config {
             .unwrap_or(DEFAULT_PRIORITY_SETTLE_MS.max(2 * self.timing.follower_lease_ms))
     }
 
+    /// How long the leader hears nothing from a non-voter before it removes it, ms.
+    pub fn effective_remove_after_ms(&self) -> u64 {
+        self.nonvoters
+            .remove_after_ms
+            .unwrap_or(DEFAULT_REMOVE_AFTER_MS.max(4 * self.timing.follower_lease_ms))
+    }
+
     pub fn member_ids(&self) -> Vec<NodeId> {
         let mut ids: Vec<NodeId> = self.peers.iter().map(|p| p.id).collect();
         ids.sort_unstable();
@@ -567,6 +620,8 @@ pub(crate) fn single_member(data_dir: &Path, mode: Mode) -> Config {
         max_connections: DEFAULT_MAX_CONNECTIONS,
         join: None,
         priority_settle_ms: None,
+        nonvoter: false,
+        nonvoters: NonVoters::default(),
         tls: None,
         peers: vec![Peer {
             id: 1,
@@ -675,6 +730,28 @@ addr = "127.0.0.1:7003"
             "id = 3\naddr = \"127.0.0.1:7003\"\npriority = 7",
         );
         assert_eq!(parse(&prio).unwrap().peers[2].priority, 7);
+    }
+
+    /// A non-voter needs `join`; the absence rule's bounds name the field.
+    #[test]
+    fn nonvoters_are_checked() {
+        let with = |line: &str| format!("{line}\n{GOOD}");
+        assert!(err(&with("nonvoter = true")).starts_with("nonvoter: needs join"));
+        let nv = parse(&with("nonvoter = true\njoin = \"127.0.0.1:7001\"")).unwrap();
+        assert!(nv.nonvoter);
+        assert_eq!(nv.nonvoters, NonVoters::default());
+        let section = |body: &str| format!("{GOOD}[nonvoters]\n{body}\n");
+        assert!(err(&section("remove_after_ms = 999")).starts_with(
+            "nonvoters.remove_after_ms (999) must be from four follower leases and 1000 (1000)"
+        ));
+        assert!(err(&section("remove_after_ms = 86400001")).contains("to one day"));
+        let cfg = parse(&section("max = 0\nremove_after_ms = 1000")).unwrap();
+        assert_eq!(
+            (cfg.nonvoters.max, cfg.effective_remove_after_ms()),
+            (0, 1000)
+        );
+        assert_eq!(parse(GOOD).unwrap().effective_remove_after_ms(), 30_000);
+        assert!(err(&section("maximum = 3")).contains("maximum"));
     }
 
     /// What was seen accepted before: heartbeat 1 / follower lease 4 (the default lease then

@@ -47,6 +47,12 @@ pub(super) fn identity(c: &Config) -> Result<(), ConfigError> {
             return Err(invalid("join", format!("{join:?} must be HOST:PORT")));
         }
     }
+    if c.nonvoter && c.join.is_none() {
+        return Err(invalid(
+            "nonvoter",
+            "needs join: a non-voter joins a running cluster (it never bootstraps one)",
+        ));
+    }
     Ok(())
 }
 
@@ -78,6 +84,18 @@ pub(super) fn limits(c: &Config) -> Result<(), ConfigError> {
                 c.max_connections,
                 MAX_CONNECTIONS_RANGE.start(),
                 MAX_CONNECTIONS_RANGE.end()
+            ),
+        ));
+    }
+    let remove_min = (4 * c.timing.follower_lease_ms).max(1_000);
+    let remove_after = c.effective_remove_after_ms();
+    if !(remove_min..=86_400_000).contains(&remove_after) {
+        return Err(invalid(
+            "nonvoters.remove_after_ms",
+            format!(
+                "({remove_after}) must be from four follower leases and 1000 ({remove_min}) \
+                 to one day (86400000): shorter, a non-voter paused for a moment would be \
+                 removed and join again"
             ),
         ));
     }

@@ -7,6 +7,7 @@
 //!   a joint config, then the new one).
 //! - **Remove** (`DELETE /v1/admin/members/{id}`): the leader changes the voters without it; a
 //!   leader removing itself resigns, then asks its successor to (`/peer/raft/remove`).
+//! - Members that don't vote join and leave by themselves, as learners (admission.rs).
 //! - Every node learns the addresses of the members its log names (`follow_members`, at every
 //!   turn of the driver), and forgets the incarnation of a node that is no longer a member
 //!   (storage/raft.rs), so that a removed node can be added again on a new data dir.
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::election::ElectionTiming;
 use super::hellos::Hellos;
+use super::nonvoters;
 use super::preference::Followers;
 use super::protocol::{RemoveRequest, PATH_REMOVE};
 use super::storage::Store;
@@ -38,7 +40,7 @@ use electd_client::{AddMember, Member, Members};
 
 /// How long a change may take in all, below the API's request limit (5 s, `src/error.rs`), so
 /// that the caller hears why it did not complete rather than a 408.
-const CHANGE_TIME: Duration = Duration::from_millis(4000);
+pub(super) const CHANGE_TIME: Duration = Duration::from_millis(4000);
 
 /// The time left until `until`.
 fn left(until: tokio::time::Instant) -> Duration {
@@ -134,6 +136,21 @@ impl Membership {
         }
     }
 
+    /// The membership in force as the non-voters' rules read it (nonvoters.rs).
+    pub(super) fn nonvoter_view(&self) -> nonvoters::Members {
+        let now = self.members_now();
+        nonvoters::Members {
+            voters: now
+                .members
+                .iter()
+                .filter(|m| m.voter)
+                .map(|m| m.id)
+                .collect(),
+            nodes: now.members.into_iter().map(|m| (m.id, m.addr)).collect(),
+            changing: now.voter_sets.len() > 1 || !now.committed,
+        }
+    }
+
     /// The log index of the membership this node's log names (`None` before it names one).
     pub(super) fn membership_index(&self) -> Option<u64> {
         membership_index(&self.raft_metrics())
@@ -144,7 +161,7 @@ impl Membership {
     /// next tick steps it down, and a change it proposed then would stop a debug build's
     /// openraft core (docs/design/openraft.md, "A leader that removed itself"): it refuses, as a
     /// node that knows no leader.
-    fn must_lead(&self) -> Result<(), MembershipError> {
+    pub(super) fn must_lead(&self) -> Result<(), MembershipError> {
         let m = self.raft_metrics();
         let member = m.membership_config.voter_ids().any(|v| v == self.id);
         if m.state == ServerState::Leader && member {

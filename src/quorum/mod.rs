@@ -5,7 +5,8 @@
 //! |---|---|
 //! | `types.rs` | openraft's configuration: its types, and its runtime config from electd's timings |
 //! | `start.rs` | how quorum mode starts openraft (on the store, over the transport, with its config) and bootstraps the membership from the config; why that may fail |
-//! | `protocol.rs` | the peer protocol, both sides: paths, messages, openraft's RPCs over the transport, handlers, routes |
+//! | `protocol.rs` | the peer protocol: paths, messages, handlers, routes |
+//! | `network.rs` | openraft's network: its RPCs sent over the shared peer transport ([`RaftNet`](network::RaftNet)) |
 //! | `core/` | [`QuorumCore`](core::QuorumCore): every decision about the claim, the campaign and the contact, as a state machine without I/O (`step`, `tick`) |
 //! | `inbox.rs` | who may step the core: its one owner, the driver ([`CoreOwner`](inbox::CoreOwner)), and everyone else through the [`Inbox`](inbox::Inbox) (ask, read) |
 //! | `quiet.rs` | when a leader without a quorum goes quiet; which leader a follower reports |
@@ -14,14 +15,17 @@
 //! | `identity.rs` | the incarnation of a data dir: a wiped one never votes twice |
 //! | `hellos.rs` | [`Hellos`](hellos::Hellos): the hellos a node says to its members, the answers it records, its answers to theirs, and the incarnations a leader writes into the log before a change: how incarnations travel |
 //! | `preference.rs` | the preferred leader: when a leader hands over to a member of higher priority (pure logic) |
+//! | `admission.rs` | [`Admission`](admission::Admission): members that don't vote as one node sees them: a leader's writing of their joins and absence removals |
+//! | `nonvoters.rs` | the leader's rules for members that don't vote: which join to admit, which absent non-voter to remove (pure logic) |
 //! | `membership.rs` | [`Membership`](membership::Membership): the members in force, and adding and removing them at runtime (joint consensus) |
-//! | `node/` | [`QuorumNode`] and what it is as the node's `Engine`: start, view, status, the record of role changes, resignation and graceful stop, what it does when a peer's message arrives, carrying out what the core says (`mod.rs`; its tests in `tests.rs`) |
-//! | `driver/` | the one task that turns the core and does the node's own I/O: the role's ticks and probes (`driver/probe.rs`), the campaign (`driver/campaign.rs`), a new data dir's confirmation (`driver/confirm.rs`), the preferred leader (`driver/prefer.rs`) |
+//! | `node/` | [`QuorumNode`] and what it is as the node's `Engine`: start, view, status, the record of role changes, resignation and graceful stop, what it does when a peer's message arrives, carrying out what the core says (`mod.rs`; what it adds to `/v1/status` in `status.rs`; its tests in `tests.rs`) |
+//! | `driver/` | the one task that turns the core and does the node's own I/O: the role's ticks and probes (`driver/probe.rs`), the campaign (`driver/campaign.rs`), a new data dir's confirmation (`driver/confirm.rs`), the preferred leader (`driver/prefer.rs`), a non-voter's join and the removal of absent ones (`driver/nonvoters.rs`) |
 //!
 //! We enable openraft's `single-term-leader` feature: a term has at most one leader, so the term
 //! alone is a fencing token, as `docs/design/api-v1.md` promises (`term` in `/v1/leader`). Without it
 //! openraft may elect several leaders in one term, told apart only by node id.
 
+mod admission;
 mod core;
 mod driver;
 mod election;
@@ -29,7 +33,9 @@ mod hellos;
 mod identity;
 mod inbox;
 mod membership;
+mod network;
 mod node;
+mod nonvoters;
 mod preference;
 mod protocol;
 mod quiet;

@@ -1,6 +1,5 @@
-//! The quorum peer protocol, both sides: the `/peer/raft/*` paths, the messages, openraft's
-//! RPCs over the shared peer transport (the sending side, [`RaftNet`]), and the handlers and
-//! routes that receive them. A handler decodes, counts, and tells the node what happened
+//! The quorum peer protocol, both sides: the `/peer/raft/*` paths, the messages, and the
+//! handlers and routes that receive them (openraft's RPCs are sent by network.rs). A handler decodes, counts, and tells the node what happened
 //! through [`QuorumPeer`] (`on_append`, `on_vote_request`, …); what the node then does is in
 //! `node/mod.rs`.
 //!
@@ -13,12 +12,9 @@
 //! | `/peer/raft/resign` | [`Resign`] (electd's) | `{"ok": true}` |
 //! | `/peer/raft/hello` | [`Hello`] (electd's: identity.rs) | [`HelloAnswer`] |
 //! | `/peer/raft/remove` | [`RemoveRequest`] (electd's: a leader that removes itself asks its successor; membership.rs) | `Result<Members, String>` |
+//! | `/peer/raft/join` | [`JoinRequest`] (electd's: a member that does not vote asks the leader to add it; membership.rs) | [`JoinAnswer`] |
 //! | `/peer/roles/renew` | [`RenewRequest`] (electd's: a node's renewal of its named roles, once a beat; roles/steward.rs) | `Option<Renewed>` (`null`: not renewed) |
 //!
-//! Error mapping of the sending side (`docs/design/openraft.md`): a refused connection is
-//! `Unreachable` (the replication stream then backs off for one heartbeat interval, well below
-//! the follower lease, so a healed peer is back within a beat); a timeout is `Timeout`;
-//! anything else is `Network`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -30,16 +26,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
-};
-use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, LogId, RPCTypes};
-use serde::de::DeserializeOwned;
+use openraft::LogId;
 use serde::{Deserialize, Serialize};
 
 use super::types::{TypeConfig, APPEND_BODY_LIMIT};
@@ -48,7 +40,7 @@ use crate::error::ApiError;
 use crate::role::NodeId;
 use crate::roles::holder::Renewed;
 use crate::roles::steward::RenewRequest;
-use crate::transport::{decode_peer, PeerId, Transport, TransportError};
+use crate::transport::{decode_peer, PeerId, Transport};
 use electd_client::Members;
 
 pub const PATH_APPEND: &str = "/peer/raft/append";
@@ -63,6 +55,8 @@ pub const PATH_PREVOTE: &str = "/peer/raft/prevote";
 pub const PATH_REMOVE: &str = "/peer/raft/remove";
 /// Not an openraft RPC: a node's incarnation, for its peers to record (identity.rs).
 pub const PATH_HELLO: &str = "/peer/raft/hello";
+/// Not an openraft RPC: a member that does not vote asks the leader to add it (membership.rs).
+pub const PATH_JOIN: &str = "/peer/raft/join";
 /// Not an openraft RPC: a node renews its named roles with the leader (roles/steward.rs).
 pub const PATH_RENEW: &str = "/peer/roles/renew";
 
@@ -96,6 +90,25 @@ pub struct RemoveRequest {
     /// older sender: refused.
     #[serde(default)]
     pub membership: Option<u64>,
+}
+
+/// A member that does not vote asks to be added, at `addr`: the address its request carries
+/// under the MAC, and the one the members will send to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinRequest {
+    pub addr: String,
+}
+
+/// The leader's answer to a [`JoinRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum JoinAnswer {
+    /// A member now, that does not vote (added, or one already at this address).
+    Member,
+    /// The receiver does not lead: ask `leader`, when it knows one.
+    NotLeader { leader: Option<NodeId> },
+    /// Refused (nonvoters.rs, `Refusal`: its code and why), or the change failed.
+    Refused { code: String, message: String },
 }
 
 /// "This is the incarnation of my data dir": the receiver records it if it knows none.
@@ -235,6 +248,12 @@ pub trait QuorumPeer: Send + Sync + 'static {
         from: NodeId,
         hello: Hello,
     ) -> impl Future<Output = Result<HelloAnswer, String>> + Send;
+    /// `from`, a member that does not vote, asks to be added (membership.rs).
+    fn on_join(
+        self: Arc<Self>,
+        from: NodeId,
+        req: JoinRequest,
+    ) -> impl Future<Output = JoinAnswer> + Send;
     /// `from` renews its named roles: the leader's answer, or `None` (not renewed).
     fn on_renew(
         &self,
@@ -251,6 +270,7 @@ pub fn routes<P: QuorumPeer>(peer: Arc<P>) -> Router {
         .route(PATH_RESIGN, post(resign::<P>))
         .route(PATH_HELLO, post(hello::<P>))
         .route(PATH_REMOVE, post(remove::<P>))
+        .route(PATH_JOIN, post(join::<P>))
         .route(PATH_VOTE, post(vote::<P>))
         .route(PATH_SNAPSHOT, post(snapshot::<P>))
         .route(PATH_RENEW, post(renew::<P>))
@@ -370,6 +390,18 @@ async fn remove<P: QuorumPeer>(
     Ok(Json(res).into_response())
 }
 
+async fn join<P: QuorumPeer>(
+    State(p): State<Arc<P>>,
+    Extension(PeerId(from)): Extension<PeerId>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: JoinRequest = decode_peer(p.counters(), &body)?;
+    p.counters().received("join");
+    // In a task of its own: a change proposed is seen through even if the request is dropped.
+    let res = tokio::spawn(p.on_join(from, req)).await.map_err(internal)?;
+    Ok(Json(res).into_response())
+}
+
 async fn renew<P: QuorumPeer>(
     State(p): State<Arc<P>>,
     Extension(PeerId(from)): Extension<PeerId>,
@@ -378,116 +410,6 @@ async fn renew<P: QuorumPeer>(
     let req: RenewRequest = decode_peer(p.counters(), &body)?;
     p.counters().received("renew");
     Ok(Json(p.on_renew(from, req).await).into_response())
-}
-
-/// openraft's network: creates one connection value per target; all share the transport and
-/// its HTTP client.
-#[derive(Clone)]
-pub struct RaftNet {
-    pub transport: Arc<Transport>,
-    /// Backoff after `Unreachable`: one heartbeat interval.
-    pub backoff: Duration,
-}
-
-/// openraft's connection to one peer.
-pub struct RaftConn {
-    target: NodeId,
-    net: RaftNet,
-}
-
-impl RaftNetworkFactory<TypeConfig> for RaftNet {
-    type Network = RaftConn;
-
-    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> RaftConn {
-        RaftConn {
-            target,
-            net: self.clone(),
-        }
-    }
-}
-
-impl RaftConn {
-    async fn rpc<Req, Resp, E>(
-        &self,
-        path: &str,
-        kind: &'static str,
-        action: RPCTypes,
-        req: &Req,
-        option: &RPCOption,
-    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
-    where
-        Req: Serialize,
-        Resp: DeserializeOwned,
-        E: std::error::Error + DeserializeOwned,
-    {
-        let ttl = option.soft_ttl();
-        let res: Result<Result<Resp, RaftError<NodeId, E>>, TransportError> = self
-            .net
-            .transport
-            .call(self.target, path, kind, req, ttl)
-            .await;
-        match res {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(remote)) => Err(RPCError::RemoteError(RemoteError::new(self.target, remote))),
-            Err(e @ TransportError::Unreachable(..)) => {
-                Err(RPCError::Unreachable(Unreachable::new(&e)))
-            }
-            Err(TransportError::Timeout(..)) => Err(RPCError::Timeout(Timeout {
-                action,
-                id: self.net.transport.id(),
-                target: self.target,
-                timeout: ttl,
-            })),
-            Err(e) => Err(RPCError::Network(NetworkError::new(&e))),
-        }
-    }
-}
-
-impl RaftNetwork<TypeConfig> for RaftConn {
-    async fn append_entries(
-        &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
-        option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        let kind = if rpc.entries.is_empty() {
-            "heartbeat"
-        } else {
-            "append"
-        };
-        self.rpc(PATH_APPEND, kind, RPCTypes::AppendEntries, &rpc, &option)
-            .await
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
-        option: RPCOption,
-    ) -> Result<
-        InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
-    > {
-        self.rpc(
-            PATH_SNAPSHOT,
-            "snapshot",
-            RPCTypes::InstallSnapshot,
-            &rpc,
-            &option,
-        )
-        .await
-    }
-
-    async fn vote(
-        &mut self,
-        rpc: VoteRequest<NodeId>,
-        option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.rpc(PATH_VOTE, "vote", RPCTypes::Vote, &rpc, &option)
-            .await
-    }
-
-    fn backoff(&self) -> Backoff {
-        Backoff::new(std::iter::repeat(self.net.backoff))
-    }
 }
 
 /// Appends carry at most the log since the last snapshot (`raft_config`: a snapshot every 32

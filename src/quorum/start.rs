@@ -1,5 +1,5 @@
 //! How quorum mode starts openraft: on the store (`storage/raft.rs`), over the peer transport
-//! (`protocol.rs`, [`RaftNet`]), with its config from electd's timings (`types.rs`,
+//! (`network.rs`, [`RaftNet`]), with its config from electd's timings (`types.rs`,
 //! `raft_config`); then the membership bootstrapped from the config on a new data dir. And why
 //! that could fail ([`QuorumError`]). What the node does next (its identity, its core) is
 //! `node/mod.rs`'s.
@@ -11,7 +11,7 @@ use std::time::Duration;
 use openraft::error::{InitializeError, RaftError};
 use openraft::{BasicNode, Raft};
 
-use super::protocol::RaftNet;
+use super::network::RaftNet;
 use super::storage::{LogStore, StateMachine, Store, StoreError};
 use super::types::{raft_config, TypeConfig};
 use crate::config::ValidConfig;

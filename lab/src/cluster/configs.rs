@@ -61,6 +61,8 @@ impl Cluster {
                 max_connections: electd::config::DEFAULT_MAX_CONNECTIONS,
                 join: None,
                 priority_settle_ms: None,
+                nonvoter: false,
+                nonvoters: Default::default(),
                 tls: None,
                 peers: peers.clone(),
             };

@@ -504,6 +504,8 @@ impl Sim {
             max_connections: electd::config::DEFAULT_MAX_CONNECTIONS,
             join,
             priority_settle_ms: self.settle_ms,
+            nonvoter: false,
+            nonvoters: Default::default(),
             tls: None,
             peers: peers
                 .into_iter()

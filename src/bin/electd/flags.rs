@@ -224,12 +224,44 @@ pub struct Fields {
     #[arg(long, value_name = "MS", env = "ELECTD_PRIORITY_SETTLE_MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     priority_settle_ms: Option<u64>,
+    /// Quorum mode: join (with --join) as a member that does not vote: it follows the log,
+    /// may hold named roles, never claims the cluster's election, and needs no admin token.
+    #[arg(long, env = "ELECTD_NONVOTER")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    nonvoter: bool,
+    #[command(flatten)]
+    #[serde(skip_serializing_if = "NonVotersFields::is_empty")]
+    nonvoters: NonVotersFields,
     #[command(flatten)]
     #[serde(skip_serializing_if = "TimingFields::is_empty")]
     timing: TimingFields,
     #[command(flatten)]
     #[serde(skip_serializing_if = "TlsFields::is_empty")]
     tls: TlsFields,
+}
+
+/// `[nonvoters]` as flags and environment variables (read by the leader).
+#[derive(clap::Args, Debug, Serialize)]
+pub struct NonVotersFields {
+    /// The most members that don't vote the cluster takes (default 64; 0 refuses every join).
+    #[arg(long = "nonvoters-max", value_name = "N", env = "ELECTD_NONVOTERS_MAX")]
+    #[serde(rename = "max", skip_serializing_if = "Option::is_none")]
+    nonvoters_max: Option<usize>,
+    /// How long the leader hears nothing from a non-voter before it removes it, ms (default
+    /// 30000; at least four follower leases and 1000).
+    #[arg(
+        long = "nonvoters-remove-after-ms",
+        value_name = "MS",
+        env = "ELECTD_NONVOTERS_REMOVE_AFTER_MS"
+    )]
+    #[serde(rename = "remove_after_ms", skip_serializing_if = "Option::is_none")]
+    nonvoters_remove_after_ms: Option<u64>,
+}
+
+impl NonVotersFields {
+    fn is_empty(&self) -> bool {
+        self.nonvoters_max.is_none() && self.nonvoters_remove_after_ms.is_none()
+    }
 }
 
 /// `[tls]` as flags and environment variables (docs/security.md, "TLS").

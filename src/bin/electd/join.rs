@@ -1,5 +1,6 @@
 //! `--join`: a node that joins a running quorum cluster asks its leader to add it (with the
-//! admin token; without one, an operator runs `electd member add`).
+//! admin token; without one, an operator runs `electd member add`). A non-voter (`--nonvoter`)
+//! asks by itself over the peer channel (src/quorum/driver/nonvoters.rs).
 
 use std::time::Duration;
 
@@ -15,6 +16,13 @@ pub async fn ask_to_be_added(cfg: &Config) {
     let Some(join) = cfg.join.clone() else {
         return;
     };
+    if cfg.nonvoter {
+        tracing::info!(
+            "joining through {join} as a member that does not vote: the node asks the leader \
+             itself, with the cluster's credential (no admin token)"
+        );
+        return;
+    }
     let me = cfg.peer_addr(cfg.id).unwrap_or_default().to_string();
     let Some(token) = cfg
         .admin_token

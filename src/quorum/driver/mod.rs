@@ -5,10 +5,11 @@
 //! |---|---|---|
 //! | role | every beat, sooner when a claim ends, openraft changes or the core asks | the core's `tick`, and the probe it asks for (`probe.rs`) |
 //! | members | openraft changes | the address book, the hellos to a changed membership, a joint config's completion (membership.rs) |
-//! | identity | once, at start | a new data dir's hellos until it is confirmed (`confirm.rs`) |
+//! | identity | once, at start (not on a non-voter) | a new data dir's hellos until it is confirmed (`confirm.rs`) |
 //! | campaign | whenever none is under way, once the identity is confirmed | a campaign turn (`campaign.rs`) |
 //! | preference | every beat, in a cluster with priorities | a look for a preferred leader, and the handover to it (`prefer.rs`) |
 //! | roles | every beat | the named roles' renewal, and a leader's writes (`roles.rs`) |
+//! | non-voters | every beat | a non-voter's join; a leader's removal of absent non-voters (`nonvoters.rs`) |
 //!
 //! Work a turn starts runs inside this task, polled beside the next turns (one `select!`), so
 //! every reason to act is in one place and no two of the node's own tasks interleave. The
@@ -23,6 +24,7 @@
 
 mod campaign;
 mod confirm;
+mod nonvoters;
 mod prefer;
 pub(super) mod probe;
 mod roles;
@@ -72,6 +74,8 @@ pub struct Driver {
     steward: Steward,
     next_roles: Instant,
     roles: roles::RolesWork,
+    /// A non-voter's join, a leader's removal of absent non-voters (`nonvoters.rs`).
+    nonvoters: nonvoters::NonVotersWork,
 }
 
 /// Why the driver woke.
@@ -131,15 +135,18 @@ impl Driver {
         stop: CancellationToken,
     ) -> (Result<(), String>, CoreOwner) {
         let beat = Duration::from_millis(node.timing.heartbeat_ms);
-        let confirming: BoxFuture<'static, Result<(), String>> = {
+        // A non-voter has no vote to double: it confirms no incarnation (nonvoters.rs).
+        let confirming = (!node.admission.nonvoter).then(|| {
             let (node, stop) = (node.clone(), stop.clone());
-            Box::pin(async move { confirm::confirm_identity(&node, &stop).await })
-        };
+            let confirm: BoxFuture<'static, Result<(), String>> =
+                Box::pin(async move { confirm::confirm_identity(&node, &stop).await });
+            confirm
+        });
         let mut driver = Driver {
             metrics: node.raft.metrics(),
             beat,
             probe: None,
-            confirming: Some(confirming),
+            confirming,
             campaign: None,
             next_look: prefer::wanted(&node).then(|| Instant::now() + beat),
             handing_over: None,
@@ -148,6 +155,7 @@ impl Driver {
             steward: new_steward(node.id, &node.timing, &node.flaws, node.clock.boot_ns()),
             next_roles: Instant::now() + beat,
             roles: roles::RolesWork::default(),
+            nonvoters: nonvoters::NonVotersWork::new(&node),
             node: node.clone(),
             core,
             stop,
@@ -204,6 +212,7 @@ impl Driver {
                     self.next_roles = Instant::now() + self.beat;
                     let m = self.metrics.borrow().clone();
                     roles::turn(&self.node, &mut self.steward, &m, &mut self.roles);
+                    nonvoters::turn(&self.node, &mut self.nonvoters, &m);
                 }
                 Woke::Done => {}
             }
@@ -257,6 +266,10 @@ impl Driver {
             Some(()) = self.work.next(), if !self.work.is_empty() => Woke::Done,
             a = under_way(&mut self.roles.renewing) => self.renewed(a),
             w = under_way(&mut self.roles.writing) => self.written(w),
+            j = under_way(&mut self.nonvoters.under_way) => {
+                self.nonvoters.done(j);
+                Woke::Done
+            }
             _ = sleep_until(self.next_look), if self.next_look.is_some() => Woke::Look,
             _ = tokio::time::sleep_until(self.next_roles) => Woke::Roles,
             r = self.metrics.changed() => match r {

@@ -122,7 +122,10 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
     let leading = m.state == ServerState::Leader
         && m.current_term == term
         && m.vote.leader_id().voted_for() == Some(me)
-        && m.vote.is_committed();
+        && m.vote.is_committed()
+        // A node outside the voter sets (a non-voter, a leader removed) claims nothing,
+        // whatever openraft's state says (docs/design/nonvoters.md, N1).
+        && voters_of(&m).contains(&me);
     if !leading {
         return false;
     }

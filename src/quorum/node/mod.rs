@@ -19,6 +19,7 @@ use openraft::{BasicNode, Raft, RaftMetrics};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::admission::Admission;
 use super::core::{Action, Answer, CoreTiming, Input, Observation, QuorumCore, RaftView};
 use super::election::{self, ElectionTiming, Gate};
 use super::hellos::Hellos;
@@ -26,8 +27,8 @@ use super::inbox::{self, CoreOwner, Inbox};
 use super::membership::Membership;
 use super::preference::Followers;
 use super::protocol::{
-    tell_resign, Hello, HelloAnswer, PreVoteRequest, PreVoteResponse, QuorumPeer, RemoveRequest,
-    Resign,
+    tell_resign, Hello, HelloAnswer, JoinAnswer, JoinRequest, PreVoteRequest, PreVoteResponse,
+    QuorumPeer, RemoveRequest, Resign,
 };
 use super::start::{start_raft, QuorumError};
 use super::storage::Store;
@@ -64,6 +65,8 @@ pub struct QuorumNode {
     pub(super) election: ElectionTiming,
     /// Started with `join`: a member's refusal of its incarnation is not final (driver/confirm.rs).
     pub(super) joins: bool,
+    /// Members that don't vote: joins and removals, and whether this node is one (admission.rs).
+    pub(super) admission: Admission,
     pub(super) events: Arc<EventLog>,
     pub(super) counters: Arc<Counters>,
     /// Pokes the driver's role turn (a vote was granted, a claim must be re-judged).
@@ -104,8 +107,10 @@ impl QuorumNode {
         let core = core.with_vote_while_leading(flaws.vote_while_leading());
         let hellos = Hellos::new(cfg, &transport, &store, &raft, &flaws);
         let members = Membership::new(cfg, &raft, &store, &transport, &hellos);
+        let admission = Admission::new(cfg, &raft, &transport, &members);
         let (core, owner) = inbox::own(core);
         let node = Arc::new(QuorumNode {
+            admission,
             members,
             hellos,
             id: cfg.id,
@@ -264,27 +269,9 @@ impl Engine for QuorumNode {
         super::protocol::routes(self)
     }
 
-    /// Extra status for `/v1/status`: what openraft itself says, and the campaign.
+    /// Extra status for `/v1/status` (status.rs).
     fn status(&self) -> serde_json::Value {
-        let m = self.raft_metrics();
-        let (contact, failed_attempts) = {
-            let core = self.core.read();
-            (core.contact(), core.failed_attempts())
-        };
-        let since_contact = self.clock.boot_ns().saturating_sub(contact.at_ns) / 1_000_000;
-        serde_json::json!({
-            "raft_state": format!("{:?}", m.state),
-            "vote": self.store.vote().map(|v| v.to_string()),
-            "last_log_index": m.last_log_index,
-            "last_applied": m.last_applied.map(|l| l.to_string()),
-            "millis_since_quorum_ack": m.millis_since_quorum_ack,
-            "running": m.running_state.is_ok(),
-            "identity": self.store.identity_status(),
-            "election": {
-                "ms_since_contact": since_contact,
-                "failed_attempts": failed_attempts,
-            },
-        })
+        status::of(self)
     }
 
     /// openraft's core stopped (a storage error; the process exits right after).
@@ -491,11 +478,17 @@ impl QuorumPeer for QuorumNode {
         self.hellos.answer(from, hello, stranger).await
     }
 
+    /// A member that does not vote asks to be added: only a leader adds it (membership.rs).
+    async fn on_join(self: Arc<Self>, from: NodeId, req: JoinRequest) -> JoinAnswer {
+        self.admission.join(from, req).await
+    }
+
     async fn on_renew(&self, from: NodeId, req: RenewRequest) -> Option<Renewed> {
         roles::renew_for(self, from, req).await
     }
 }
 
 pub(super) mod roles;
+mod status;
 #[cfg(test)]
 mod tests;
