@@ -7,6 +7,8 @@
 #   scripts/sim.sh --unsafe …                                        a broken node: must fail
 #   scripts/sim.sh --membership …                                    members added, removed,
 #                                                                    replaced, disks wiped
+#   scripts/sim.sh --nonvoters N …                                   N members that don't vote join;
+#                                                                    none may claim (--count-learner-ack: must fail)
 # Prints one line per failing schedule with its replay command, and ends with
 # "sim: N schedules, V violations"; exits 1 when V > 0.
 set -euo pipefail

@@ -64,6 +64,9 @@ pub struct Counters {
     received: Mutex<BTreeMap<&'static str, u64>>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
     last_contact_ns: Mutex<BTreeMap<NodeId, u64>>,
+    /// When each peer last answered a request of ours (MONOTONIC): what a leader hears of a
+    /// member at the address it sends to, whatever that member sends itself.
+    last_answer_ns: Mutex<BTreeMap<NodeId, u64>>,
     /// How far each peer's wall clock was from ours (ms, + ahead) in its last request.
     clock_offset_ms: Mutex<BTreeMap<NodeId, i64>>,
     elections_started: AtomicU64,
@@ -178,6 +181,23 @@ impl Counters {
             .lock()
             .expect("counters lock")
             .insert(peer, now_ns);
+    }
+
+    /// A peer answered a request of ours at `now_ns` (contact too).
+    pub fn answered(&self, peer: NodeId, now_ns: u64) {
+        self.contact(peer, now_ns);
+        self.last_answer_ns
+            .lock()
+            .expect("counters lock")
+            .insert(peer, now_ns);
+    }
+
+    pub fn last_answer_ns(&self, peer: NodeId) -> Option<u64> {
+        self.last_answer_ns
+            .lock()
+            .expect("counters lock")
+            .get(&peer)
+            .copied()
     }
 
     pub fn last_contact_ns(&self, peer: NodeId) -> Option<u64> {

@@ -362,6 +362,11 @@ pub struct Flaws {
     /// `ignore-taken-at` R2, `release-at-once` R5).
     #[cfg(feature = "flaws")]
     pub role_flaw: Option<crate::roles::RoleFlaw>,
+    /// Quorum mode: a leader's probe goes to the members that don't vote too and counts their
+    /// acknowledgements as voters' (quorum/driver/probe.rs, `round`; docs/safety.md, N1 left
+    /// out): a leader cut off from the voters goes on claiming on the non-voters' answers.
+    #[cfg(feature = "flaws")]
+    pub count_learner_acks: bool,
 }
 
 /// Whether each flaw is on: always `false` without the feature.
@@ -393,6 +398,9 @@ impl Flaws {
     }
     pub fn release_from_ended_claim(&self) -> bool {
         self.release_from_ended_claim
+    }
+    pub fn count_learner_acks(&self) -> bool {
+        self.count_learner_acks
     }
     /// Counts a vote request for a higher term inside a promise of this node.
     pub fn vote_asked_inside_promise(&self) {
@@ -432,6 +440,9 @@ impl Flaws {
         None
     }
     pub fn release_from_ended_claim(&self) -> bool {
+        false
+    }
+    pub fn count_learner_acks(&self) -> bool {
         false
     }
     pub fn vote_asked_inside_promise(&self) {}

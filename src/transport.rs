@@ -235,7 +235,7 @@ impl Transport {
         }
         // An answer is contact too (as in etcd and hashicorp/raft): a leader hears its
         // followers through the answers to its own requests.
-        self.counters.contact(to, self.clock.mono_ns());
+        self.counters.answered(to, self.clock.mono_ns());
         let status = res.status();
         let bytes = res.into_body();
         if !status.is_success() {

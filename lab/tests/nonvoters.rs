@@ -2,7 +2,7 @@
 //! join by themselves with the cluster's credential (no admin step), never change a voter set,
 //! never claim the cluster's election, hold named roles with the same promise, and are removed
 //! by the leader once it has not heard from them for `nonvoters.remove_after_ms`; one started
-//! again joins again. Every claim of the cluster's election and of the role is judged whole.
+//! again, or healed from a cut, joins again. Every claim of the cluster's election and of the role is judged whole.
 
 mod common;
 
@@ -77,6 +77,12 @@ async fn until_members(tc: &TestCluster, at: NodeId, nonvoters: &[NodeId]) -> Re
     ))
 }
 
+/// Stands node `id` for `role` (the test's client is not on its host: with the admin token).
+fn stand(rt: &tokio::runtime::Runtime, tc: &TestCluster, role: &RoleName, id: NodeId) {
+    let c = tc.c.client(id).unwrap();
+    rt.block_on(c.stand(role, id, true)).unwrap();
+}
+
 /// Waits until node `holder` answers its claim on `role` with 200.
 async fn until_holds(tc: &TestCluster, holder: NodeId, role: &RoleName) -> bool {
     let until = Instant::now() + WAIT;
@@ -126,20 +132,15 @@ fn nonvoters_join_by_themselves_hold_roles_never_claim_and_are_removed_when_abse
         );
         assert!(view.leader.is_some(), "non-voter {id} knows no leader");
     }
-    // A role that only the non-voters stand for (the test's client is not on their hosts: it
-    // stands them with the admin token).
+    // A role that only the non-voters stand for.
     let role = RoleName::new("nv-job").unwrap();
     let (prt, poller) = role_poller(&tc, &[1, 2, 3, 4, 5], std::slice::from_ref(&role));
-    let stand = |id: NodeId| {
-        let c = tc.c.client(id).unwrap();
-        rt.block_on(c.stand(&role, id, true)).unwrap()
-    };
-    stand(4);
+    stand(&rt, &tc, &role, 4);
     assert!(
         rt.block_on(until_holds(&tc, 4, &role)),
         "node 4 holds the role"
     );
-    stand(5);
+    stand(&rt, &tc, &role, 5);
     // Node 4 dies: its role moves to node 5 after its promises, and the leader removes it
     // once it has not heard from it for REMOVE_AFTER_MS.
     let t0 = Instant::now();
@@ -162,6 +163,23 @@ fn nonvoters_join_by_themselves_hold_roles_never_claim_and_are_removed_when_abse
     );
     // Started again on its data dir, it joins again by itself.
     tc.start_node(4);
+    rt.block_on(until_members(&tc, 1, &[4, 5])).unwrap();
+    // Node 5, holding the role now, cut off from the voters past the absence: removed, the role
+    // back on node 4. Healed, it joins again by itself, though its renewals (it still stands
+    // in its own table) are answered meanwhile: only a leader's appends count as heard.
+    stand(&rt, &tc, &role, 4);
+    let cut = electd_client::FaultSet {
+        block_to: [1, 2, 3].into(),
+        block_from: [1, 2, 3].into(),
+        ..Default::default()
+    };
+    rt.block_on(tc.c.set_faults(5, &cut)).unwrap();
+    rt.block_on(until_members(&tc, 1, &[4])).unwrap();
+    assert!(
+        rt.block_on(until_holds(&tc, 4, &role)),
+        "node 4 holds the role again"
+    );
+    rt.block_on(tc.c.clear_faults(5)).unwrap();
     rt.block_on(until_members(&tc, 1, &[4, 5])).unwrap();
     let kept = role_promises_kept(prt, poller);
     assert!(kept.promises >= 5, "too few role promises judged: {kept:?}");

@@ -532,6 +532,46 @@ fn an_event_log_that_trails_the_claim_is_caught() {
     );
 }
 
+/// Five voters and two members that don't vote (docs/safety.md, "Non-voters"), the leader cut
+/// off from the voters but not from the non-voters, at the default timings, for 1 s.
+fn isolated_leader_with_nonvoters(flaw: Option<Flaw>) -> Outcome {
+    run(&Spec {
+        flaw,
+        nonvoters: 2,
+        profile: Profile::Default,
+        script: Some(vec![Timed {
+            step: Step::Isolate(Target::Leader),
+            then_ms: 1_000,
+        }]),
+        ..Spec::new(13, 5)
+    })
+}
+
+/// As built, the non-voters join by themselves, their acknowledgements count for no claim,
+/// none claims the cluster's election and none sits in a voter set (N1, N2).
+#[test]
+fn nonvoters_count_in_no_quorum() {
+    let out = isolated_leader_with_nonvoters(None);
+    assert_kept(&out, "");
+    assert_eq!(out.nonvoters_joined, 2, "{}", out.timeline.join("\n"));
+}
+
+/// The broken variant (`count-learner-ack`: the probe counts the non-voters' acknowledgements
+/// as voters'): the cut-off leader goes on claiming on theirs while the voters elect another,
+/// and the checkers see two claimants.
+#[test]
+fn a_nonvoter_counted_in_a_quorum_is_caught() {
+    let out = isolated_leader_with_nonvoters(Some(Flaw::CountLearnerAck));
+    assert!(
+        out.violations
+            .iter()
+            .any(|v| v.contains("two claimants") || v.contains("(C6)")),
+        "the flaw went unseen: {:?}\n{}",
+        out.violations,
+        out.timeline.join("\n")
+    );
+}
+
 /// Issue 29, finding 1: node 3 is cut off from the four members added after it (4-7 never
 /// hear its hello), 1 and 2 are then cut off, and 3's disk is wiped and it starts again as the
 /// member it was, without join. Before the members' incarnations were in the log, 4-7 answered

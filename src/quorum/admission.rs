@@ -43,6 +43,13 @@ pub struct Admission {
     pub remove_after_ns: u64,
 }
 
+/// The answer of a node that does not lead, naming the leader it knows and its address.
+fn not_leader(leader: Option<(NodeId, String)>) -> JoinAnswer {
+    let (leader, addr) = leader.map_or((None, None), |(id, a)| (Some(id), Some(a)));
+    let addr = addr.filter(|a| !a.is_empty());
+    JoinAnswer::NotLeader { leader, addr }
+}
+
 /// The one change being written; let go when dropped.
 struct Writing<'a>(&'a AtomicBool);
 
@@ -95,13 +102,15 @@ impl Admission {
         if let Err(e) = crate::config::check_addr(&req.addr) {
             return refused("invalid", e);
         }
+        if from == 0 {
+            return refused("invalid", "a member's id is positive".into());
+        }
         if self.transport.peers.get(from).as_deref() != Some(req.addr.as_str()) {
             let message = format!("{} is not the address node {from} sends from", req.addr);
             return refused("invalid", message);
         }
         if let Err(MembershipError::NotLeader { leader, .. }) = self.members.must_lead() {
-            let leader = leader.map(|(id, _)| id);
-            return JoinAnswer::NotLeader { leader };
+            return not_leader(leader);
         }
         let Some(_one) = self.write() else {
             let message = "another join or removal is being written".to_string();
@@ -124,22 +133,21 @@ impl Admission {
             .add_learner(from, BasicNode::new(&req.addr), false);
         match changed(self.id, tokio::time::timeout(CHANGE_TIME, add).await) {
             Ok(_) => JoinAnswer::Member,
-            Err(MembershipError::NotLeader { leader, .. }) => JoinAnswer::NotLeader {
-                leader: leader.map(|(id, _)| id),
-            },
+            Err(MembershipError::NotLeader { leader, .. }) => not_leader(leader),
             Err(e) => refused("failed", e.to_string()),
         }
     }
 
-    /// Removes the non-voters `absent` (nonvoters.rs, rule 3): one `RemoveNodes`, which
-    /// openraft refuses for a voter; the voters are left out here as well.
-    pub async fn remove_absent(&self, absent: BTreeSet<NodeId>) {
+    /// Removes the non-voters `absent()` names once this node may write (nonvoters.rs, rule 3):
+    /// one `RemoveNodes`, which openraft refuses for a voter; the voters are left out here as
+    /// well.
+    pub async fn remove_absent(&self, absent: impl Fn() -> BTreeSet<NodeId>) {
+        let Some(_one) = self.write() else { return };
         let voters: BTreeSet<NodeId> = self.members.voters().into_iter().collect();
-        let absent: BTreeSet<NodeId> = absent.difference(&voters).copied().collect();
+        let absent: BTreeSet<NodeId> = absent().difference(&voters).copied().collect();
         if absent.is_empty() || self.members.must_lead().is_err() {
             return;
         }
-        let Some(_one) = self.write() else { return };
         tracing::info!(nonvoters = ?absent, "removing non-voters not heard from");
         let change = ChangeMembers::RemoveNodes(absent);
         let change = self.raft.change_membership(change, false);

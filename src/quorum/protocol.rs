@@ -12,7 +12,7 @@
 //! | `/peer/raft/resign` | [`Resign`] (electd's) | `{"ok": true}` |
 //! | `/peer/raft/hello` | [`Hello`] (electd's: identity.rs) | [`HelloAnswer`] |
 //! | `/peer/raft/remove` | [`RemoveRequest`] (electd's: a leader that removes itself asks its successor; membership.rs) | `Result<Members, String>` |
-//! | `/peer/raft/join` | [`JoinRequest`] (electd's: a member that does not vote asks the leader to add it; membership.rs) | [`JoinAnswer`] |
+//! | `/peer/raft/join` | [`JoinRequest`] (electd's: a member that does not vote asks the leader to add it; admission.rs) | [`JoinAnswer`] |
 //! | `/peer/roles/renew` | [`RenewRequest`] (electd's: a node's renewal of its named roles, once a beat; roles/steward.rs) | `Option<Renewed>` (`null`: not renewed) |
 //!
 
@@ -55,7 +55,7 @@ pub const PATH_PREVOTE: &str = "/peer/raft/prevote";
 pub const PATH_REMOVE: &str = "/peer/raft/remove";
 /// Not an openraft RPC: a node's incarnation, for its peers to record (identity.rs).
 pub const PATH_HELLO: &str = "/peer/raft/hello";
-/// Not an openraft RPC: a member that does not vote asks the leader to add it (membership.rs).
+/// Not an openraft RPC: a member that does not vote asks the leader to add it (admission.rs).
 pub const PATH_JOIN: &str = "/peer/raft/join";
 /// Not an openraft RPC: a node renews its named roles with the leader (roles/steward.rs).
 pub const PATH_RENEW: &str = "/peer/roles/renew";
@@ -105,8 +105,12 @@ pub struct JoinRequest {
 pub enum JoinAnswer {
     /// A member now, that does not vote (added, or one already at this address).
     Member,
-    /// The receiver does not lead: ask `leader`, when it knows one.
-    NotLeader { leader: Option<NodeId> },
+    /// The receiver does not lead: ask `leader` (at `addr`), when it knows one.
+    NotLeader {
+        leader: Option<NodeId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        addr: Option<String>,
+    },
     /// Refused (nonvoters.rs, `Refusal`: its code and why), or the change failed.
     Refused { code: String, message: String },
 }
@@ -248,7 +252,7 @@ pub trait QuorumPeer: Send + Sync + 'static {
         from: NodeId,
         hello: Hello,
     ) -> impl Future<Output = Result<HelloAnswer, String>> + Send;
-    /// `from`, a member that does not vote, asks to be added (membership.rs).
+    /// `from`, a member that does not vote, asks to be added (admission.rs).
     fn on_join(
         self: Arc<Self>,
         from: NodeId,

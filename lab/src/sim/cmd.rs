@@ -82,6 +82,20 @@ pub struct SimArgs {
     /// `release-at-once` (R5). The role checker must report broken promises.
     #[arg(long, value_name = "FLAW", value_parser = role_flaw, conflicts_with_all = ["long_lease", "vote_while_leading", "trust_new_incarnation", "record_between_probes", "unlogged_incarnations", "handover_to_unconfirmed", "snapshot_keeps_incarnations"])]
     pub role_flaw: Option<RoleFlaw>,
+    /// Members that don't vote (ids 101, 102, …) join once the cluster has formed; no
+    /// schedule may let one claim the cluster's election or sit in a voter set (docs/safety.md,
+    /// "Non-voters").
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        conflicts_with = "membership"
+    )]
+    pub nonvoters: usize,
+    /// Run deliberately broken nodes whose probes count the non-voters' acknowledgements as
+    /// voters' (N1 left out; needs `--nonvoters`): a cut-off leader goes on claiming.
+    #[arg(long, requires = "nonvoters", conflicts_with_all = ["long_lease", "vote_while_leading", "trust_new_incarnation", "record_between_probes", "unlogged_incarnations", "handover_to_unconfirmed", "snapshot_keeps_incarnations", "role_flaw"])]
+    pub count_learner_ack: bool,
 }
 
 impl SimArgs {
@@ -100,6 +114,8 @@ impl SimArgs {
             Some(Flaw::HandoverToUnconfirmed)
         } else if self.snapshot_keeps_incarnations {
             Some(Flaw::SnapshotKeepsIncarnations)
+        } else if self.count_learner_ack {
+            Some(Flaw::CountLearnerAck)
         } else {
             self.role_flaw.map(Flaw::Role)
         }
@@ -117,7 +133,11 @@ impl SimArgs {
             Some(Flaw::HandoverToUnconfirmed) => f += " --handover-to-unconfirmed",
             Some(Flaw::SnapshotKeepsIncarnations) => f += " --snapshot-keeps-incarnations",
             Some(Flaw::Role(r)) => f += &format!(" --role-flaw {}", r.name()),
+            Some(Flaw::CountLearnerAck) => f += " --count-learner-ack",
             None => {}
+        }
+        if self.nonvoters > 0 {
+            f += &format!(" --nonvoters {}", self.nonvoters);
         }
         if self.roles && self.role_flaw.is_none() {
             f += " --roles";
@@ -266,6 +286,7 @@ impl SimArgs {
             membership: self.membership,
             lapses: true,
             roles: self.roles || self.role_flaw.is_some(),
+            nonvoters: self.nonvoters,
         }
     }
 }

@@ -102,6 +102,10 @@ pub struct Spec {
     /// judges every role's promises too (`sim/roles.rs`). Off, a seed runs as it did before
     /// roles were simulated.
     pub roles: bool,
+    /// Members that don't vote (ids 101, 102, …) join once the cluster has formed, and the
+    /// checks judge that none claims the cluster's election and no voter set holds one
+    /// (docs/safety.md, "Non-voters"). 0: a seed runs as it did before.
+    pub nonvoters: usize,
 }
 
 /// A deliberately broken node (`electd-lab sim --unsafe`, `--vote-while-leading`).
@@ -135,6 +139,9 @@ pub enum Flaw {
     /// One rule of named roles left out (`--role-flaw NAME`, with roles; electd's
     /// `roles::RoleFlaw`): the role checker must report promises broken.
     Role(RoleFlaw),
+    /// A leader's probe counts the acknowledgements of non-voters as voters' (N1 left out;
+    /// `--count-learner-ack`, with non-voters): an isolated leader goes on claiming on theirs.
+    CountLearnerAck,
 }
 
 /// Where a schedule's timings come from.
@@ -161,6 +168,7 @@ impl Spec {
             membership: false,
             lapses: true,
             roles: false,
+            nonvoters: 0,
         }
     }
 }
@@ -243,6 +251,8 @@ pub struct Outcome {
     pub refused: u64,
     /// The preconditions of issue 29's findings this schedule reached.
     pub reached: Reached,
+    /// Members that don't vote that joined (`Spec::nonvoters`).
+    pub nonvoters_joined: u64,
 }
 
 /// The electd timings a schedule runs with: drawn or the defaults, then broken if asked.
@@ -393,12 +403,16 @@ struct Sim {
     /// Adds whose answer did not say done, not judged yet.
     uncertain_adds: BTreeSet<NodeId>,
     reached: Reached,
+    /// The members that don't vote (`Spec::nonvoters`), and how many joined.
+    nonvoters: BTreeSet<NodeId>,
+    nonvoters_joined: u64,
 }
 
 impl Sim {
     fn new(spec: &Spec, dir: &Path) -> Sim {
         let clock = SimClock::new();
         let ids: Vec<NodeId> = (1..=spec.nodes as NodeId).collect();
+        let nonvoters: BTreeSet<NodeId> = (101..101 + spec.nonvoters as NodeId).collect();
         let mut rng = StdRng::seed_from_u64(spec.seed);
         let timing = timing(spec, &mut rng);
         let mut extra = StdRng::seed_from_u64(spec.seed ^ 0x6973_7375_6529);
@@ -424,7 +438,11 @@ impl Sim {
             clock,
             net: Net::new(spec.seed ^ 0x6e65_7400),
             rng,
-            disks: ids.iter().map(|&i| (i, Arc::default())).collect(),
+            disks: ids
+                .iter()
+                .chain(&nonvoters)
+                .map(|&i| (i, Arc::default()))
+                .collect(),
             ever: Arc::new(Mutex::new(ids.clone())),
             ids,
             removed: BTreeSet::new(),
@@ -446,6 +464,7 @@ impl Sim {
                 unlogged_incarnations: spec.flaw == Some(Flaw::UnloggedIncarnations),
                 handover_to_unconfirmed: spec.flaw == Some(Flaw::HandoverToUnconfirmed),
                 snapshot_keeps_incarnations: spec.flaw == Some(Flaw::SnapshotKeepsIncarnations),
+                count_learner_acks: spec.flaw == Some(Flaw::CountLearnerAck),
                 role_flaw: match spec.flaw {
                     Some(Flaw::Role(f)) => Some(f),
                     _ => None,
@@ -461,6 +480,8 @@ impl Sim {
             priorities,
             settle_ms,
             uncertain_adds: BTreeSet::new(),
+            nonvoters,
+            nonvoters_joined: 0,
         }
     }
 
@@ -504,8 +525,14 @@ impl Sim {
             max_connections: electd::config::DEFAULT_MAX_CONNECTIONS,
             join,
             priority_settle_ms: self.settle_ms,
-            nonvoter: false,
-            nonvoters: Default::default(),
+            nonvoter: self.nonvoters.contains(&id),
+            // The least absence the config takes: non-voters cut off are removed and join
+            // again within a schedule.
+            nonvoters: electd::config::NonVoters {
+                remove_after_ms: (!self.nonvoters.is_empty())
+                    .then_some((4 * self.timing.follower_lease_ms).max(1_000)),
+                ..Default::default()
+            },
             tls: None,
             peers: peers
                 .into_iter()
@@ -1516,6 +1543,7 @@ impl Sim {
             None => draw(&mut self.rng, self.spec.nodes, self.spec.steps, f),
         };
         tokio::time::sleep(Duration::from_millis(10 * f)).await;
+        self.join_nonvoters().await;
         if self.spec.roles {
             let stood = roles::stand(&self.net, &self.ids, SIM_ADMIN_TOKEN).await;
             self.note(format!("roles: {stood} candidacies applied"));
@@ -1608,6 +1636,48 @@ impl Sim {
         ));
     }
 
+    /// Starts the members that don't vote, each joining by itself, and waits until the
+    /// claimant's membership names them all as non-voters, at most 40 follower leases and
+    /// 5 s; a violation if they did not join by then.
+    async fn join_nonvoters(&mut self) {
+        if self.nonvoters.is_empty() {
+            return;
+        }
+        for id in self.nonvoters.clone() {
+            self.ever.lock().expect("ever").push(id);
+            self.start(id, true).await;
+        }
+        let f = self.timing.follower_lease_ms;
+        let until = self.clock.elapsed_ms() + 40 * f + 5_000;
+        while self.clock.elapsed_ms() < until {
+            let joined = match self.claimant() {
+                Some(l) => match self.net.ask(l, get("/v1/members")).await {
+                    Some((200, b)) => serde_json::from_slice::<Members>(&b)
+                        .map(|m| {
+                            m.members
+                                .iter()
+                                .filter(|x| !x.voter)
+                                .map(|x| x.id)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    _ => BTreeSet::new(),
+                },
+                None => BTreeSet::new(),
+            };
+            if joined == self.nonvoters {
+                self.nonvoters_joined = joined.len() as u64;
+                self.note(format!("non-voters {joined:?} joined"));
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(f.div_ceil(2))).await;
+        }
+        self.watch.lock().expect("watch").violations.push(format!(
+            "non-voters {:?} did not join within 40 follower leases and 5 s",
+            self.nonvoters
+        ));
+    }
+
     /// Whether the running members agree on a leader whose membership is settled as the
     /// simulation changed it; why not, if not.
     async fn settled(&self, running: &[NodeId]) -> Result<(), String> {
@@ -1632,6 +1702,11 @@ impl Sim {
         let [voters] = &m.voter_sets[..] else {
             return Err(format!("{l}: voter sets {:?}", m.voter_sets));
         };
+        if let Some(x) = voters.iter().find(|v| self.nonvoters.contains(v)) {
+            return Err(format!(
+                "{l}: non-voter {x} in the voter set {voters:?} (N2)"
+            ));
+        }
         if !m.committed {
             return Err(format!("{l}: membership {voters:?} not committed"));
         }
@@ -1711,6 +1786,16 @@ impl Sim {
                 b.node, b.seq, b.t_mono_ns, b.after_seq, b.after_t_mono_ns
             ));
         }
+        if let Some(p) = log
+            .promises
+            .iter()
+            .find(|p| self.nonvoters.contains(&p.node))
+        {
+            violations.push(format!(
+                "non-voter {} claimed the cluster's election in term {} (N1)",
+                p.node, p.term
+            ));
+        }
         if let Some(c6) = promise_keeping(&log) {
             let what = ("a promise broken (C6)", "term", "promises");
             violations.extend(c6.first_broken(self.start_ns, what));
@@ -1751,6 +1836,7 @@ impl Sim {
             removed: self.removals,
             refused: self.refused,
             reached: self.reached.clone(),
+            nonvoters_joined: self.nonvoters_joined,
         }
     }
 }

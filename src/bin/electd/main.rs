@@ -214,6 +214,7 @@ fn lab_flaws() -> Result<(Vec<String>, LabFlaws), String> {
             Some("unlogged-incarnations") => lab.flaws.unlogged_incarnations = true,
             Some("handover-to-unconfirmed") => lab.flaws.handover_to_unconfirmed = true,
             Some("snapshot-keeps-incarnations") => lab.flaws.snapshot_keeps_incarnations = true,
+            Some("count-learner-ack") => lab.flaws.count_learner_acks = true,
             Some("abort-node-5") => lab.abort_node_5 = true,
             other => return Err(format!("--lab-flaw: unknown flaw {other:?}")),
         }

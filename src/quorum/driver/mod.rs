@@ -335,9 +335,13 @@ impl Driver {
     }
 
     /// The campaign's turn: a new one starts when none is under way, once this data dir's
-    /// incarnation is confirmed; never while the node stops or after its claim closed.
+    /// incarnation is confirmed; never on a non-voter, while the node stops or after its claim
+    /// closed.
     fn campaign_turn(&mut self) {
+        // A non-voter never campaigns, even where a log names it a voter: it confirmed no
+        // incarnation, and a wiped data dir could vote twice (docs/safety.md, step 10).
         if self.campaign.is_some()
+            || self.node.admission.nonvoter
             || self.confirming.is_some()
             || self.stop.is_cancelled()
             || self.core.read().lease().is_closed()

@@ -1,12 +1,17 @@
 //! The non-voters' turn, once a beat (docs/design/nonvoters.md):
 //! - on a member that does not vote: its join, at start and whenever its log does not name it
-//!   or it has heard no leader for [`UNHEARD`] (a removal it never received), at most once
-//!   every [`JOIN_EVERY`];
-//! - on a leader: the removal of the non-voters it has not heard from for
-//!   `nonvoters.remove_after_ms` (nonvoters.rs, rule 3).
+//!   or no leader's append has reached it for [`UNHEARD`] (a removal it never received: the
+//!   leader stops replicating to a removed learner), at most once every [`JOIN_EVERY`]. Only
+//!   appends count (the core's contact), not the answers to its own requests: a removed
+//!   non-voter's renewals are still answered;
+//! - on a leader: the removal of the non-voters that have not answered its own requests (its
+//!   appends, at the address the membership names) for `nonvoters.remove_after_ms`
+//!   (nonvoters.rs, rule 3). What a non-voter sends itself does not count: one restarted at
+//!   another address, or one the leader cannot reach, is removed and can join again.
 //!
 //! One piece of work at a time, run inside the driver's task like every other turn's.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +26,9 @@ use crate::role::NodeId;
 
 /// How often a non-voter that is no member asks to be added.
 const JOIN_EVERY: Duration = Duration::from_secs(1);
-/// How long a non-voter that its log names may hear no leader before it asks again: the
-/// leader's heartbeats reach it every fourth beat, and a removal may never have.
+/// How long a non-voter that its log names may hear no leader's append before it asks again
+/// (at least eight beats): the leader's heartbeats reach it every fourth beat, and a removal
+/// may never have.
 const UNHEARD: Duration = Duration::from_secs(2);
 /// How long one join request may take (the leader's change takes at most 4 s).
 const JOIN_TIME: Duration = Duration::from_secs(5);
@@ -67,11 +73,11 @@ pub(super) fn turn(
     }
     if node.admission.nonvoter {
         let named = m.membership_config.nodes().any(|(id, _)| *id == node.id);
-        let heard = m
-            .current_leader
-            .filter(|l| *l != node.id)
-            .and_then(|l| node.counters.last_contact_ns(l))
-            .is_some_and(|at| node.clock.mono_ns().saturating_sub(at) < UNHEARD.as_nanos() as u64);
+        let contact = node.core.read().contact();
+        let since = node.clock.boot_ns().saturating_sub(contact.at_ns);
+        // Heartbeats reach a learner every fourth beat: two of them may be lost.
+        let unheard = UNHEARD.max(Duration::from_millis(8 * node.timing.heartbeat_ms));
+        let heard = contact.leader.is_some() && since < unheard.as_nanos() as u64;
         if (named && heard) || Instant::now() < w.next_join {
             return;
         }
@@ -84,19 +90,22 @@ pub(super) fn turn(
         w.absence.follow();
         return;
     }
-    let now = node.clock.mono_ns();
-    w.absence.lead(m.current_term, now);
-    let view = node.members.nonvoter_view();
-    let absent = w
-        .absence
-        .absent(&view, |id| node.counters.last_contact_ns(id), now);
-    if !absent.is_empty() {
-        let node = node.clone();
+    w.absence.lead(m.current_term, node.clock.mono_ns());
+    if !absent(node, &w.absence).is_empty() {
+        let (node, a) = (node.clone(), w.absence.clone());
         w.under_way = Some(Box::pin(async move {
-            node.admission.remove_absent(absent).await;
+            // Judged again once this node may write, on the membership and answers of then.
+            node.admission.remove_absent(|| absent(&node, &a)).await;
             false
         }));
     }
+}
+
+/// The non-voters absent now by `a`: unheard in the answers to this node's own requests.
+fn absent(node: &QuorumNode, a: &Absence) -> BTreeSet<NodeId> {
+    let view = node.members.nonvoter_view();
+    let answered = |id| node.counters.last_answer_ns(id);
+    a.absent(&view, answered, node.clock.mono_ns())
 }
 
 /// Asks to be added: the leader if this node knows one, else each member its config names,
@@ -112,6 +121,10 @@ async fn join(node: Arc<QuorumNode>, leader: Option<NodeId>) -> bool {
             .iter()
             .filter(|p| Some(**p) != leader),
     );
+    if asks.is_empty() {
+        tracing::warn!("a non-voter with no member to ask: list the voters in its peers");
+        return false;
+    }
     let mut followed = false;
     let mut i = 0;
     while i < asks.len() {
@@ -123,7 +136,14 @@ async fn join(node: Arc<QuorumNode>, leader: Option<NodeId>) -> bool {
             .await;
         match answer {
             Ok(JoinAnswer::Member) => return true,
-            Ok(JoinAnswer::NotLeader { leader: Some(l) }) if !followed && l != node.id => {
+            Ok(JoinAnswer::NotLeader {
+                leader: Some(l),
+                addr,
+            }) if !followed && l != node.id => {
+                // A member's signed answer: the leader may be one added since the config.
+                if let Some(addr) = addr.filter(|_| !node.transport.peers.contains(l)) {
+                    node.transport.peers.learn(l, &addr);
+                }
                 followed = true;
                 asks.insert(i, l);
             }

@@ -130,9 +130,11 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
         return false;
     }
     let sets = sets_of(m.membership_config.membership());
+    let learners = flawed_learners(node, &m);
     let mut acked = BTreeSet::from([me]);
     let (answers, mut out) = tokio::sync::mpsc::unbounded_channel();
-    for to in voters_of(&m).into_iter().filter(|&to| to != me) {
+    let others = voters_of(&m).into_iter().filter(|&to| to != me);
+    for to in others.chain(learners.iter().copied()) {
         let matching = m.replication.as_ref().and_then(|r| r.get(&to));
         let append = AppendEntriesRequest::<TypeConfig> {
             vote: m.vote,
@@ -140,10 +142,10 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
             entries: Vec::new(),
             leader_commit: m.last_applied,
         };
-        send(node, to, append, answers.clone());
+        send(node, to, append, answers.clone(), !learners.contains(&to));
     }
     drop(answers);
-    while !majority_of_each(&sets, &acked) {
+    while !acknowledged(&sets, &acked, &learners) {
         let Some((from, answer)) = out.recv().await else {
             return false;
         };
@@ -161,13 +163,39 @@ async fn round(node: &QuorumNode, term: u64) -> bool {
     true
 }
 
+/// The lab's `count-learner-ack` (never in the node): the members outside the voter sets,
+/// whose acknowledgements the flawed round counts; none without the flaw.
+fn flawed_learners(node: &QuorumNode, m: &RaftMetrics<NodeId, BasicNode>) -> BTreeSet<NodeId> {
+    if !node.flaws.count_learner_acks() {
+        return BTreeSet::new();
+    }
+    let voters = voters_of(m);
+    let nodes = m.membership_config.nodes().map(|(id, _)| *id);
+    nodes.filter(|id| !voters.contains(id)).collect()
+}
+
+/// Whether `acked` makes the round: a majority of each voter set; with the lab's flaw, the
+/// `learners` that acknowledged count toward every set as if they were voters.
+fn acknowledged(
+    sets: &[Vec<NodeId>],
+    acked: &BTreeSet<NodeId>,
+    learners: &BTreeSet<NodeId>,
+) -> bool {
+    if learners.is_empty() {
+        return majority_of_each(sets, acked);
+    }
+    let extra = learners.intersection(acked).count();
+    let counted = |set: &Vec<NodeId>| set.iter().filter(|id| acked.contains(id)).count() + extra;
+    !sets.is_empty() && sets.iter().all(|set| counted(set) > set.len() / 2)
+}
+
 /// An answer to a probe, from the node it names.
 type ProbeAnswer = (
     NodeId,
     Result<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>, TransportError>,
 );
 
-/// Sends `append` to `to` as a probe, its answer to `answers`: a task of its own that runs to
+/// Sends `append` to `to` as a probe (marked, with `probe`), its answer to `answers`: a task of its own that runs to
 /// the answer after the round is done, as openraft's are, so that every follower's lease is
 /// renewed by every probe, not only the first majority's (aborted with the round, the slowest
 /// follower heard only openraft's heartbeat, every fourth beat, and lost the race for a
@@ -177,13 +205,15 @@ fn send(
     to: NodeId,
     append: AppendEntriesRequest<TypeConfig>,
     answers: tokio::sync::mpsc::UnboundedSender<ProbeAnswer>,
+    probe: bool,
 ) {
     let transport = node.transport.clone();
     let timeout = node.election.probe_timeout();
     tokio::spawn(async move {
+        // Unmarked only for the lab's flaw: a non-voter refuses a marked probe (unconfirmed).
         let probe = Probe {
             append: &append,
-            probe: true,
+            probe,
         };
         let answer = transport
             .call(to, PATH_APPEND, "probe", &probe, timeout)
