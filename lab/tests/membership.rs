@@ -19,19 +19,12 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// Rewrites node `id`'s config: its `peers` limited to `peers`, and `join` set or not.
 fn rewrite_config(path: &Path, peers: &[NodeId], join: Option<&str>) {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut cfg: toml::Table = toml::from_str(&text).unwrap();
-    if let Some(toml::Value::Array(all)) = cfg.get_mut("peers") {
-        all.retain(|p| {
-            let id = p.get("id").and_then(|v| v.as_integer()).unwrap() as NodeId;
-            peers.contains(&id)
-        });
-    }
-    match join {
-        Some(j) => cfg.insert("join".into(), toml::Value::String(j.into())),
-        None => cfg.remove("join"),
-    };
-    std::fs::write(path, toml::to_string(&cfg).unwrap()).unwrap();
+    common::rewrite_config(path, peers, |cfg| {
+        match join {
+            Some(j) => cfg.insert("join".into(), toml::Value::String(j.into())),
+            None => cfg.remove("join"),
+        };
+    });
 }
 
 /// Node `id`'s membership answer.

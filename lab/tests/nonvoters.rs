@@ -20,15 +20,7 @@ const REMOVE_AFTER_MS: u64 = 1500;
 /// Rewrites node `id`'s config: its `peers` limited to `peers`; a non-voter joins through
 /// `join`, a voter removes absent non-voters after [`REMOVE_AFTER_MS`].
 fn rewrite_config(path: &Path, peers: &[NodeId], join: Option<&str>) {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut cfg: toml::Table = toml::from_str(&text).unwrap();
-    if let Some(toml::Value::Array(all)) = cfg.get_mut("peers") {
-        all.retain(|p| {
-            let id = p.get("id").and_then(|v| v.as_integer()).unwrap() as NodeId;
-            peers.contains(&id)
-        });
-    }
-    match join {
+    common::rewrite_config(path, peers, |cfg| match join {
         Some(j) => {
             cfg.insert("join".into(), toml::Value::String(j.into()));
             cfg.insert("nonvoter".into(), toml::Value::Boolean(true));
@@ -41,8 +33,7 @@ fn rewrite_config(path: &Path, peers: &[NodeId], join: Option<&str>) {
             );
             cfg.insert("nonvoters".into(), toml::Value::Table(nv));
         }
-    }
-    std::fs::write(path, toml::to_string(&cfg).unwrap()).unwrap();
+    });
 }
 
 async fn members_of(tc: &TestCluster, id: NodeId) -> Option<Members> {

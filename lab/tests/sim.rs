@@ -494,8 +494,14 @@ fn a_leader_voting_inside_its_promise_is_caught() {
 /// The leader cut off from everyone at the default timings: each probe it sends waits for its
 /// deadline (50 ms), and its claim ends while one is out; after 1 s the cut heals.
 fn isolated_leader(flaw: Option<Flaw>) -> Outcome {
+    isolated_leader_beside(flaw, 0)
+}
+
+/// [`isolated_leader`] with `nonvoters` members that don't vote, which the cut leaves out.
+fn isolated_leader_beside(flaw: Option<Flaw>, nonvoters: usize) -> Outcome {
     run(&Spec {
         flaw,
+        nonvoters,
         profile: Profile::Default,
         script: Some(vec![Timed {
             step: Step::Isolate(Target::Leader),
@@ -535,16 +541,7 @@ fn an_event_log_that_trails_the_claim_is_caught() {
 /// Five voters and two members that don't vote (docs/safety.md, "Non-voters"), the leader cut
 /// off from the voters but not from the non-voters, at the default timings, for 1 s.
 fn isolated_leader_with_nonvoters(flaw: Option<Flaw>) -> Outcome {
-    run(&Spec {
-        flaw,
-        nonvoters: 2,
-        profile: Profile::Default,
-        script: Some(vec![Timed {
-            step: Step::Isolate(Target::Leader),
-            then_ms: 1_000,
-        }]),
-        ..Spec::new(13, 5)
-    })
+    isolated_leader_beside(flaw, 2)
 }
 
 /// As built, the non-voters join by themselves, their acknowledgements count for no claim,

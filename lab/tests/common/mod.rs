@@ -408,3 +408,18 @@ pub fn role_promises_kept(rt: tokio::runtime::Runtime, poller: RolePoller) -> Pr
     assert!(shared.is_empty(), "{shared:?}");
     kept
 }
+
+/// Rewrites the config at `path`: its `peers` limited to `peers`, then `edit` applied to the
+/// rest (the membership tests start members from configs that name only some of the nodes).
+pub fn rewrite_config(path: &Path, peers: &[NodeId], edit: impl FnOnce(&mut toml::Table)) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut cfg: toml::Table = toml::from_str(&text).unwrap();
+    if let Some(toml::Value::Array(all)) = cfg.get_mut("peers") {
+        all.retain(|p| {
+            let id = p.get("id").and_then(|v| v.as_integer()).unwrap() as NodeId;
+            peers.contains(&id)
+        });
+    }
+    edit(&mut cfg);
+    std::fs::write(path, toml::to_string(&cfg).unwrap()).unwrap();
+}
