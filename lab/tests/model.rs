@@ -209,6 +209,18 @@ fn resigned(from: u64, to: u64, successor: u64) -> Act {
     })
 }
 
+/// Node `c` campaigns and node `v` elects it in `term`: its pre-vote round 1 and its vote
+/// request, each granted (both logs end at `last`).
+fn elected_by(c: u64, v: u64, term: u64, last: (u64, u64)) -> [Act; 5] {
+    [
+        Act::Campaign(c),
+        pv(c, v, 1, last),
+        pva(v, c, 1),
+        vote(c, v, term, last),
+        granted(v, c, term),
+    ]
+}
+
 fn granted(from: u64, to: u64, term: u64) -> Act {
     d(Msg::VoteAnswer {
         from,
@@ -380,13 +392,9 @@ fn a_leader_stopped_gracefully_hands_over_to_its_successor() {
     use electd_lab::model::search::play;
     let ms = 1_000_000;
     let (t1, t2) = (1_160 * ms, 1_320 * ms);
-    let path = vec![
-        Act::AdvanceTo(t1),
-        Act::Campaign(1),
-        pv(1, 2, 1, (0, 0)),
-        pva(2, 1, 1),
-        vote(1, 2, 1, (0, 0)),
-        granted(2, 1, 1),
+    let mut path = vec![Act::AdvanceTo(t1)];
+    path.extend(elected_by(1, 2, 1, (0, 0)));
+    path.extend([
         Act::Tick(1),
         d(append(1, 2, 1, &[1], 0, t1)),
         answer(2, 1, 1, true, t1),
@@ -397,15 +405,13 @@ fn a_leader_stopped_gracefully_hands_over_to_its_successor() {
         resigned(1, 3, 2),
         Act::Exit(1),
         Act::AdvanceTo(t2),
-        Act::Campaign(2),
-        pv(2, 3, 1, (1, 1)),
-        pva(3, 2, 1),
-        vote(2, 3, 2, (1, 1)),
-        granted(3, 2, 2),
+    ]);
+    path.extend(elected_by(2, 3, 2, (1, 1)));
+    path.extend([
         Act::Tick(2),
         d(append(2, 3, 2, &[1, 2], 0, t2)),
         answer(3, 2, 2, true, t2),
-    ];
+    ]);
     let sound = QuorumModel::new(3, Variant::Sound);
     let reached = play(&sound, &path, "a term is claimed after a graceful stop");
     assert_eq!(
@@ -780,5 +786,76 @@ fn an_unconfirmed_data_dir_acknowledges_no_probe() {
     );
     let (played, broke) = play(&QuorumModel::new(3, Variant::Sound), &path, promise);
     assert_eq!(played.len(), path.len() - 1, "all but 3's acknowledgement");
+    assert!(!broke, "the node as built breaks nothing");
+}
+
+/// A non-voter (an openraft learner: docs/safety.md, "Non-voters") beside three voters, along
+/// seeded random walks: it takes the leader's log, and no property breaks, "no non-voter
+/// claims" (N1) among them. Bounded by states, far fewer than the voters' own walks: the
+/// learner adds a fourth node's steps to every state.
+#[test]
+fn a_nonvoter_beside_the_voters_breaks_nothing_along_random_walks() {
+    let r = check_bounded(
+        QuorumModel::new(3, Variant::Sound).with_learners(1),
+        Search::Walks {
+            depth: 100,
+            seed: seed(),
+        },
+        Some(NONVOTER_STATES),
+        GUARD,
+    );
+    show(&r);
+    assert_eq!(broken(&r), Vec::<&str>::new());
+    for reached in ["a node claims", "a non-voter takes the leader's log"] {
+        assert!(found(&r, reached).is_some(), "{reached}: {r:?}");
+    }
+}
+
+/// States the walks with a non-voter visit.
+const NONVOTER_STATES: usize = 500_000;
+
+/// A leader that counts a non-voter's acknowledgement toward the voters' majority (the flaw
+/// `count_learner_acks`, `Variant::CountLearnerAck`) claims inside another leader's promise.
+/// Node 1 is elected in term 1 by node 2's vote and sends nothing more; past 2's follower
+/// lease of that vote, node 2 is elected in term 2 by node 3 and claims on 3's acknowledgement.
+/// Node 1, still leading term 1, probes: the flawed leader probes the non-voter 4, which never
+/// heard of term 2 and acknowledges, and 1 + 4 make two of three. The leader as built probes
+/// the voters only (driver/probe.rs, `round`), so no acknowledgement of 4 comes and the same
+/// steps break nothing. The simulator catches the flaw too (lab/tests/sim.rs,
+/// `a_nonvoter_counted_in_a_quorum_is_caught`).
+#[test]
+fn a_nonvoter_counted_in_a_quorum_breaks_the_promise_and_not_as_built() {
+    use electd_lab::model::search::{play, replay};
+    let ms = 1_000_000;
+    let t = 1_310 * ms + 2;
+    let mut path: Vec<Act> = [1_030, 1_060, 1_090, 1_120, 1_150]
+        .map(|at| Act::AdvanceTo(at * ms))
+        .to_vec();
+    path.push(Act::AdvanceTo(1_150 * ms + 1));
+    path.extend(elected_by(1, 2, 1, (0, 0)));
+    path.extend([1_170 * ms + 1, 1_300 * ms + 2, t].map(Act::AdvanceTo));
+    path.extend(elected_by(2, 3, 2, (0, 0)));
+    path.extend([
+        Act::Tick(2),
+        d(append(2, 3, 2, &[2], 0, t)),
+        answer(3, 2, 2, true, t),
+        Act::Tick(1),
+        d(append(1, 4, 1, &[1], 0, t)),
+        answer(4, 1, 1, true, t),
+    ]);
+    let promise = "no claim inside another node's promise";
+    let flawed = QuorumModel::new(3, Variant::CountLearnerAck).with_learners(1);
+    assert_eq!(
+        replay(&flawed, &path, promise),
+        Some(path.len()),
+        "counted, the non-voter's acknowledgement breaks the promise at the last step"
+    );
+    let sound = QuorumModel::new(3, Variant::Sound).with_learners(1);
+    let (played, broke) = play(&sound, &path, promise);
+    assert_eq!(
+        played.len(),
+        path.len() - 2,
+        "all but the probe of 4 and its answer"
+    );
     assert!(!broke, "the node as built breaks nothing");
 }

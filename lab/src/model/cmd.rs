@@ -15,6 +15,10 @@ pub struct ModelArgs {
     /// Nodes in the cluster.
     #[arg(long, default_value_t = 3)]
     pub nodes: u64,
+    /// Non-voters beside the voters (openraft learners; at most 8 nodes in all). The variant
+    /// `count-learner-ack` runs with at least one.
+    #[arg(long, default_value_t = 0)]
+    pub learners: u64,
     /// Steps from the start explored breadth first, every state.
     #[arg(long, default_value_t = 10)]
     pub depth: usize,
@@ -79,7 +83,11 @@ pub fn main(args: ModelArgs) -> ExitCode {
     );
     let mut ok = true;
     for v in variants {
-        let model = || QuorumModel::new(args.nodes, v);
+        let learners = match v {
+            Variant::CountLearnerAck => args.learners.max(1),
+            _ => args.learners,
+        };
+        let model = || QuorumModel::new(args.nodes, v).with_learners(learners);
         if v == Variant::Sound {
             let r = check(
                 model(),

@@ -80,7 +80,7 @@ pub fn heal(
     let mut rng = StdRng::seed_from_u64(seed);
     let mut s = from.clone();
     let start = s.now;
-    let mut ticked: Vec<u64> = vec![0; model.nodes as usize];
+    let mut ticked: Vec<u64> = vec![0; model.size() as usize];
     let mut restarted = 0u8;
     for steps in 0..10_000 {
         if let Some(broke) = s.ghost.broken() {

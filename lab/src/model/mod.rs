@@ -35,6 +35,11 @@
 //! tells whether it leads as its answers do; and, as reachability, that a node claims, that a
 //! second term is claimed, that a term is claimed after a resignation and after a graceful
 //! stop, that a follower installs a snapshot, and that a wiped data dir is refused.
+//! Non-voters (`with_learners`; docs/safety.md, "Non-voters"): openraft learners beside the
+//! voters, never promoted. A learner takes the leader's log (openraft's replication), is never
+//! probed and never asked for a vote, never campaigns and confirms no incarnation (the node's
+//! driver skips both for `nonvoter = true`); a resign names only a voter. Its property: no
+//! non-voter claims (N1); and, as reachability, that a non-voter takes the leader's log.
 //! [`Variant`] breaks the core, or the driver's recording, the ways the simulator's flaws do;
 //! each must yield a counterexample path. Liveness, where the model allows it, is
 //! [`liveness`]'s: from the states the walks reach, the faults end and a node must claim
@@ -88,12 +93,19 @@ pub enum Variant {
     /// A node whose incarnation is not confirmed acknowledges a probe as any append (as
     /// openraft's own read round let it before electd sent its probes itself).
     AckUnconfirmed,
+    /// The leader probes its learners too and counts their acknowledgements toward the
+    /// voters' majority (the flaw `count_learner_acks`: "a non-voter counted in a quorum").
+    /// Needs a learner (`with_learners`).
+    CountLearnerAck,
 }
 
 /// The cluster and the bounds of the search.
 #[derive(Clone, Debug)]
 pub struct QuorumModel {
+    /// The voters, ids 1..=nodes.
     pub nodes: u64,
+    /// Non-voters (openraft learners), ids nodes+1..=nodes+learners.
+    pub learners: u64,
     pub variant: Variant,
     pub timing: CoreTiming,
     /// No campaign for a term above this.
@@ -131,6 +143,7 @@ impl QuorumModel {
         }
         QuorumModel {
             nodes,
+            learners: 0,
             variant,
             timing,
             max_term: 3,
@@ -146,12 +159,54 @@ impl QuorumModel {
         }
     }
 
-    fn ids(&self) -> impl Iterator<Item = NodeId> {
+    /// The same cluster with `learners` non-voters beside its voters (at most 8 nodes in all:
+    /// a mask has a bit per node), and room in flight for their messages.
+    pub fn with_learners(mut self, learners: u64) -> QuorumModel {
+        assert!(self.nodes + learners <= 8, "at most 8 nodes in all");
+        self.learners = learners;
+        self.max_in_flight = 3 * (self.size() as usize - 1);
+        self
+    }
+
+    /// Every node: the voters, then the non-voters.
+    pub fn size(&self) -> u64 {
+        self.nodes + self.learners
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = NodeId> {
+        1..=self.size()
+    }
+
+    fn voters(&self) -> impl Iterator<Item = NodeId> {
         1..=self.nodes
     }
 
+    pub fn is_learner(&self, id: NodeId) -> bool {
+        id > self.nodes
+    }
+
+    /// A majority of the voters among `mask` (a learner's bit counts nothing: openraft's
+    /// quorum set and electd's probe count voters only).
     fn majority(&self, mask: u8) -> bool {
-        u64::from(mask.count_ones()) > self.nodes / 2
+        let voters = (1u16 << self.nodes) - 1;
+        u64::from((u16::from(mask) & voters).count_ones()) > self.nodes / 2
+    }
+
+    /// A probe's acknowledgements are a majority: of the voters, or with `CountLearnerAck`
+    /// every acknowledgement counted toward it.
+    fn probe_majority(&self, mask: u8) -> bool {
+        match self.variant {
+            Variant::CountLearnerAck => u64::from(mask.count_ones()) > self.nodes / 2,
+            _ => self.majority(mask),
+        }
+    }
+
+    /// The role openraft gives a node that follows: a learner stays one.
+    fn following(&self, id: NodeId) -> RaftRole {
+        match self.is_learner(id) {
+            true => RaftRole::Learner,
+            false => RaftRole::Follower,
+        }
     }
 
     fn core(&self, id: NodeId, now_ns: u64) -> QuorumCore {
@@ -335,6 +390,10 @@ pub struct Ghost {
     pub log_inside_promise: bool,
     /// This step: a running node's event log tells another role than the node answers.
     pub log_trails: bool,
+    /// This step: a non-voter claimed (N1).
+    pub nonvoter_claimed: bool,
+    /// A non-voter took a leader's append.
+    pub nonvoter_follows: bool,
     /// The step before broke a property: nothing is explored past it.
     pub halted: bool,
 }
@@ -351,6 +410,7 @@ impl Ghost {
                 "an event log told of a claim inside a promise",
             ),
             (self.log_trails, "an event log trailed its node's answers"),
+            (self.nonvoter_claimed, "a non-voter claimed"),
         ]
         .into_iter()
         .find_map(|(b, what)| b.then_some(what))
@@ -531,14 +591,14 @@ impl State {
     }
 
     /// openraft saw a higher term: it adopts it and steps down.
-    fn adopt_term(&mut self, id: NodeId, term: u64) {
+    fn adopt_term(&mut self, m: &QuorumModel, id: NodeId, term: u64) {
         let n = self.node_mut(id);
         if term > n.disk.term {
             n.disk.term = term;
             n.disk.voted_for = None;
             n.disk.committed = false;
             if let Some(l) = n.live.as_mut() {
-                l.role = RaftRole::Follower;
+                l.role = m.following(id);
                 l.leader = None;
                 l.votes = 0;
             }
@@ -600,6 +660,7 @@ impl State {
             };
             let now = self.now;
             let g = &mut self.ghost;
+            g.nonvoter_claimed |= m.is_learner(id);
             if g.promised_until
                 .iter()
                 .any(|(other, until)| *other != id && *until > now)
@@ -654,7 +715,7 @@ impl State {
         }
         let ok = term >= self.node(to).disk.term;
         if ok {
-            self.adopt_term(to, term);
+            self.adopt_term(m, to, term);
             let now = self.now;
             let n = self.node_mut(to);
             let l = n.live.as_mut().expect("live");
@@ -674,9 +735,10 @@ impl State {
             }
             n.disk.voted_for = Some(from);
             n.disk.committed = true;
-            l.role = RaftRole::Follower;
+            l.role = m.following(to);
             l.leader = Some(from);
             l.vote_utime = now;
+            self.ghost.nonvoter_follows |= m.is_learner(to);
             let taken = if snapshot {
                 self.ghost.snapshot_installed = true;
                 Input::SnapshotAccepted { leader: Some(from) }
@@ -772,7 +834,7 @@ impl State {
                 term,
                 granted,
             } => {
-                self.adopt_term(to, term);
+                self.adopt_term(m, to, term);
                 let n = self.node(to);
                 let Some(l) = n.live.as_ref() else { return };
                 if !granted || l.role != RaftRole::Candidate || n.disk.term != term {
@@ -808,7 +870,7 @@ impl State {
                 ok,
                 t0,
             } => {
-                self.adopt_term(to, term);
+                self.adopt_term(m, to, term);
                 let Some(l) = self.live(to) else { return };
                 let Some((pterm, pt0, acks)) = l.probe else {
                     return;
@@ -818,7 +880,7 @@ impl State {
                 }
                 let acks = acks | bit(from);
                 self.node_mut(to).live.as_mut().expect("live").probe = Some((pterm, pt0, acks));
-                if m.majority(acks) {
+                if m.probe_majority(acks) {
                     self.probe_done(m, to, true);
                 }
             }
@@ -899,7 +961,7 @@ impl State {
     /// go out when `say` (an answer's round only looks whether it is confirmed).
     fn confirm_round(&mut self, m: &QuorumModel, id: NodeId, say: bool) {
         let round = Heard::Round {
-            members: m.ids().collect(),
+            members: m.voters().collect(),
             known: true,
         };
         match self.step(m, id, Input::Heard(round)) {
@@ -970,7 +1032,7 @@ impl State {
         };
         Followers {
             matched: m
-                .ids()
+                .voters()
                 .filter(|o| *o != id)
                 .map(|o| (o, matched(o)))
                 .collect(),
@@ -1030,7 +1092,7 @@ impl State {
                         .as_ref()
                         .is_some_and(|l| self.now <= l.vote_utime + f);
                 if !leased {
-                    self.adopt_term(to, term);
+                    self.adopt_term(m, to, term);
                 }
                 // A committed vote (the leader's, taken with an append or a snapshot) outranks
                 // every request of its term: openraft's `update_vote` grants only a vote at
@@ -1095,7 +1157,7 @@ impl State {
         l.votes = bit(id);
         l.electing = Some((term, now));
         self.note_vote(id, term, id);
-        for to in m.ids().filter(|to| *to != id) {
+        for to in m.voters().filter(|to| *to != id) {
             self.send(
                 m,
                 Msg::Vote {
@@ -1148,7 +1210,13 @@ impl State {
         if let Some(term) = probe {
             l.probe = Some((term, now.boot_ns, bit(id)));
             let (log, commit) = (n.disk.log.clone(), l.commit);
-            for to in m.ids().filter(|to| *to != id) {
+            // The probe goes to the voters (driver/probe.rs, `round`); the flaw probes every
+            // member.
+            let size = match m.variant {
+                Variant::CountLearnerAck => m.size(),
+                _ => m.nodes,
+            };
+            for to in (1..=size).filter(|to| *to != id) {
                 self.send(
                     m,
                     Msg::Append {
@@ -1172,10 +1240,11 @@ impl State {
             && l.electing.is_none()
             && l.role != RaftRole::Leader
             && !l.core.lease().is_closed();
-        if !free || !n.disk.confirmed || n.disk.term >= m.max_term {
+        // A non-voter never campaigns (driver/mod.rs skips its campaign turn).
+        if !free || !n.disk.confirmed || n.disk.term >= m.max_term || m.is_learner(id) {
             return None;
         }
-        let voters: Vec<NodeId> = m.ids().collect();
+        let voters: Vec<NodeId> = m.voters().collect();
         let (due, contact) = l.core.campaign_due(&self.view(id)?, &voters);
         Some((due, contact.seq))
     }
@@ -1193,7 +1262,7 @@ impl State {
         let round = l.rounds;
         l.round = Some((round, seq, bit(id)));
         let last = self.node(id).disk.last();
-        for to in m.ids().filter(|to| *to != id) {
+        for to in m.voters().filter(|to| *to != id) {
             self.send(
                 m,
                 Msg::PreVote {
@@ -1385,7 +1454,7 @@ impl Model for QuorumModel {
                 // would only spend the one resignation of the bounds.
                 let last = s.view(id).and_then(|raft| raft.last_log_index);
                 let followers = s.followers(self, id, last);
-                let able = self.ids().filter(|o| *o != id && followers.has_all(*o));
+                let able = self.voters().filter(|o| *o != id && followers.has_all(*o));
                 acts.extend(able.map(|to| Act::Resign(id, to)));
             }
         }
@@ -1401,6 +1470,7 @@ impl Model for QuorumModel {
         g.halted = g.broken().is_some();
         (g.two_claims, g.two_leaders, g.double_vote) = (false, false, false);
         (g.log_inside_promise, g.log_trails) = (false, false);
+        g.nonvoter_claimed = false;
         match act {
             Act::Deliver(msg) => {
                 s.take(&msg);
@@ -1453,7 +1523,8 @@ impl Model for QuorumModel {
                     committed: false,
                     log: Vec::new(),
                     incarnation: d.incarnation + 1,
-                    confirmed: self.variant == Variant::TrustNewIncarnation,
+                    // A non-voter confirms no incarnation (it never votes).
+                    confirmed: self.variant == Variant::TrustNewIncarnation || self.is_learner(id),
                     known: BTreeMap::new(),
                 };
                 s.wipes += 1;
@@ -1469,7 +1540,7 @@ impl Model for QuorumModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always("no claim inside another node's promise", |_, s: &State| {
                 !s.ghost.two_claims
             }),
@@ -1486,6 +1557,9 @@ impl Model for QuorumModel {
                 "every running node's event log tells what it answers",
                 |_, s: &State| !s.ghost.log_trails,
             ),
+            Property::always("no non-voter claims", |_, s: &State| {
+                !s.ghost.nonvoter_claimed
+            }),
             Property::sometimes("a node claims", |_, s: &State| s.ghost.claimed_terms != 0),
             Property::sometimes("a second term is claimed", |_, s: &State| {
                 s.ghost.claimed_terms.count_ones() >= 2
@@ -1502,7 +1576,14 @@ impl Model for QuorumModel {
             Property::sometimes("a wiped data dir is refused", |_, s: &State| {
                 s.ghost.refused
             }),
-        ]
+        ];
+        if self.learners > 0 {
+            properties.push(Property::sometimes(
+                "a non-voter takes the leader's log",
+                |_, s: &State| s.ghost.nonvoter_follows,
+            ));
+        }
+        properties
     }
 }
 
@@ -1511,7 +1592,7 @@ impl QuorumModel {
         Live {
             core: self.core(id, now_ns),
             vote_utime: now_ns,
-            role: RaftRole::Follower,
+            role: self.following(id),
             leader: None,
             commit: 0,
             votes: 0,
