@@ -78,6 +78,10 @@ pub struct Counters {
     bad_store_rows: Mutex<BTreeMap<&'static str, u64>>,
     /// Quorum mode: vote requests refused before openraft saw them, by reason.
     votes_refused: Mutex<BTreeMap<&'static str, u64>>,
+    /// Quorum mode: joins of non-voters judged, by outcome.
+    nonvoter_joins: Mutex<BTreeMap<String, u64>>,
+    /// Quorum mode: non-voters removed as absent.
+    nonvoters_removed: AtomicU64,
 }
 
 /// The process's figures as `/proc/self` gives them (Linux), each `None` when unreadable.
@@ -173,6 +177,18 @@ impl Counters {
     /// `unconfirmed`).
     pub fn vote_refused(&self, reason: &'static str) {
         bump(&self.votes_refused, reason);
+    }
+
+    /// Quorum mode: a join of a non-voter judged, with `outcome` (`added`, `member`,
+    /// `not_leader`, or a refusal's code).
+    pub fn nonvoter_join(&self, outcome: &str) {
+        let mut joins = self.nonvoter_joins.lock().expect("counters lock");
+        *joins.entry(outcome.to_string()).or_default() += 1;
+    }
+
+    /// Quorum mode: `n` non-voters removed as absent.
+    pub fn nonvoters_removed(&self, n: u64) {
+        self.nonvoters_removed.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A peer got a request through to us at `now_ns`.
@@ -271,6 +287,8 @@ impl Counters {
             claims_ended: owned(&self.claims_ended),
             bad_store_rows: owned(&self.bad_store_rows),
             votes_refused: owned(&self.votes_refused),
+            nonvoter_joins: self.nonvoter_joins.lock().expect("counters lock").clone(),
+            nonvoters_removed: self.nonvoters_removed.load(Ordering::Relaxed),
         }
     }
 }

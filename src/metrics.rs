@@ -73,6 +73,7 @@ pub fn render(node: &Node, openmetrics: bool, roles: Option<RoleCounts>) -> Stri
     register_api(reg, node);
     register_view(reg, node.view());
     register_counters(reg, node.counters.snapshot());
+    register_members(reg, node);
     register_timings(reg, &node.counters.timings);
     if let Some(r) = roles {
         register_roles(reg, r);
@@ -325,6 +326,49 @@ fn register_roles(reg: &mut Registry, r: RoleCounts) {
         "role_grants",
         "grants of named roles applied, ever (the last fencing token drawn)",
         r.grants,
+    );
+}
+
+/// The members by kind (quorum mode: the membership of the log), whether this node is one
+/// that does not vote, and the non-voters' joins and removals (docs/design/nonvoters.md).
+fn register_members(reg: &mut Registry, node: &Node) {
+    if let Ok(m) = node.engine().members() {
+        let kinds = Family::<Labels, Gauge>::default();
+        let voters = m.members.iter().filter(|x| x.voter).count();
+        let nonvoters = m.members.len() - voters;
+        for (kind, n) in [("voter", voters), ("nonvoter", nonvoters)] {
+            kinds
+                .get_or_create(&vec![("kind".into(), kind.into())])
+                .set(n as i64);
+        }
+        reg.register(
+            "members",
+            "members of the membership in force, by kind: voter, nonvoter (a member that does \
+             not vote, or a learner being caught up)",
+            kinds,
+        );
+    }
+    gauge(
+        reg,
+        "nonvoter",
+        "1 on a member that does not vote (config nonvoter = true), 0 otherwise",
+        i64::from(node.cfg.nonvoter),
+    );
+    let snap = node.counters.snapshot();
+    let joins = snap.nonvoter_joins.into_iter().collect();
+    counter_family(
+        reg,
+        "nonvoter_joins",
+        "quorum mode: joins of members that do not vote this node judged, by outcome: added, \
+         member, not_leader, or a refusal's code",
+        "outcome",
+        joins,
+    );
+    counter(
+        reg,
+        "nonvoters_removed",
+        "quorum mode: members that do not vote this node, leading, removed as absent",
+        snap.nonvoters_removed,
     );
 }
 

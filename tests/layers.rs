@@ -102,6 +102,8 @@ const BIN_LAYERS: &[&[&str]] = &[
     &["addr", "contain", "recover", "plan", "health"],
     &["client", "join", "run"],
     &["roles"],
+    &["doctor::report", "doctor::seen"],
+    &["doctor::peer_auth"],
     &["doctor"],
     &["flags"],
 ];
@@ -743,6 +745,7 @@ const SEARCH: &[&str] = &[
     "src/legacy",
     "src/roles",
     "src/bin/electd",
+    "src/bin/electd/doctor",
     "client/src",
     "lab",
     "lab/src",

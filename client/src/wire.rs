@@ -204,6 +204,16 @@ pub struct Counters {
     /// servers before it, and while none was refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub votes_refused: BTreeMap<String, u64>,
+    /// Quorum mode: joins of members that do not vote this node judged, by outcome: `added`,
+    /// `member` (one already), `not_leader`, or the code of a refusal (`nonvoters_disabled`,
+    /// `voter`, `id_in_use`, `address_in_use`, `nonvoters_full`, `change_in_progress`,
+    /// `invalid`, `failed`). Absent from servers before it, and while none was asked.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nonvoter_joins: BTreeMap<String, u64>,
+    /// Quorum mode: members that do not vote this node removed as absent
+    /// (`nonvoters.remove_after_ms`). Absent from servers before it.
+    #[serde(default)]
+    pub nonvoters_removed: u64,
 }
 
 impl Counters {
@@ -634,8 +644,26 @@ pub struct Member {
     pub id: NodeId,
     /// `host:port` of its API and peer RPC.
     pub addr: String,
-    /// A voter (false: a learner, being caught up before it is promoted).
+    /// A voter (false: a non-voter, or a learner being caught up before it is promoted).
     pub voter: bool,
+    /// On the leader, for a member that does not vote: milliseconds since it last answered
+    /// one of the leader's requests (its removal comes at `nonvoters.remove_after_ms`, counted
+    /// from this or from the leader's election, whichever is later). Absent elsewhere, and
+    /// before its first answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absent_ms: Option<u64>,
+}
+
+impl Member {
+    /// A member as a membership names it (no absence told).
+    pub fn new(id: NodeId, addr: String, voter: bool) -> Member {
+        Member {
+            id,
+            addr,
+            voter,
+            absent_ms: None,
+        }
+    }
 }
 
 /// The membership in force on the answering node (`GET /v1/members`): what its log holds,

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::TestCluster;
+use common::{sample, TestCluster};
 use electd_client::Mode;
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -58,12 +58,6 @@ const PARSE: &str = "import sys\n\
 from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
 fams = list(text_string_to_metric_families(sys.stdin.read()))\n\
 print(' '.join(sorted(f.name for f in fams)))\n";
-
-/// The value of the sample named exactly `series` (name and labels) in classic text.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
 
 #[test]
 fn metrics_parse_with_tools_nobody_here_wrote_and_hold_the_election() {

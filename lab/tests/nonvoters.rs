@@ -68,6 +68,64 @@ async fn until_members(tc: &TestCluster, at: NodeId, nonvoters: &[NodeId]) -> Re
     ))
 }
 
+/// The value of the sample named exactly `series` in node `id`'s `/metrics` (0 without it).
+fn metric(rt: &tokio::runtime::Runtime, tc: &TestCluster, id: NodeId, series: &str) -> f64 {
+    let text = rt
+        .block_on(tc.c.client(id).unwrap().metrics_text())
+        .unwrap();
+    common::sample(&text, series).unwrap_or(0.0)
+}
+
+/// What the joins of 4 and 5 show to an operator: the leader's `/v1/members` tells how long
+/// each non-voter has not answered (`absent_ms`, below the absence rule while they answer), the
+/// others tell nothing of it; `/metrics` counts the members by kind, says which node does not
+/// vote, and the voters counted two joins `added`.
+async fn surface_after_joins(tc: &TestCluster, leader: NodeId) -> Result<(), String> {
+    let until = Instant::now() + WAIT;
+    let mut seen = String::new();
+    while Instant::now() < until {
+        let m = members_of(tc, leader).await.ok_or("no members")?;
+        let absent: Vec<Option<u64>> = m.members.iter().map(|x| x.absent_ms).collect();
+        let answered = m.members.iter().all(|x| {
+            x.voter == x.absent_ms.is_none() && x.absent_ms.is_none_or(|a| a < REMOVE_AFTER_MS)
+        });
+        let text = tc.c.client(leader).map_err(|e| e.to_string())?;
+        let text = text.metrics_text().await.map_err(|e| e.to_string())?;
+        let kinds = text.contains("electd_members{kind=\"voter\"} 3")
+            && text.contains("electd_members{kind=\"nonvoter\"} 2")
+            && text.contains("electd_nonvoter 0");
+        if answered && kinds {
+            break;
+        }
+        seen = format!("absent_ms {absent:?}, members by kind on the leader: {kinds}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if Instant::now() >= until {
+        return Err(format!("the leader never showed its non-voters: {seen}"));
+    }
+    for id in (1..=5).filter(|id| *id != leader) {
+        let m = members_of(tc, id).await.ok_or("no members")?;
+        if m.members.iter().any(|x| x.absent_ms.is_some()) {
+            return Err(format!("node {id}, not the leader, tells absences: {m:?}"));
+        }
+    }
+    let mut added = 0.0;
+    for id in 1..=5 {
+        let text = tc.c.client(id).map_err(|e| e.to_string())?;
+        let text = text.metrics_text().await.map_err(|e| e.to_string())?;
+        let line = |series: &str| common::sample(&text, series);
+        let nonvoter = line("electd_nonvoter").unwrap_or(-1.0);
+        if nonvoter != f64::from(u8::from(id > 3)) {
+            return Err(format!("node {id}: electd_nonvoter {nonvoter}"));
+        }
+        added += line("electd_nonvoter_joins_total{outcome=\"added\"}").unwrap_or(0.0);
+    }
+    if added < 2.0 {
+        return Err(format!("{added} joins counted added, of 2"));
+    }
+    Ok(())
+}
+
 /// Stands node `id` for `role` (the test's client is not on its host: with the admin token).
 fn stand(rt: &tokio::runtime::Runtime, tc: &TestCluster, role: &RoleName, id: NodeId) {
     let c = tc.c.client(id).unwrap();
@@ -103,7 +161,8 @@ fn nonvoters_join_by_themselves_hold_roles_never_claim_and_are_removed_when_abse
     for id in 1..=3 {
         tc.start_node(id);
     }
-    rt.block_on(tc.c.wait_agreed(WAIT))
+    let leader = rt
+        .block_on(tc.c.wait_agreed(WAIT))
         .expect("a leader of three");
     tc.poll_on(&[1, 2, 3, 4, 5]);
     // Both join through node 1 with no operator step; the voters stay 1, 2, 3.
@@ -113,6 +172,7 @@ fn nonvoters_join_by_themselves_hold_roles_never_claim_and_are_removed_when_abse
     for id in 1..=5 {
         rt.block_on(until_members(&tc, id, &[4, 5])).unwrap();
     }
+    rt.block_on(surface_after_joins(&tc, leader)).unwrap();
     // A non-voter knows the leader and never claims the cluster's election.
     for id in 4..=5 {
         let c = tc.c.client(id).unwrap();
@@ -142,6 +202,10 @@ fn nonvoters_join_by_themselves_hold_roles_never_claim_and_are_removed_when_abse
     );
     rt.block_on(until_members(&tc, 1, &[5])).unwrap();
     let removed = t0.elapsed();
+    let removals: f64 = (1..=3)
+        .map(|id| metric(&rt, &tc, id, "electd_nonvoters_removed_total"))
+        .sum();
+    assert!(removals >= 1.0, "no removal counted on the voters");
     eprintln!(
         "node 4 removed {} ms after it was killed",
         removed.as_millis()

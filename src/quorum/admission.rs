@@ -93,33 +93,49 @@ impl Admission {
 
     /// Adds `from`, a member that does not vote, at its request: a learner that is never
     /// promoted, by the rules of nonvoters.rs. `req.addr` must be the address the request
-    /// carried under the MAC.
+    /// carried under the MAC. Each outcome is counted (`nonvoter_joins` in `/v1/status`).
     pub async fn join(&self, from: NodeId, req: JoinRequest) -> JoinAnswer {
+        let (answer, added) = self.judge_join(from, req).await;
+        let outcome = match &answer {
+            JoinAnswer::Member if added => "added",
+            JoinAnswer::Member => "member",
+            JoinAnswer::NotLeader { .. } => "not_leader",
+            JoinAnswer::Refused { code, .. } => code.as_str(),
+        };
+        self.transport.counters.nonvoter_join(outcome);
+        answer
+    }
+
+    /// The answer to a join, and whether this node added the joiner.
+    async fn judge_join(&self, from: NodeId, req: JoinRequest) -> (JoinAnswer, bool) {
         let refused = |code: &str, message: String| JoinAnswer::Refused {
             code: code.into(),
             message,
         };
         if let Err(e) = crate::config::check_addr(&req.addr) {
-            return refused("invalid", e);
+            return (refused("invalid", e), false);
         }
         if from == 0 {
-            return refused("invalid", "a member's id is positive".into());
+            return (
+                refused("invalid", "a member's id is positive".into()),
+                false,
+            );
         }
         if self.transport.peers.get(from).as_deref() != Some(req.addr.as_str()) {
             let message = format!("{} is not the address node {from} sends from", req.addr);
-            return refused("invalid", message);
+            return (refused("invalid", message), false);
         }
         if let Err(MembershipError::NotLeader { leader, .. }) = self.members.must_lead() {
-            return not_leader(leader);
+            return (not_leader(leader), false);
         }
         let Some(_one) = self.write() else {
             let message = "another join or removal is being written".to_string();
-            return refused("change_in_progress", message);
+            return (refused("change_in_progress", message), false);
         };
         let view = self.members.nonvoter_view();
         match nonvoters::admit(self.max, &view, from, &req.addr) {
-            Admit::Member => return JoinAnswer::Member,
-            Admit::Refused(r) => return refused(r.code(), r.message()),
+            Admit::Member => return (JoinAnswer::Member, false),
+            Admit::Refused(r) => return (refused(r.code(), r.message()), false),
             Admit::Add => {}
         }
         self.transport.peers.learn(from, &req.addr);
@@ -132,9 +148,9 @@ impl Admission {
             .raft
             .add_learner(from, BasicNode::new(&req.addr), false);
         match changed(self.id, tokio::time::timeout(CHANGE_TIME, add).await) {
-            Ok(_) => JoinAnswer::Member,
-            Err(MembershipError::NotLeader { leader, .. }) => not_leader(leader),
-            Err(e) => refused("failed", e.to_string()),
+            Ok(_) => (JoinAnswer::Member, true),
+            Err(MembershipError::NotLeader { leader, .. }) => (not_leader(leader), false),
+            Err(e) => (refused("failed", e.to_string()), false),
         }
     }
 
@@ -149,10 +165,12 @@ impl Admission {
             return;
         }
         tracing::info!(nonvoters = ?absent, "removing non-voters not heard from");
+        let n = absent.len() as u64;
         let change = ChangeMembers::RemoveNodes(absent);
         let change = self.raft.change_membership(change, false);
-        if let Err(e) = changed(self.id, tokio::time::timeout(CHANGE_TIME, change).await) {
-            tracing::warn!(error = %e, "could not remove the absent non-voters");
+        match changed(self.id, tokio::time::timeout(CHANGE_TIME, change).await) {
+            Ok(_) => self.transport.counters.nonvoters_removed(n),
+            Err(e) => tracing::warn!(error = %e, "could not remove the absent non-voters"),
         }
     }
 }

@@ -124,11 +124,7 @@ impl Membership {
         Members {
             members: eff
                 .nodes()
-                .map(|(id, node)| Member {
-                    id: *id,
-                    addr: node.addr.clone(),
-                    voter: voters.contains(id),
-                })
+                .map(|(id, node)| Member::new(*id, node.addr.clone(), voters.contains(id)))
                 .collect(),
             voter_sets: sets_of(eff.membership()),
             log_index: log_id.map(|l| l.index),

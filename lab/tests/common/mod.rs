@@ -423,3 +423,10 @@ pub fn rewrite_config(path: &Path, peers: &[NodeId], edit: impl FnOnce(&mut toml
     edit(&mut cfg);
     std::fs::write(path, toml::to_string(&cfg).unwrap()).unwrap();
 }
+
+/// The value of the sample named exactly `series` (its name and labels) in `/metrics`' classic
+/// text.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}

@@ -3,7 +3,8 @@
 //! - `flags.rs`: the command line (config fields as flags and variables, the subcommands);
 //! - `client.rs`: the client commands against one node or several (`leader`, `status`, `watch`,
 //!   `resign`, `member`);
-//! - `doctor.rs`: `electd doctor`, a health check of every member of a cluster;
+//! - `doctor/`: `electd doctor`, a health check of every member of a cluster (its checks, what it
+//!   read, its report, and its check of refused peer requests);
 //! - `run.rs`: `electd run`, the supervisor that runs a command only while its node claims;
 //! - `join.rs`: `--join`, a new node asks the cluster's leader to add it;
 //! - `addr.rs`: `--node` and `--endpoints`, where the nodes are;

@@ -285,7 +285,7 @@ impl Engine for QuorumNode {
     }
 
     fn members(&self) -> Result<Members, MembershipError> {
-        Ok(self.members.members_now())
+        Ok(status::members(self))
     }
 
     fn add_member(&self, add: AddMember) -> BoxFuture<'_, Result<Members, MembershipError>> {

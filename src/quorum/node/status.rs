@@ -1,7 +1,23 @@
 //! What a quorum node adds to `/v1/status` (`engine`): openraft's own state, the campaign, and
-//! whether it is a member that does not vote.
+//! whether it is a member that does not vote; and `/v1/members` as the node sees it.
+
+use electd_client::Members;
 
 use crate::quorum::node::QuorumNode;
+
+/// The membership in force (`/v1/members`); on the leader, how long each non-voter has not
+/// answered its requests (`absent_ms`: what the absence rule counts, driver/nonvoters.rs).
+pub(super) fn members(node: &QuorumNode) -> Members {
+    let mut m = node.members.members_now();
+    if node.members.must_lead().is_ok() {
+        let now = node.clock.mono_ns();
+        for x in m.members.iter_mut().filter(|x| !x.voter && x.id != node.id) {
+            let answered = node.counters.last_answer_ns(x.id);
+            x.absent_ms = answered.map(|at| now.saturating_sub(at) / 1_000_000);
+        }
+    }
+    m
+}
 
 /// Extra status for `/v1/status`: what openraft itself says, the campaign, and whether the node
 /// is a member that does not vote.

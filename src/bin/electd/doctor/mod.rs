@@ -14,18 +14,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use electd_client::{Client, Error, Event, Health, LeaderInfo, Members, NodeId, Role, Status};
+use electd_client::{Client, Error, Event, LeaderInfo, NodeId, Role};
 use futures_util::future::join_all;
-use serde::Serialize;
 
 use super::addr::Failed;
 use super::client::{exit, NodeArgs};
 
+mod peer_auth;
+mod report;
+mod seen;
+use peer_auth::peer_auth;
+use report::{list, nodes, Level, Report};
+use seen::{First, Member, Second, Seen, SETTLE};
+
 /// Exit code of `doctor` when no check failed but some warned.
 pub const EXIT_WARN: u8 = 4;
-
-/// Between the two reads of every member's counters (and the settle before views compare).
-const SETTLE: Duration = Duration::from_secs(1);
 
 /// A wall-clock offset between two members beyond this is worth a warning: the node's own log
 /// warns past it too (`CLOCK_SKEW_WARN_MS`). Informative: electd decides nothing on wall clocks.
@@ -33,122 +36,6 @@ const CLOCK_WARN_MS: u64 = electd::auth::CLOCK_SKEW_WARN_MS;
 
 /// How far behind the highest term a member's latest event may be before a warning.
 const TERM_LAG: u64 = 1;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-enum Level {
-    Ok,
-    Warn,
-    Fail,
-}
-
-impl Level {
-    fn as_str(self) -> &'static str {
-        match self {
-            Level::Ok => "OK",
-            Level::Warn => "WARN",
-            Level::Fail => "FAIL",
-        }
-    }
-}
-
-/// One line of the report (`--json`: one object of the array).
-#[derive(Debug, Serialize)]
-struct Check {
-    check: &'static str,
-    /// The member checked; `null` for a check of the whole cluster.
-    member: Option<NodeId>,
-    status: Level,
-    detail: String,
-}
-
-/// A member as the cluster names it.
-#[derive(Clone, Debug)]
-struct Member {
-    id: NodeId,
-    addr: String,
-}
-
-/// What a member answered first.
-struct First {
-    status: Status,
-    took: Duration,
-    health: Result<Health, Error>,
-    /// `GET /v1/members` (quorum mode only).
-    members: Option<Result<Members, Error>>,
-    /// The latest event of its log (`None`: none recorded yet), or why it could not be read.
-    last_event: Result<Option<Event>, String>,
-}
-
-/// What it answered a second later.
-struct Second {
-    status: Result<Status, Error>,
-    leader: Result<LeaderInfo, Error>,
-}
-
-/// What one member said, or why it said nothing.
-struct Seen {
-    member: Member,
-    first: Result<First, Error>,
-    second: Option<Second>,
-}
-
-impl Seen {
-    fn first(&self) -> Option<&First> {
-        self.first.as_ref().ok()
-    }
-
-    /// Its latest status: the second read's, else the first's.
-    fn status(&self) -> Option<&Status> {
-        match &self.second {
-            Some(Second { status: Ok(s), .. }) => Some(s),
-            _ => self.first().map(|f| &f.status),
-        }
-    }
-
-    /// Its latest view: the second read's `/v1/leader`, else its latest status.
-    fn view(&self) -> Option<&LeaderInfo> {
-        match &self.second {
-            Some(Second { leader: Ok(l), .. }) => Some(l),
-            _ => self.status().map(|s| &s.leader),
-        }
-    }
-}
-
-struct Report {
-    checks: Vec<Check>,
-    /// Member ids to their addresses, for the human lines.
-    names: BTreeMap<NodeId, String>,
-}
-
-impl Report {
-    fn add(&mut self, check: &'static str, member: Option<NodeId>, status: Level, detail: String) {
-        self.checks.push(Check {
-            check,
-            member,
-            status,
-            detail,
-        });
-    }
-
-    fn worst(&self) -> Level {
-        self.checks
-            .iter()
-            .map(|c| c.status)
-            .max()
-            .unwrap_or(Level::Ok)
-    }
-
-    fn who(&self, member: Option<NodeId>) -> String {
-        match member {
-            None => "cluster".to_string(),
-            Some(id) => match self.names.get(&id) {
-                Some(addr) => format!("node {id} ({addr})"),
-                None => format!("node {id}"),
-            },
-        }
-    }
-}
 
 /// `electd doctor`: exit 0 when every check is OK, 1 when a member is unreachable or a check
 /// fails, 4 when some only warn.
@@ -227,6 +114,7 @@ async fn discover(
                 .map(|m| Member {
                     id: m.id,
                     addr: m.addr.clone(),
+                    voter: m.voter,
                 })
                 .collect();
             let detail = format!(
@@ -248,10 +136,12 @@ async fn discover(
     let mut members = vec![Member {
         id: s.leader.node_id,
         addr: addr.clone(),
+        voter: true,
     }];
     members.extend(s.peers.iter().map(|p| Member {
         id: p.id,
         addr: p.addr.clone(),
+        voter: true,
     }));
     members.sort_by_key(|m| m.id);
     let quorum = s.leader.mode == electd_client::Mode::Quorum;
@@ -338,23 +228,6 @@ async fn last_event(c: &Client, timeout: Duration) -> Result<Option<Event>, Stri
     Ok(page.events.into_iter().find(|e| e.seq == first.id))
 }
 
-/// "1, 2, 3".
-fn list(ids: impl IntoIterator<Item = NodeId>) -> String {
-    ids.into_iter()
-        .map(|id| id.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// "node 3", "nodes 1 and 2", "nodes 1, 2 and 4".
-fn nodes(ids: &[NodeId]) -> String {
-    match ids {
-        [] => "no node".to_string(),
-        [one] => format!("node {one}"),
-        [init @ .., last] => format!("nodes {} and {last}", list(init.iter().copied())),
-    }
-}
-
 fn judge(report: &mut Report, seen: &[Seen], quorum: bool) {
     reachable(report, seen);
     let up: Vec<&Seen> = seen.iter().filter(|s| s.first.is_ok()).collect();
@@ -374,13 +247,19 @@ fn judge(report: &mut Report, seen: &[Seen], quorum: bool) {
 fn reachable(report: &mut Report, seen: &[Seen]) {
     for s in seen {
         let id = Some(s.member.id);
+        // A member that does not vote counts in no majority: one that does not answer is a
+        // warning (the leader removes it once absent for `nonvoters.remove_after_ms`).
+        let (down, whose) = match s.member.voter {
+            true => (Level::Fail, ""),
+            false => (Level::Warn, "a member that does not vote, "),
+        };
         match (&s.first, &s.second) {
             (Ok(f), Some(Second { status: Err(e), .. })) => report.add(
                 "reachable",
                 id,
-                Level::Fail,
+                down,
                 format!(
-                    "answered in {} ms, then not a second later: {e}",
+                    "{whose}answered in {} ms, then not a second later: {e}",
                     f.took.as_millis()
                 ),
             ),
@@ -403,7 +282,10 @@ fn reachable(report: &mut Report, seen: &[Seen]) {
                     f.status.version
                 ),
             ),
-            (Err(e), _) => report.add("reachable", id, Level::Fail, why_unreachable(e)),
+            (Err(e), _) => {
+                let why = format!("{whose}{}", why_unreachable(e));
+                report.add("reachable", id, down, why)
+            }
         }
     }
 }
@@ -525,138 +407,6 @@ fn mode(report: &mut Report, up: &[&Seen]) {
             format!(
                 "{} mode: at most one leader at a time, its claim a lease-bound promise",
                 modes[0]
-            ),
-        );
-    }
-}
-
-/// What a refusal reason says about the peer that was refused, and whether it is a mismatch of
-/// configuration (FAIL) or something to look at (WARN); `None`: expected (the handshake after
-/// a start).
-fn refusal(reason: &str) -> Option<(Level, &'static str)> {
-    Some(match reason {
-        "stale_epoch" | "replayed" => return None,
-        "bad_signature" => (
-            Level::Fail,
-            "requests signed with another cluster_secret (or altered on the way)",
-        ),
-        "answer_bad_signature" => (
-            Level::Fail,
-            "a peer's answers carry no valid MAC: another cluster_secret or cluster_id",
-        ),
-        "missing_auth" => (
-            Level::Fail,
-            "requests without proof: a peer runs without cluster_secret",
-        ),
-        "wrong_cluster" => (Level::Fail, "requests of another cluster_id"),
-        "missing_cluster" => (Level::Fail, "requests that name no cluster"),
-        "wrong_client_cert" => (
-            Level::Fail,
-            "a peer's TLS client certificate does not name its member id",
-        ),
-        "missing_client_cert" => (Level::Fail, "a peer presents no TLS client certificate"),
-        "unknown_peer" => (
-            Level::Warn,
-            "requests of a node outside the membership (a removed member still running?)",
-        ),
-        _ => (Level::Warn, "see docs/security.md, \"Hardening\""),
-    })
-}
-
-fn peer_auth(report: &mut Report, up: &[&Seen]) {
-    let mut refused = Vec::new();
-    for s in up {
-        let id = Some(s.member.id);
-        let f = s.first().expect("up");
-        let Some(Second {
-            status: Ok(later), ..
-        }) = &s.second
-        else {
-            continue; // said under `reachable`
-        };
-        let (worst, said) = refused_between(&f.status, later);
-        if worst > Level::Ok {
-            refused.push(s.member.id);
-            report.add(
-                "peer-auth",
-                id,
-                worst,
-                format!(
-                    "refused peer requests in the last {:.1} s: {}",
-                    SETTLE.as_secs_f64(),
-                    said.join(", ")
-                ),
-            );
-        } else if later.insecure {
-            report.add(
-                "peer-auth",
-                id,
-                Level::Warn,
-                "runs without a cluster secret (insecure = true): any process that reaches it \
-                 may vote as a peer"
-                    .to_string(),
-            );
-        } else {
-            report.add(
-                "peer-auth",
-                id,
-                Level::Ok,
-                format!("no peer request refused in {:.1} s", SETTLE.as_secs_f64()),
-            );
-        }
-    }
-    if refused.is_empty() {
-        return;
-    }
-    odd_one_out(report, up, &refused);
-}
-
-/// The peer requests a member refused between its two reads (`before`, `later`), by reason:
-/// the worst level their reasons say, and a phrase per reason ("bad_signature +3 (…)").
-fn refused_between(before: &Status, later: &Status) -> (Level, Vec<String>) {
-    let before = &before.counters.rejected_peer_requests;
-    let mut worst = Level::Ok;
-    let mut said = Vec::new();
-    for (reason, n) in &later.counters.rejected_peer_requests {
-        let grew = n.saturating_sub(before.get(reason).copied().unwrap_or(0));
-        if grew == 0 {
-            continue;
-        }
-        if let Some((level, means)) = refusal(reason) {
-            worst = worst.max(level);
-            said.push(format!("{reason} +{grew} ({means})"));
-        }
-    }
-    (worst, said)
-}
-
-/// Of the members that refused peer requests (`refused`), the ones that heard from none of
-/// their peers, when the others do hear from theirs: a FAIL for the cluster that names them.
-fn odd_one_out(report: &mut Report, up: &[&Seen], refused: &[NodeId]) {
-    // The odd one out: refused, it heard from none of its peers since it started (every
-    // request refused), while another member did hear from one.
-    let deaf = |s: &&&Seen| {
-        s.status()
-            .is_some_and(|st| st.peers.iter().all(|p| p.last_contact_ms.is_none()))
-    };
-    let odd: Vec<NodeId> = up
-        .iter()
-        .filter(|s| refused.contains(&s.member.id))
-        .filter(deaf)
-        .map(|s| s.member.id)
-        .collect();
-    let others_hear = up.iter().any(|s| !odd.contains(&s.member.id) && !deaf(&s));
-    if !odd.is_empty() && others_hear {
-        let its = if odd.len() == 1 { "its" } else { "their" };
-        report.add(
-            "peer-auth",
-            None,
-            Level::Fail,
-            format!(
-                "{} heard from none of {its} peers since starting (each request refused), \
-                 while the others hear from theirs: the likely odd one out; check {its} \
-                 cluster_secret, cluster_id and TLS certificate",
-                nodes(&odd),
             ),
         );
     }
@@ -996,5 +746,42 @@ fn clock(report: &mut Report, up: &[&Seen]) {
             )
         };
         report.add("clock", Some(me), Level::Ok, detail);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member that did not answer.
+    fn silent(id: NodeId, voter: bool) -> Seen {
+        Seen {
+            member: Member {
+                id,
+                addr: format!("127.0.0.1:{}", 7000 + id),
+                voter,
+            },
+            first: Err(Error::Decode {
+                addr: String::new(),
+                status: 502,
+                message: "no answer".into(),
+            }),
+            second: None,
+        }
+    }
+
+    #[test]
+    fn a_silent_voter_fails_and_a_silent_nonvoter_warns() {
+        let mut report = Report {
+            checks: Vec::new(),
+            names: BTreeMap::new(),
+        };
+        reachable(&mut report, &[silent(1, true), silent(4, false)]);
+        let levels: Vec<(Option<NodeId>, Level)> =
+            report.checks.iter().map(|c| (c.member, c.status)).collect();
+        assert_eq!(levels, [(Some(1), Level::Fail), (Some(4), Level::Warn)]);
+        assert!(report.checks[1]
+            .detail
+            .starts_with("a member that does not vote, "));
     }
 }
