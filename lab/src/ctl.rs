@@ -647,7 +647,7 @@ pub struct ChaosArgs {
     /// One run of each scenario per mode (and per layer where it matters), seed 1.
     #[arg(long)]
     pub quick: bool,
-    /// Only this scenario (S1..S20); repeatable.
+    /// Only this scenario (S1..S26); repeatable.
     #[arg(long)]
     pub scenario: Vec<Scenario>,
     /// Only this mode; repeatable.
@@ -705,7 +705,13 @@ pub fn chaos_main(args: ChaosArgs) -> ExitCode {
 
 /// `chaos --rejudge`: the stored runs in `out` judged again.
 fn rejudge(out: &Path) -> ExitCode {
-    let bound = crate::chaos::runner::CONVERGE_BOUND_MS;
+    // Each scenario's own bound (S26's is longer).
+    let bound = |s: &str| {
+        s.parse::<Scenario>()
+            .map_or(crate::chaos::scenario::CONVERGE_BOUND_MS, |s| {
+                s.converge_bound_ms()
+            })
+    };
     match crate::chaos::report::rejudge(out, bound) {
         Ok((n, changed)) => {
             println!(

@@ -186,6 +186,22 @@ fn the_chaos_checkers_catch_answers_taken_unsigned() {
     caught(Scenario::S20, "accept-unsigned-answers");
 }
 
+/// A non-voter counted in a quorum (`count-learner-ack`: the leader probes its learners too and
+/// counts their acknowledgements toward the voters' majority): in S26's split the leader keeps
+/// both non-voters but one voter of three, and 1 + 2 acknowledgements make a majority of three,
+/// so it claims on while the two other voters elect: C2 and C6 fail the run. N1 sees nothing:
+/// the leader claims, not the non-voters.
+#[test]
+fn the_chaos_checkers_catch_a_nonvoter_counted_in_a_quorum() {
+    let r = run_flawed(Mode::Quorum, Scenario::S26, Layer::App, "count-learner-ack");
+    eprintln!("{}", serde_json::to_string(&r).unwrap());
+    assert!(r.skipped.is_none(), "the run happened: {r:?}");
+    assert!(!r.passed, "a broken node passed: {r:?}");
+    assert!(r.split_brain_ms > 0.0, "C2 sees two claimants: {r:?}");
+    assert!(r.promises_broken.is_some_and(|n| n > 0), "C6: {r:?}");
+    assert_eq!(r.nonvoter_claims, Some(0), "N1: {r:?}");
+}
+
 /// The leader squeezed (S24: docs/safety.md's step 4 on real processes) on nodes whose vote
 /// handler is the one before that step (`vote-while-leading`): a leader grants a vote that
 /// reaches it inside a promise it just answered, and the winner claims inside that promise.

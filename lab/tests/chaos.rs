@@ -136,9 +136,26 @@ fn windows(log: &RunLog) -> Vec<FaultWindow> {
     w
 }
 
-/// The majority of the membership.
+/// The voters: the log's (S26), else every member.
+fn voters(log: &RunLog) -> Vec<NodeId> {
+    match log.voters.is_empty() {
+        true => log.nodes.clone(),
+        false => log.voters.clone(),
+    }
+}
+
+/// The majority of the voters.
 fn majority(log: &RunLog) -> usize {
-    log.nodes.len() / 2 + 1
+    voters(log).len() / 2 + 1
+}
+
+/// The voters node `n` can talk to under window `w`, itself included when it votes.
+fn votes(log: &RunLog, w: &FaultWindow, n: NodeId) -> usize {
+    let voters = voters(log);
+    reach(log, w, n)
+        .iter()
+        .filter(|x| voters.contains(x))
+        .count()
 }
 
 /// Who node `n` can talk to under window `w` (itself included): every node when the window
@@ -163,7 +180,7 @@ fn cut_off(log: &RunLog, w: &FaultWindow) -> Vec<NodeId> {
     log.nodes
         .iter()
         .copied()
-        .filter(|&n| reach(log, w, n).len() < majority(log))
+        .filter(|&n| votes(log, w, n) < majority(log))
         .collect()
 }
 
@@ -343,7 +360,7 @@ fn leader_fails_over(ran: &Ran, w: &FaultWindow) -> NodeId {
     cut_off_stop_claiming(ran, w);
     let elected: Vec<ClaimInterval> = new_claims(log, w.start_ns, w.end_ns, &[])
         .into_iter()
-        .filter(|c| reach(log, w, c.node).len() >= majority(log))
+        .filter(|c| votes(log, w, c.node) >= majority(log))
         .collect();
     assert!(
         !elected.is_empty(),
@@ -789,6 +806,50 @@ fn quorum_roles_moved_under_partitions_and_pauses() {
             ran.why()
         );
     }
+}
+
+/// S26: three voters and two members that don't vote (docs/safety.md, "Non-voters"). Safe as
+/// every quorum run (C1, C2, C6, per role too), no claim of a non-voter (N1), and each step
+/// took effect: the non-voter killed was started again well inside its absence; the leader,
+/// with both non-voters but one voter of three, stopped claiming and the two other voters
+/// elected; the non-voter cut off was removed no sooner than `remove_after` after the cut.
+#[test]
+fn quorum_nonvoters_count_in_no_majority_and_never_claim() {
+    let Some(ran) = quorum_is_safe(Scenario::S26, Layer::App) else {
+        return;
+    };
+    let (log, r, why) = (&ran.log, &ran.r, ran.why());
+    assert_eq!(log.voters, [1, 2, 3], "{why}");
+    assert_eq!(r.nonvoter_claims, Some(0), "N1: {why}");
+    let remove_after_ms = electd_lab::chaos::scenario::s26_remove_after_ms(Timing::default());
+    let kills = procs(log, ProcKind::Kill);
+    let [(killed_at, nv)] = kills[..] else {
+        panic!("one kill: {why}")
+    };
+    assert!(nv > 3, "a non-voter was killed: {why}");
+    let started = procs(log, ProcKind::Start)
+        .into_iter()
+        .find(|&(t, n)| n == nv && t > killed_at)
+        .unwrap_or_else(|| panic!("node {nv} started again: {why}"));
+    assert!(
+        (started.0 - killed_at) / 1_000_000 < remove_after_ms / 2,
+        "{why}"
+    );
+    let w = windows(log);
+    assert_eq!(w.len(), 2, "the split and the cut: {why}");
+    let l = leader_fails_over(&ran, &w[0]);
+    assert!(
+        w[0].groups
+            .iter()
+            .any(|g| g.contains(&l) && g.contains(&4) && g.contains(&5)),
+        "the leader with the non-voters: {why}"
+    );
+    let removed = observed(&w[1], " ms after the cut").unwrap_or_else(|| panic!("{why}"));
+    assert!(
+        removed + 250.0 >= remove_after_ms as f64,
+        "removed {removed} ms after the cut, before its absence of {remove_after_ms} ms: {why}"
+    );
+    assert!(r.role_moves.is_some_and(|n| n >= 1), "{why}");
 }
 
 /// S12 and S13: a partition that keeps changing; a split, a kill and loss, then heal.

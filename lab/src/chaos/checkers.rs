@@ -46,7 +46,10 @@
 //! one-way cut is best given as the group of all nodes (messages still flow one way) or as the
 //! pair cut apart, whichever the scenario means to judge; the label says which.
 //!
-//! A *majority* is a strict majority of the membership (`nodes`), alive or not: 3 of 5.
+//! A *majority* is a strict majority of the voters (`voters`, or the membership `nodes` when it
+//! names none), alive or not: 3 of 5, or 2 of 3 beside two members that don't vote (S26); a
+//! node's reach counts the voters in it. N1 ([`nonvoter_claims`]): a member that doesn't vote
+//! never claims.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -257,7 +260,8 @@ pub struct Disruption {
 /// majority. Windows without groups (delay, loss) cut nobody off.
 pub fn disruption(log: &RunLog) -> Disruption {
     let nodes = members(log);
-    let majority = nodes.len() / 2 + 1;
+    let voting = voting(log, &nodes);
+    let majority = voting.iter().filter(|v| **v).count() / 2 + 1;
     let mut windows = log.faults.clone();
     windows.sort_by_key(|w| w.start_ns);
     let in_order: BTreeMap<NodeId, Vec<(u64, &Event)>> =
@@ -277,7 +281,11 @@ pub fn disruption(log: &RunLog) -> Disruption {
     for (i, w) in windows.iter().enumerate() {
         let adj = connectivity(log, &nodes, w.start_ns);
         for (k, &n) in nodes.iter().enumerate() {
-            if reach(adj.as_ref(), k, nodes.len()).len() >= majority {
+            let votes = reach(adj.as_ref(), k, nodes.len())
+                .into_iter()
+                .filter(|&j| voting[j])
+                .count();
+            if votes >= majority {
                 continue;
             }
             // Only terms it went past the rest of the cluster with count: a node that can still
@@ -751,6 +759,61 @@ pub fn time_goes_back(log: &RunLog) -> Vec<TimeBack> {
 }
 
 /// The membership, sorted.
+/// Whether each of `nodes` votes (every one when the log names no voters).
+fn voting(log: &RunLog, nodes: &[NodeId]) -> Vec<bool> {
+    nodes
+        .iter()
+        .map(|n| log.voters.is_empty() || log.voters.contains(n))
+        .collect()
+}
+
+/// N1 (docs/safety.md, "Non-voters"): what the run's members that don't vote claimed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NonVoterClaims {
+    pub nonvoters: Vec<NodeId>,
+    /// Their events the check read (none: it judged nothing).
+    pub judged: u64,
+    /// Each claim of theirs, one line each: a claim interval of an event log, a claiming
+    /// answer of `/v1/leader` (with or without a lease).
+    pub claims: Vec<String>,
+}
+
+/// N1 over the run: `None` when every member votes.
+pub fn nonvoter_claims(log: &RunLog) -> Option<NonVoterClaims> {
+    if log.voters.is_empty() {
+        return None;
+    }
+    let nonvoters: Vec<NodeId> = members(log)
+        .into_iter()
+        .filter(|n| !log.voters.contains(n))
+        .collect();
+    let theirs = |n: &NodeId| nonvoters.contains(n);
+    let at = |ns: u64| ns.saturating_sub(log.start_ns) as f64 / 1e6;
+    let mut claims: Vec<String> = claim_intervals(log)
+        .iter()
+        .filter(|c| theirs(&c.node))
+        .map(|c| {
+            let what = "told of its claim in its event log";
+            format!("node {} {what} from {:.1} ms", c.node, at(c.from_ns))
+        })
+        .collect();
+    claims.extend(log.promises.iter().filter(|p| theirs(&p.node)).map(|p| {
+        let what = "answered a claim on /v1/leader";
+        format!(
+            "node {} {what}, term {}, at {:.1} ms",
+            p.node,
+            p.term,
+            at(p.from_ns)
+        )
+    }));
+    let judged = log.events.iter().filter(|e| theirs(&e.node_id)).count() as u64;
+    Some(NonVoterClaims {
+        nonvoters,
+        judged,
+        claims,
+    })
+}
+
 fn members(log: &RunLog) -> Vec<NodeId> {
     let mut v: Vec<NodeId> = if log.nodes.is_empty() {
         log.events
@@ -895,6 +958,8 @@ impl Slice {
 /// The window cut into slices, computed once per run.
 pub(crate) struct Sweep {
     nodes: Vec<NodeId>,
+    /// Whether each of `nodes` votes.
+    voting: Vec<bool>,
     slices: Vec<Slice>,
     /// Events stamped while their node was down (ignored).
     pub(crate) ignored_while_down: usize,
@@ -946,12 +1011,19 @@ impl Sweep {
             slices,
             ignored_while_down: tracks.iter().map(|t| t.ignored_while_down).sum(),
             foreign_events,
+            voting: voting(log, &nodes),
             nodes,
         }
     }
 
+    /// A strict majority of the voters.
     fn majority(&self) -> usize {
-        self.nodes.len() / 2 + 1
+        self.voting.iter().filter(|v| **v).count() / 2 + 1
+    }
+
+    /// The voters in node `i`'s reach in slice `s`.
+    fn votes(&self, s: &Slice, i: usize) -> usize {
+        s.reach(i).into_iter().filter(|&j| self.voting[j]).count()
     }
 
     pub(crate) fn split_brain(&self) -> SplitBrain {
@@ -986,7 +1058,7 @@ impl Sweep {
         let mut out = Availability::default();
         for s in &self.slices {
             let claimants = s.claimants();
-            let reach_sizes: Vec<usize> = (0..self.nodes.len()).map(|i| s.reach(i).len()).collect();
+            let reach_sizes: Vec<usize> = (0..self.nodes.len()).map(|i| self.votes(s, i)).collect();
 
             if claimants.is_empty() && s.to > from {
                 out.leaderless_ns += s.to - s.from.max(from);

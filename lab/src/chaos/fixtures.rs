@@ -88,6 +88,7 @@ pub(super) fn sample_log() -> RunLog {
         promises: Vec::new(),
         dropped: Default::default(),
         role_promises: Default::default(),
+        voters: Vec::new(),
     }
 }
 

@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use super::kernel::Chain;
 use super::record::FaultWindow;
 use crate::chaos::record::Recorder;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Shape};
 use electd::clock::mono_ns;
 use electd::config::Timing;
 use electd_client::FaultSet;
@@ -74,9 +74,11 @@ pub(super) struct Harness {
     /// Nodes whose process ended without the scenario stopping it, and how (issue 48, item
     /// 6): each fails the run.
     pub(super) died: Vec<String>,
+    /// Who votes: five voters, but in S26 three voters and two members that don't vote.
+    pub(super) shape: Shape,
 }
 
-const WAIT: Duration = Duration::from_secs(20);
+pub(super) const WAIT: Duration = Duration::from_secs(20);
 
 /// The named roles every node of a quorum run stands for (issue 49): the checkers judge each
 /// role's promises (C1, C2, C6 per role) in every scenario, whatever it faults.
@@ -152,11 +154,94 @@ impl Harness {
         self.rec.resume(&self.c, id);
     }
 
+    /// The leader the running voters agree on (members that don't vote name none while cut
+    /// off or removed).
     pub(super) async fn leader(&self) -> Result<NodeId, String> {
+        self.c
+            .wait_agreed_among(&self.shape.voter_ids(), WAIT)
+            .await
+            .ok_or_else(|| "no agreed leader".to_string())
+    }
+
+    /// The leader every running node agrees on, members that don't vote included.
+    pub(super) async fn all_agree(&self) -> Result<NodeId, String> {
         self.c
             .wait_agreed(WAIT)
             .await
-            .ok_or_else(|| "no agreed leader".to_string())
+            .ok_or_else(|| "no leader all the running nodes agree on".to_string())
+    }
+
+    /// Starts the members that don't vote (they join by themselves through node 1), and waits
+    /// until each is a member and every node names the leader.
+    pub(super) async fn start_nonvoters(&mut self) -> Result<(), String> {
+        for id in self.shape.nonvoter_ids() {
+            self.start(id)?;
+        }
+        for id in self.shape.nonvoter_ids() {
+            self.until_member(id, true, WAIT).await?;
+        }
+        self.all_agree().await.map(drop)
+    }
+
+    /// Waits at most `limit` until the leader's committed membership names `id` as a member
+    /// that doesn't vote (`member`) or no longer names it: how long it took. The voter sets
+    /// must stay the voters meanwhile (N2: a join or a removal never changes them).
+    pub(super) async fn until_member(
+        &self,
+        id: NodeId,
+        member: bool,
+        limit: Duration,
+    ) -> Result<Duration, String> {
+        let t0 = tokio::time::Instant::now();
+        let voters = vec![self.shape.voter_ids()];
+        let mut last = String::from("no membership read");
+        while t0.elapsed() < limit {
+            let Some(l) = self.c.wait_agreed_among(&voters[0], WAIT).await else {
+                return Err("no agreed leader among the voters".into());
+            };
+            let client = self.c.client(l).map_err(|e| e.to_string())?;
+            if let Ok(m) = client.members().await {
+                if m.voter_sets != voters {
+                    return Err(format!("N2: the voter sets changed: {:?}", m.voter_sets));
+                }
+                let named = m.members.iter().any(|x| x.id == id && !x.voter);
+                if m.committed && named == member {
+                    return Ok(t0.elapsed());
+                }
+                last = format!("{m:?}");
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+        let what = if member { "a member" } else { "removed" };
+        Err(format!("node {id} not {what} after {limit:?}: {last}"))
+    }
+
+    /// Role `r` goes to node `id` whenever it is a live candidate (`PUT
+    /// /v1/roles/{name}/preferred`, with the admin token).
+    pub(super) async fn prefer(&self, r: &RoleName, id: NodeId) -> Result<(), String> {
+        let l = self.leader().await?;
+        let client = self.c.client(l).map_err(|e| e.to_string())?;
+        let client = client.timeout(Duration::from_secs(6));
+        client
+            .prefer(r, Some(id))
+            .await
+            .map(drop)
+            .map_err(|e| format!("{r} preferred on node {id}: {e}"))
+    }
+
+    /// A member that doesn't vote holding one of [`ROLES`], as the leader lists them (waited for
+    /// at most a hold); the first such member when none does.
+    pub(super) async fn nonvoter_holder(&self) -> NodeId {
+        let nonvoters = self.shape.nonvoter_ids();
+        let until = tokio::time::Instant::now() + self.hold();
+        while tokio::time::Instant::now() < until {
+            let held = self.role_holders().await.unwrap_or_default();
+            if let Some(n) = held.values().find(|n| nonvoters.contains(n)) {
+                return *n;
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+        nonvoters[0]
     }
 
     /// Who can talk to whom under the current cuts, as the checker's groups (pairs open both

@@ -16,7 +16,7 @@
 //!   measurements (reported, bounded per scenario by the chaos tests, never failing a run by
 //!   themselves); and how they read a node's state and its reach from the log.
 //! - [`verdict`]: [`verdict::evaluate`] folds the checkers into one [`verdict::RunResult`].
-//! - [`scenario`]: the scenarios S1–S20, one variant and one function each; [`harness`]: the
+//! - [`scenario`]: the scenarios S1–S26, one variant and one function each; [`harness`]: the
 //!   live cluster they act through, and the fault layers.
 //! - [`runner`]: runs the matrix on real 5-node clusters (`electd-lab chaos`, `scripts/chaos.sh`);
 //!   [`kernel`]: the iptables fault layer.

@@ -92,6 +92,10 @@ pub struct RunLog {
     /// no roles were asked about. Judged per role by `checkers::role_checks`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub role_promises: BTreeMap<String, Vec<Promise>>,
+    /// The voters, when some members don't vote (S26: 1, 2, 3 of 5); majorities are counted
+    /// on them, and the others must never claim (N1). Empty: every member votes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub voters: Vec<NodeId>,
 }
 
 /// The most of the answers a client got that may be unreadable before a run fails: an answer
@@ -272,6 +276,7 @@ impl Recorder {
             leased: mode.leased(),
             promises: Vec::new(),
             role_promises: BTreeMap::new(),
+            voters: Vec::new(),
         }
     }
 }

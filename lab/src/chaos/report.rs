@@ -20,7 +20,7 @@ use crate::chaos::verdict::{RunResult, HARNESS_NOTE};
 /// log does not hold stays as stored: the message cost, and a failed harness step (its note
 /// and its failure). Answers how many runs were judged, and how many of them came out
 /// different from what was stored.
-pub fn rejudge(dir: &Path, converge_bound_ms: u64) -> io::Result<(usize, usize)> {
+pub fn rejudge(dir: &Path, converge_bound_ms: impl Fn(&str) -> u64) -> io::Result<(usize, usize)> {
     let text = fs::read_to_string(dir.join("report.json"))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(io::Error::other)?;
     let mut runs: Vec<RunResult> =
@@ -35,14 +35,9 @@ pub fn rejudge(dir: &Path, converge_bound_ms: u64) -> io::Result<(usize, usize)>
         };
         let log: RunLog = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
         let before = serde_json::to_value(&*r).map_err(io::Error::other)?;
-        let mut again = crate::chaos::verdict::evaluate(
-            &log,
-            &r.mode,
-            &r.scenario,
-            &r.layer,
-            r.seed,
-            converge_bound_ms,
-        );
+        let bound = converge_bound_ms(&r.scenario);
+        let mut again =
+            crate::chaos::verdict::evaluate(&log, &r.mode, &r.scenario, &r.layer, r.seed, bound);
         again.messages = std::mem::take(&mut r.messages);
         again.steady_msgs_per_s = std::mem::take(&mut r.steady_msgs_per_s);
         again.msgs_per_election = r.msgs_per_election.take();
@@ -383,6 +378,17 @@ fn table_row(mode: &str, layer: &str, runs: &[&RunResult]) -> String {
     } else {
         "n/a"
     };
+    // N1, where members don't vote (S26).
+    let safety = if done
+        .iter()
+        .any(|r| r.nonvoter_claims.is_some_and(|n| n > 0))
+    {
+        format!("{safety}, **N1 violated**")
+    } else if done.iter().any(|r| r.nonvoter_claims.is_some()) {
+        format!("{safety}, N1 ok")
+    } else {
+        safety.to_string()
+    };
     // C6: promises judged and broken, over the runs that recorded any.
     let judged: u64 = done.iter().filter_map(|r| r.promises).sum();
     let broken: u64 = done.iter().filter_map(|r| r.promises_broken).sum();
@@ -677,7 +683,7 @@ mod tests {
             fs::create_dir_all(&run).unwrap();
             fs::write(run.join("runlog.json"), serde_json::to_vec(&log).unwrap()).unwrap();
         }
-        let counts = rejudge(&dir, 2000);
+        let counts = rejudge(&dir, |_| 2000);
         let text = fs::read_to_string(dir.join("report.json"));
         let _ = fs::remove_dir_all(&dir);
         assert_eq!(counts.unwrap(), (3, 1), "three logs, one stale verdict");

@@ -25,8 +25,7 @@ use electd::clock::{mono_ns, ms};
 use electd_client::Mode;
 use electd_client::NodeId;
 
-/// How long after heal a run may take to converge and still pass (C4).
-pub const CONVERGE_BOUND_MS: u64 = 5_000;
+pub use super::scenario::CONVERGE_BOUND_MS;
 
 /// One run of the matrix.
 #[derive(Clone, Debug)]
@@ -115,7 +114,8 @@ pub async fn run_one_with(
         Err(NotRun::Failed(why)) => return not_done(spec, why),
     };
     let start_ns = mono_ns();
-    for id in run.h.ids() {
+    // The voters; members that don't vote start in the warm-up, once there is a leader.
+    for id in run.h.shape.voter_ids() {
         if let Err(e) = run.h.start(id) {
             // Everything it needs is there: a node that does not start is a failure.
             run.h.c.down(Duration::from_secs(2));
@@ -221,8 +221,9 @@ fn set_up(spec: &RunSpec, bin: &Path, extra: &[&str]) -> Result<Run, NotRun> {
     std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
         .map_err(failed("temp dir"))?;
     let timing = spec.scenario.timing(spec.mode);
-    let (block, addrs, mut ips) = addresses(5);
-    Cluster::write_configs(dir.path(), &addrs, spec.mode, timing, "electd-chaos")
+    let shape = spec.scenario.shape(spec.mode, timing);
+    let (block, addrs, mut ips) = addresses(shape.len());
+    Cluster::write_configs_shaped(dir.path(), &addrs, spec.mode, timing, "electd-chaos", shape)
         .map_err(failed("configs"))?;
     let mut c = Cluster::open(dir.path(), bin).map_err(failed("cluster"))?;
     if spec.scenario.moves_store_clock() {
@@ -271,6 +272,7 @@ fn set_up(spec: &RunSpec, bin: &Path, extra: &[&str]) -> Result<Run, NotRun> {
         rng: StdRng::seed_from_u64(spec.seed),
         timing,
         died: Vec::new(),
+        shape,
     };
     Ok(Run {
         h,
@@ -297,7 +299,7 @@ async fn exercise(h: &mut Harness, scenario: Scenario) -> (Option<Steady>, Resul
     };
     let outcome = match scenario.run(h).await {
         Ok(()) => {
-            observe(h).await;
+            observe(h, scenario.converge_bound_ms()).await;
             Ok(())
         }
         Err(e) => Err(e),
@@ -305,10 +307,14 @@ async fn exercise(h: &mut Harness, scenario: Scenario) -> (Option<Steady>, Resul
     (Some(steady), outcome)
 }
 
-/// Waits for an agreed leader (in quorum mode: stands every node for the roles and waits until
-/// each is held), then samples the steady-state message rate.
-async fn warm_up(h: &Harness) -> Result<Steady, String> {
+/// Waits for an agreed leader (then starts the members that don't vote, if any, and waits until
+/// they joined; in quorum mode: stands every node for the roles and waits until each is held),
+/// then samples the steady-state message rate.
+async fn warm_up(h: &mut Harness) -> Result<Steady, String> {
     h.leader().await?;
+    if h.shape.nonvoters > 0 {
+        h.start_nonvoters().await?;
+    }
     if h.mode == Mode::Quorum {
         h.stand_roles().await?;
     }
@@ -325,11 +331,9 @@ async fn warm_up(h: &Harness) -> Result<Steady, String> {
     })
 }
 
-/// Observes convergence and a stable second after it.
-async fn observe(h: &Harness) {
-    let _ =
-        h.c.wait_agreed(Duration::from_millis(CONVERGE_BOUND_MS))
-            .await;
+/// Observes convergence (within `bound_ms`) and a stable second after it.
+async fn observe(h: &Harness, bound_ms: u64) {
+    let _ = h.c.wait_agreed(Duration::from_millis(bound_ms)).await;
     sleep(Duration::from_millis(1_200)).await;
 }
 
@@ -370,6 +374,10 @@ fn wind_down(
             ..polled.dropped
         },
         role_promises: polled.role_promises,
+        voters: match h.shape.nonvoters {
+            0 => Vec::new(),
+            _ => h.shape.voter_ids(),
+        },
     };
     if spec.mode.leased() {
         // A paused node's claim ends with its lease, as the API judges it.
@@ -395,7 +403,7 @@ fn judge(
         spec.scenario.as_str(),
         spec.layer.as_str(),
         spec.seed,
-        CONVERGE_BOUND_MS,
+        spec.scenario.converge_bound_ms(),
     );
     if let Some(s) = steady {
         res.set_cost(

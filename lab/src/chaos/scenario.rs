@@ -1,7 +1,7 @@
 //! The scenarios of `docs/design/chaos.md`, S1–S14, the store's of mutex mode, S15–S18,
 //! wall-clock jumps, S19, the forger on the path, S20, and the store's again, S21 (the row
 //! deleted) and S22 (the store's clock steps), the holder resigning, S23, the leader squeezed,
-//! S24, and named roles moved under partitions and pauses, S25:
+//! S24, named roles moved under partitions and pauses, S25, and members that don't vote, S26:
 //! each one a variant of [`Scenario`] and one `async fn` below that runs its schedule on a
 //! warmed-up cluster through the harness ([`super::harness`]).
 //!
@@ -16,11 +16,16 @@ use std::time::Duration;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::harness::{sleep, Harness, Layer};
+use super::harness::{sleep, Harness, Layer, WAIT};
+use crate::cluster::Shape;
 use electd::clock::mono_ns;
 use electd::config::{Timing, TimingProfile};
 use electd_client::Mode;
 use electd_client::NodeId;
+
+/// How long after heal a run may take to converge and still pass (C4), unless the scenario
+/// says otherwise ([`Scenario::converge_bound_ms`]).
+pub const CONVERGE_BOUND_MS: u64 = 5_000;
 
 /// One scenario of `docs/design/chaos.md`; `--scenario S5` on the command line, `"S5"` in
 /// `report.json`.
@@ -51,11 +56,12 @@ pub enum Scenario {
     S23,
     S24,
     S25,
+    S26,
 }
 
 impl Scenario {
     /// Every scenario, in order.
-    pub const ALL: [Scenario; 25] = [
+    pub const ALL: [Scenario; 26] = [
         Scenario::S1,
         Scenario::S2,
         Scenario::S3,
@@ -81,9 +87,10 @@ impl Scenario {
         Scenario::S23,
         Scenario::S24,
         Scenario::S25,
+        Scenario::S26,
     ];
 
-    /// `"S1"` … `"S24"`.
+    /// `"S1"` … `"S26"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::S1 => "S1",
@@ -111,6 +118,7 @@ impl Scenario {
             Scenario::S23 => "S23",
             Scenario::S24 => "S24",
             Scenario::S25 => "S25",
+            Scenario::S26 => "S26",
         }
     }
 
@@ -167,6 +175,36 @@ impl Scenario {
                  2 / 3 split while a holder on the 2 side is cut off, a holder whose renewals \
                  are answered late cut off one way"
             }
+            Scenario::S26 => {
+                "quorum: 3 voters and 2 members that don't vote: a non-voter holding a role killed \
+                 and started again within remove_after; a split of the leader and the non-voters \
+                 (3 of 5 nodes, 1 of 3 voters) from the two other voters; a non-voter cut off \
+                 until the leader removes it, healed (it joins again by itself)"
+            }
+        }
+    }
+
+    /// Who votes in the scenario's cluster: five voters, but in S26 (quorum mode) three voters
+    /// and two members that don't vote, removed once absent for [`s26_remove_after_ms`].
+    pub fn shape(self, mode: Mode, t: Timing) -> Shape {
+        if self == Scenario::S26 && mode == Mode::Quorum {
+            Shape {
+                voters: 3,
+                nonvoters: 2,
+                remove_after_ms: Some(s26_remove_after_ms(t)),
+            }
+        } else {
+            Shape::all_voters(5)
+        }
+    }
+
+    /// How long after the heal the run may take to converge (C4): S26's last heal ends a cut of
+    /// a removed non-voter, which names a leader again only once it has joined again (a join
+    /// asked of an unreachable member waits out its 5 s: driver/nonvoters.rs, `JOIN_TIME`).
+    pub fn converge_bound_ms(self) -> u64 {
+        match self {
+            Scenario::S26 => CONVERGE_BOUND_MS + 5_000,
+            _ => CONVERGE_BOUND_MS,
         }
     }
 
@@ -219,7 +257,7 @@ impl Scenario {
     /// Whether the scenario acts on quorum mode's own messages (appends and votes), which only
     /// quorum mode has.
     pub fn quorum_only(self) -> bool {
-        matches!(self, Scenario::S24 | Scenario::S25)
+        matches!(self, Scenario::S24 | Scenario::S25 | Scenario::S26)
     }
 
     /// Whether the scenario acts on the links between nodes that talk to each other, which
@@ -240,7 +278,9 @@ impl Scenario {
             | Scenario::S21
             | Scenario::S22
             | Scenario::S23 => &[Layer::Process],
-            Scenario::S9 | Scenario::S20 | Scenario::S24 | Scenario::S25 => &[Layer::App],
+            Scenario::S9 | Scenario::S20 | Scenario::S24 | Scenario::S25 | Scenario::S26 => {
+                &[Layer::App]
+            }
             _ => &[Layer::App, Layer::Kernel],
         }
     }
@@ -275,6 +315,7 @@ impl Scenario {
             Scenario::S23 => holder_resigns(h).await,
             Scenario::S24 => squeezes(h).await,
             Scenario::S25 => roles_moved(h, l).await,
+            Scenario::S26 => nonvoters(h).await,
         }
     }
 }
@@ -292,7 +333,7 @@ impl FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S25"))
+            .ok_or_else(|| format!("unknown scenario {s}; expected S1..S26"))
     }
 }
 
@@ -874,6 +915,75 @@ async fn late_renewals(h: &mut Harness, hold: Duration) -> Result<(), String> {
     h.heal().await
 }
 
+/// S26's `nonvoters.remove_after_ms`: a hold and 2 s (5 s at the default timings), so that a
+/// new leader elected during step 2's split (its absence clock starts at its election) removes
+/// no member that doesn't vote while it is cut off for a hold.
+pub fn s26_remove_after_ms(t: Timing) -> u64 {
+    20 * t.follower_lease_ms + 2_000
+}
+
+/// S26 (quorum; docs/design/nonvoters.md, docs/safety.md "Non-voters"): voters 1-3, and 4 and
+/// 5 that don't vote (learners that joined by themselves in the warm-up), every node standing
+/// for the roles, the first two preferred on the non-voters (so that each holds one). (1) A
+/// non-voter holding a role killed, started again a quarter hold later (far inside
+/// `remove_after`): its roles move after its promises, and it stays a member.
+/// (2) The leader and both non-voters apart from the two other voters for a hold: 3 of 5 nodes
+/// but 1 of 3 voters, so the leader's claim lapses while the two voters elect (a leader that
+/// counted its non-voters' acknowledgements, the lab's flaw `count-learner-ack`, claims on);
+/// heal. (3) A non-voter cut off from everyone until the leader removes it (`remove_after`),
+/// healed: it joins again by itself and stands again (a removal forgets its candidacies).
+async fn nonvoters(h: &mut Harness) -> Result<(), String> {
+    let (hold, nonvoters) = (h.hold(), h.shape.nonvoter_ids());
+    for (r, &n) in super::harness::roles().iter().zip(&nonvoters) {
+        h.prefer(r, n).await?;
+    }
+    let nv = h.nonvoter_holder().await;
+    h.kill(nv);
+    sleep(hold / 4).await;
+    h.start(nv)?;
+    sleep(hold * 3 / 4).await;
+    h.until_member(nv, true, WAIT).await?;
+    h.all_agree().await?;
+    let l = h.leader().await?;
+    let voters: Vec<NodeId> = h.shape.voter_ids();
+    let others: Vec<NodeId> = voters.iter().copied().filter(|v| *v != l).collect();
+    let mut with_l = vec![l];
+    with_l.extend(&nonvoters);
+    h.partition(&[with_l, others]).await?;
+    h.observed(&format!(
+        "{l} with the non-voters: 3 of 5 nodes, 1 of 3 voters"
+    ));
+    sleep(hold).await;
+    h.heal().await?;
+    for &n in &nonvoters {
+        h.until_member(n, true, WAIT).await?;
+    }
+    let l = h.leader().await?;
+    let cut = h.nonvoter_holder().await;
+    h.partition(&[vec![cut], h.others(&[cut])]).await?;
+    let remove_after = Duration::from_millis(s26_remove_after_ms(h.timing));
+    let gone = h
+        .until_member(cut, false, remove_after + Duration::from_secs(5))
+        .await?;
+    h.observed(&format!(
+        "{cut} removed {} ms after the cut (leader {l})",
+        gone.as_millis()
+    ));
+    h.heal().await?;
+    h.until_member(cut, true, WAIT).await?;
+    // Asked on the node itself, which may not know the leader yet: again until it does.
+    let until = tokio::time::Instant::now() + WAIT;
+    for r in super::harness::roles() {
+        while let Err(e) = h.stand_again(&r, cut).await {
+            if tokio::time::Instant::now() >= until {
+                return Err(e);
+            }
+            sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
 /// A node other than the leader `l` that holds one of the roles, as the leader lists them (a
 /// random one); any other node when none does.
 async fn role_holder(h: &mut Harness, l: NodeId) -> Result<NodeId, String> {
@@ -895,7 +1005,7 @@ mod tests {
     #[test]
     fn names_parse_back_and_are_in_order() {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
-        let expected: Vec<String> = (1..=25).map(|i| format!("S{i}")).collect();
+        let expected: Vec<String> = (1..=26).map(|i| format!("S{i}")).collect();
         assert_eq!(names, expected);
         for s in Scenario::ALL {
             assert_eq!(s.as_str().parse::<Scenario>(), Ok(s));
@@ -904,7 +1014,7 @@ mod tests {
             assert!(!s.description().is_empty());
         }
         assert_eq!(format!("{:<4}|", Scenario::S5), "S5  |");
-        assert!("S26".parse::<Scenario>().is_err());
+        assert!("S27".parse::<Scenario>().is_err());
         assert!("s5".parse::<Scenario>().is_err());
         assert!(<Scenario as ValueEnum>::from_str("s5", false).is_err());
     }
@@ -921,7 +1031,7 @@ mod tests {
                 "S1" | "S2" | "S11" | "S16" | "S17" | "S19" | "S21" | "S22" | "S23" => {
                     &[Layer::Process]
                 }
-                "S9" | "S20" | "S24" | "S25" => &[Layer::App],
+                "S9" | "S20" | "S24" | "S25" | "S26" => &[Layer::App],
                 _ => &[Layer::App, Layer::Kernel],
             };
             assert_eq!(s.layers(), want, "{s}");

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use electd_client::NodeId;
 
 use super::checkers::{
-    disruption, election_safety, leader_changes, promise_keeping, role_checks, time_goes_back,
-    Convergence, ElectionSafety, PromiseKeeping, RoleChecks, SplitBrain, Sweep, TimeBack,
-    STABLE_NS,
+    disruption, election_safety, leader_changes, nonvoter_claims, promise_keeping, role_checks,
+    time_goes_back, Convergence, ElectionSafety, NonVoterClaims, PromiseKeeping, RoleChecks,
+    SplitBrain, Sweep, TimeBack, STABLE_NS,
 };
 use super::record::RunLog;
 use electd::clock::ms;
@@ -82,6 +82,10 @@ pub struct RunResult {
     /// `seq`); any fails the run.
     #[serde(default)]
     pub time_goes_back: u64,
+    /// N1: claims of members that don't vote (their event logs and `/v1/leader` answers);
+    /// `null` when every member votes. Any fails the run.
+    #[serde(default)]
+    pub nonvoter_claims: Option<u64>,
     /// C1; `null` outside quorum mode.
     pub election_safety: Option<bool>,
     pub passed: bool,
@@ -123,6 +127,7 @@ impl RunResult {
             role_broken_ms: None,
             role_moves: None,
             time_goes_back: 0,
+            nonvoter_claims: None,
             election_safety: None,
             passed: false,
             notes: Vec::new(),
@@ -232,10 +237,16 @@ pub fn evaluate(
     if let Some(r) = &roles {
         notes.extend(role_notes(r, log.start_ns));
     }
+    let n1 = nonvoter_claims(log);
+    let n1_kept = n1
+        .as_ref()
+        .is_none_or(|n| n.claims.is_empty() && n.judged > 0);
+    notes.extend(n1.as_ref().map(n1_notes).unwrap_or_default());
 
     let passed = back.is_empty()
         && unread.is_empty()
         && roles_kept
+        && n1_kept
         && converged
         && (!log.leased
             || (split.split_brain_ns == 0
@@ -270,6 +281,7 @@ pub fn evaluate(
         role_broken_ms: roles.as_ref().map(|r| ms_up(r.keeping.broken_ns)),
         role_moves: roles.as_ref().map(|r| r.moves),
         time_goes_back: back.len() as u64,
+        nonvoter_claims: n1.as_ref().map(|n| n.claims.len() as u64),
         election_safety: safety.map(|s| s.safe),
         passed,
         notes,
@@ -293,6 +305,35 @@ fn role_notes(r: &RoleChecks, start_ns: u64) -> Vec<String> {
     notes.extend(r.keeping.first_broken(start_ns, what));
     notes.extend(r.shared.iter().map(|s| format!("C1: {s}")));
     notes.extend(r.back.iter().map(|s| format!("roles: {s}")));
+    notes
+}
+
+/// N1's notes: the first claims of a member that doesn't vote, or that none of their events was
+/// read (the check judged nothing).
+fn n1_notes(n: &NonVoterClaims) -> Vec<String> {
+    let mut notes: Vec<String> = n
+        .claims
+        .iter()
+        .take(3)
+        .map(|c| format!("N1: a member that doesn't vote claimed: {c}"))
+        .collect();
+    if n.claims.len() > 3 {
+        notes.push(format!(
+            "N1: {} claims of non-voters in all",
+            n.claims.len()
+        ));
+    }
+    if n.judged == 0 {
+        let who = n
+            .nonvoters
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>();
+        notes.push(format!(
+            "N1: no event of non-voters {} read: nothing judged",
+            who.join(", ")
+        ));
+    }
     notes
 }
 

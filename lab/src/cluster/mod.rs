@@ -30,6 +30,7 @@ mod store;
 mod wallclock;
 
 pub use self::addr::{claim_addrs, AddrBlock, BLOCK_NODE_PORT};
+pub use self::configs::Shape;
 pub use self::dir::{Cluster, CtlError, Member};
 pub use self::postgres::{bin_dir as postgres_bin_dir, Postgres, BLOCK_STORE_PORT};
 pub use self::state::{agreed, claimants, status_row, Observed};

@@ -56,6 +56,24 @@ impl Cluster {
         self.wait_agreed_other_than(None, limit).await
     }
 
+    /// Waits at most `limit` for the leader the running nodes among `ids` agree on (polling
+    /// every 50 ms): the voters of a cluster with members that don't vote, which name no leader
+    /// while cut off or removed.
+    pub async fn wait_agreed_among(&self, ids: &[NodeId], limit: Duration) -> Option<NodeId> {
+        let until = Instant::now() + limit;
+        loop {
+            let mut states = self.states().await;
+            states.retain(|id, _| ids.contains(id));
+            if let Some(l) = agreed(&states) {
+                return Some(l);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits at most `limit` for an agreed leader other than `not` (polling every 50 ms).
     pub async fn wait_agreed_other_than(
         &self,
