@@ -843,9 +843,11 @@ fn quorum_nonvoters_count_in_no_majority_and_never_claim() {
         with_l.contains(&4) && with_l.contains(&5) && votes(log, &w[0], l) == 1,
         "the leader with the non-voters, apart from the other voters: {why}"
     );
+    // The leader last heard the non-voter at most a learner's heartbeat (four beats, 120 ms)
+    // before the cut, and the removal is seen within a 50 ms poll: 200 ms of slack.
     let removed = observed(&w[1], " ms after the cut").unwrap_or_else(|| panic!("{why}"));
     assert!(
-        removed + 250.0 >= remove_after_ms as f64,
+        removed + 200.0 >= remove_after_ms as f64,
         "removed {removed} ms after the cut, before its absence of {remove_after_ms} ms: {why}"
     );
     assert!(r.role_moves.is_some_and(|n| n >= 1), "{why}");

@@ -83,7 +83,13 @@ fn metric(rt: &tokio::runtime::Runtime, tc: &TestCluster, id: NodeId, series: &s
 async fn surface_after_joins(tc: &TestCluster, leader: NodeId) -> Result<(), String> {
     let until = Instant::now() + WAIT;
     let mut seen = String::new();
+    let mut leader = leader;
     while Instant::now() < until {
+        // The leader of now (one elected since the joins tells the absences instead).
+        leader =
+            tc.c.wait_agreed_among(&[1, 2, 3], WAIT)
+                .await
+                .unwrap_or(leader);
         let m = members_of(tc, leader).await.ok_or("no members")?;
         let absent: Vec<Option<u64>> = m.members.iter().map(|x| x.absent_ms).collect();
         let answered = m.members.iter().all(|x| {

@@ -534,6 +534,33 @@ mod tests {
         evaluate(l, "quorum", "S11", "app", 1, 2000)
     }
 
+    /// N1 (S26): with voters named, a claim of another member fails the run (here C6 too: node
+    /// 1 leads throughout), and so does a run that read none of the non-voters' events; without
+    /// a claim of theirs the run passes, majorities counted on the voters.
+    #[test]
+    fn a_claim_of_a_nonvoter_fails_n1() {
+        let mut l = settled_leased_log();
+        l.voters = vec![1, 2, 3];
+        let r = quorum(&l);
+        assert!(r.passed && r.notes.is_empty(), "{r:?}");
+        assert_eq!(r.nonvoter_claims, Some(0));
+        let mut claimed = l.clone();
+        claimed.promises.push(promise(4, 1, 2 * S, 100 * MS));
+        let r = quorum(&claimed);
+        assert!(!r.passed, "{r:?}");
+        assert_eq!(r.nonvoter_claims, Some(1));
+        let said = "N1: a member that doesn't vote claimed: node 4 answered a claim";
+        assert!(r.notes.iter().any(|n| n.starts_with(said)), "{r:?}");
+        // (C4 fails it too: nodes 4 and 5, with no event, never tell the leader.)
+        let mut unread = l;
+        unread.events.retain(|e| e.node_id <= 3);
+        let r = quorum(&unread);
+        assert!(!r.passed, "{r:?}");
+        assert_eq!(r.nonvoter_claims, Some(0));
+        let said = "N1: no event of non-voters 4, 5 read";
+        assert!(r.notes.iter().any(|n| n.starts_with(said)), "{r:?}");
+    }
+
     #[test]
     fn the_settled_leased_run_passes() {
         let r = quorum(&settled_leased_log());

@@ -37,8 +37,10 @@
 //! stop, that a follower installs a snapshot, and that a wiped data dir is refused.
 //! Non-voters (`with_learners`; docs/safety.md, "Non-voters"): openraft learners beside the
 //! voters, never promoted. A learner takes the leader's log (openraft's replication), is never
-//! probed and never asked for a vote, never campaigns and confirms no incarnation (the node's
-//! driver skips both for `nonvoter = true`); a resign names only a voter. Its property: no
+//! probed and never asked for a vote, never campaigns, and needs no confirmed incarnation (the
+//! node's driver skips both for `nonvoter = true`; the model takes its data dir as confirmed,
+//! which only a probe or a vote request would ask, and it gets neither); a resign names only a
+//! voter. Its property: no
 //! non-voter claims (N1); and, as reachability, that a non-voter takes the leader's log.
 //! [`Variant`] breaks the core, or the driver's recording, the ways the simulator's flaws do;
 //! each must yield a counterexample path. Liveness, where the model allows it, is

@@ -7,7 +7,7 @@
 //!
 //! The checks: `discovery`, `reachable`, `cluster-id`, `mode`, `peer-auth` (refused peer
 //! requests, by reason: another secret, cluster id or certificate), `membership`, `leader`,
-//! `health`, `event-log`, `clock`, `roles` (quorum: placement). Exit codes: 0 all OK, 1 a member
+//! `health`, `event-log`, `clock`, `roles` (quorum: placement). Exit codes: 0 all OK, 1 a voter
 //! unreachable or any FAIL, 4 WARNs only (docs/operations.md, "electd doctor").
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,8 +37,8 @@ const CLOCK_WARN_MS: u64 = electd::auth::CLOCK_SKEW_WARN_MS;
 /// How far behind the highest term a member's latest event may be before a warning.
 const TERM_LAG: u64 = 1;
 
-/// `electd doctor`: exit 0 when every check is OK, 1 when a member is unreachable or a check
-/// fails, 4 when some only warn.
+/// `electd doctor`: exit 0 when every check is OK, 1 when a voter is unreachable or a check
+/// fails, 4 when some only warn (a member that doesn't vote and does not answer among them).
 pub async fn doctor(args: NodeArgs) -> ExitCode {
     let timeout = Duration::from_millis(args.timeout_ms);
     let mut report = Report {
