@@ -79,7 +79,7 @@ pub struct Counters {
     /// Quorum mode: vote requests refused before openraft saw them, by reason.
     votes_refused: Mutex<BTreeMap<&'static str, u64>>,
     /// Quorum mode: joins of non-voters judged, by outcome.
-    nonvoter_joins: Mutex<BTreeMap<String, u64>>,
+    nonvoter_joins: Mutex<BTreeMap<&'static str, u64>>,
     /// Quorum mode: non-voters removed as absent.
     nonvoters_removed: AtomicU64,
 }
@@ -181,9 +181,8 @@ impl Counters {
 
     /// Quorum mode: a join of a non-voter judged, with `outcome` (`added`, `member`,
     /// `not_leader`, or a refusal's code).
-    pub fn nonvoter_join(&self, outcome: &str) {
-        let mut joins = self.nonvoter_joins.lock().expect("counters lock");
-        *joins.entry(outcome.to_string()).or_default() += 1;
+    pub fn nonvoter_join(&self, outcome: &'static str) {
+        bump(&self.nonvoter_joins, outcome);
     }
 
     /// Quorum mode: `n` non-voters removed as absent.
@@ -287,7 +286,7 @@ impl Counters {
             claims_ended: owned(&self.claims_ended),
             bad_store_rows: owned(&self.bad_store_rows),
             votes_refused: owned(&self.votes_refused),
-            nonvoter_joins: self.nonvoter_joins.lock().expect("counters lock").clone(),
+            nonvoter_joins: owned(&self.nonvoter_joins),
             nonvoters_removed: self.nonvoters_removed.load(Ordering::Relaxed),
         }
     }

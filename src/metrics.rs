@@ -72,8 +72,9 @@ pub fn render(node: &Node, openmetrics: bool, roles: Option<RoleCounts>) -> Stri
     register_timing_config(reg, &node.cfg.timing);
     register_api(reg, node);
     register_view(reg, node.view());
-    register_counters(reg, node.counters.snapshot());
-    register_members(reg, node);
+    let counted = node.counters.snapshot();
+    register_members(reg, node, &counted);
+    register_counters(reg, counted);
     register_timings(reg, &node.counters.timings);
     if let Some(r) = roles {
         register_roles(reg, r);
@@ -331,7 +332,7 @@ fn register_roles(reg: &mut Registry, r: RoleCounts) {
 
 /// The members by kind (quorum mode: the membership of the log), whether this node is one
 /// that does not vote, and the non-voters' joins and removals (docs/design/nonvoters.md).
-fn register_members(reg: &mut Registry, node: &Node) {
+fn register_members(reg: &mut Registry, node: &Node, snap: &Counters) {
     if let Ok(m) = node.engine().members() {
         let kinds = Family::<Labels, Gauge>::default();
         let voters = m.members.iter().filter(|x| x.voter).count();
@@ -354,8 +355,7 @@ fn register_members(reg: &mut Registry, node: &Node) {
         "1 on a member that does not vote (config nonvoter = true), 0 otherwise",
         i64::from(node.cfg.nonvoter),
     );
-    let snap = node.counters.snapshot();
-    let joins = snap.nonvoter_joins.into_iter().collect();
+    let joins = snap.nonvoter_joins.clone().into_iter().collect();
     counter_family(
         reg,
         "nonvoter_joins",

@@ -95,47 +95,42 @@ impl Admission {
     /// promoted, by the rules of nonvoters.rs. `req.addr` must be the address the request
     /// carried under the MAC. Each outcome is counted (`nonvoter_joins` in `/v1/status`).
     pub async fn join(&self, from: NodeId, req: JoinRequest) -> JoinAnswer {
-        let (answer, added) = self.judge_join(from, req).await;
-        let outcome = match &answer {
-            JoinAnswer::Member if added => "added",
-            JoinAnswer::Member => "member",
-            JoinAnswer::NotLeader { .. } => "not_leader",
-            JoinAnswer::Refused { code, .. } => code.as_str(),
-        };
+        let (answer, outcome) = self.judge_join(from, req).await;
         self.transport.counters.nonvoter_join(outcome);
         answer
     }
 
-    /// The answer to a join, and whether this node added the joiner.
-    async fn judge_join(&self, from: NodeId, req: JoinRequest) -> (JoinAnswer, bool) {
-        let refused = |code: &str, message: String| JoinAnswer::Refused {
-            code: code.into(),
-            message,
+    /// The answer to a join, and its outcome as counted: `added`, `member`, `not_leader`, or
+    /// the refusal's code.
+    async fn judge_join(&self, from: NodeId, req: JoinRequest) -> (JoinAnswer, &'static str) {
+        let refused = |code: &'static str, message: String| {
+            let answer = JoinAnswer::Refused {
+                code: code.into(),
+                message,
+            };
+            (answer, code)
         };
         if let Err(e) = crate::config::check_addr(&req.addr) {
-            return (refused("invalid", e), false);
+            return refused("invalid", e);
         }
         if from == 0 {
-            return (
-                refused("invalid", "a member's id is positive".into()),
-                false,
-            );
+            return refused("invalid", "a member's id is positive".into());
         }
         if self.transport.peers.get(from).as_deref() != Some(req.addr.as_str()) {
             let message = format!("{} is not the address node {from} sends from", req.addr);
-            return (refused("invalid", message), false);
+            return refused("invalid", message);
         }
         if let Err(MembershipError::NotLeader { leader, .. }) = self.members.must_lead() {
-            return (not_leader(leader), false);
+            return (not_leader(leader), "not_leader");
         }
         let Some(_one) = self.write() else {
             let message = "another join or removal is being written".to_string();
-            return (refused("change_in_progress", message), false);
+            return refused("change_in_progress", message);
         };
         let view = self.members.nonvoter_view();
         match nonvoters::admit(self.max, &view, from, &req.addr) {
-            Admit::Member => return (JoinAnswer::Member, false),
-            Admit::Refused(r) => return (refused(r.code(), r.message()), false),
+            Admit::Member => return (JoinAnswer::Member, "member"),
+            Admit::Refused(r) => return refused(r.code(), r.message()),
             Admit::Add => {}
         }
         self.transport.peers.learn(from, &req.addr);
@@ -148,9 +143,9 @@ impl Admission {
             .raft
             .add_learner(from, BasicNode::new(&req.addr), false);
         match changed(self.id, tokio::time::timeout(CHANGE_TIME, add).await) {
-            Ok(_) => (JoinAnswer::Member, true),
-            Err(MembershipError::NotLeader { leader, .. }) => (not_leader(leader), false),
-            Err(e) => (refused("failed", e.to_string()), false),
+            Ok(_) => (JoinAnswer::Member, "added"),
+            Err(MembershipError::NotLeader { leader, .. }) => (not_leader(leader), "not_leader"),
+            Err(e) => refused("failed", e.to_string()),
         }
     }
 
